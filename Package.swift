@@ -1,0 +1,54 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
+
+let package = Package(
+    name: "relayd",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "StunCodec", targets: ["StunCodec"]),
+        .library(name: "Relay", targets: ["Relay"]),
+        .executable(name: "relayd", targets: ["relayd"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibevent",
+            pkgConfig: "libevent",
+            providers: [.apt(["libevent-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "StunCodec",
+            dependencies: ["COpenSSL"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "Relay",
+            dependencies: [
+                "StunCodec", "CLibevent", "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "relayd",
+            dependencies: [
+                "Relay", "StunCodec",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "StunCodecTests", dependencies: ["StunCodec"], swiftSettings: strict),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "StunCodec"], swiftSettings: strict),
+    ]
+)

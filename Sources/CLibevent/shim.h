@@ -1,0 +1,21 @@
+#ifndef RELAYD_CLIBEVENT_SHIM_H
+#define RELAYD_CLIBEVENT_SHIM_H
+/* System headers first: see shared/design/PITFALLS.md (fd_set vs SwiftGlibc). */
+#include <sys/types.h>
+#include <sys/select.h>
+#include <sys/time.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <arpa/inet.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/listener.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/thread.h>
+#endif
