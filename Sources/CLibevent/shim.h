@@ -18,4 +18,20 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
+#include <ifaddrs.h>
+#include <time.h>
+
+/* recvmmsg/sendmmsg need _GNU_SOURCE, which Swift's Glibc module is not built with.
+   Same layout as glibc's struct mmsghdr, bound to the glibc symbols by asm label. */
+struct relayd_mmsghdr {
+    struct msghdr msg_hdr;
+    unsigned int msg_len;
+};
+extern int relayd_recvmmsg(int fd, struct relayd_mmsghdr *vmessages, unsigned int vlen, int flags,
+                           struct timespec *timeout) __asm__("recvmmsg");
+extern int relayd_sendmmsg(int fd, struct relayd_mmsghdr *vmessages, unsigned int vlen, int flags)
+    __asm__("sendmmsg");
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 #endif

@@ -79,12 +79,17 @@ public struct IPAddress: Hashable, Sendable, Comparable {
 }
 
 extension IPAddress: CustomStringConvertible {
-    /// Dotted quad for IPv4; RFC 5952 canonical text (lowercase, longest zero run compressed) for IPv6.
+    /// Dotted quad for IPv4; RFC 5952 canonical text (lowercase, longest zero run compressed,
+    /// IPv4-mapped addresses in mixed notation) for IPv6.
     public var description: String {
         switch family {
         case .ipv4:
             return "\(byte(0)).\(byte(1)).\(byte(2)).\(byte(3))"
         case .ipv6:
+            if high == 0, low >> 32 == 0xFFFF {
+                // RFC 5952 §5: IPv4-mapped addresses are written in mixed notation.
+                return "::ffff:\(byte(12)).\(byte(13)).\(byte(14)).\(byte(15))"
+            }
             var groups = [UInt16](repeating: 0, count: 8)
             for i in 0..<8 { groups[i] = UInt16(byte(2 * i)) << 8 | UInt16(byte(2 * i + 1)) }
             var bestStart = -1
@@ -173,7 +178,10 @@ extension IPAddress {
                 guard let v4 = parseIPv4(piece) else { return nil }
                 groups += [UInt16(v4 >> 16), UInt16(v4 & 0xFFFF)]
             } else {
-                guard !piece.isEmpty, piece.utf8.count <= 4, let g = UInt16(piece, radix: 16) else { return nil }
+                // `UInt16(_:radix:)` alone would also accept a sign ("+1", "-0").
+                guard !piece.isEmpty, piece.utf8.count <= 4, piece.utf8.allSatisfy(\.isASCIIHexDigit),
+                    let g = UInt16(piece, radix: 16)
+                else { return nil }
                 groups.append(g)
             }
         }
@@ -199,5 +207,12 @@ extension Substring {
         }
         parts.append(self[start..<endIndex])
         return parts
+    }
+}
+
+extension UInt8 {
+    /// `0-9`, `a-f`, `A-F`.
+    fileprivate var isASCIIHexDigit: Bool {
+        (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
     }
 }

@@ -88,13 +88,31 @@ public struct StunMessage {
     public var allAttributes: AttributeIterator { AttributeIterator(bytes: bytes, end: bytes.count) }
 
     /// The first attribute of `type` among those that count (RFC 8489 §14: later duplicates are ignored).
+    ///
+    /// MESSAGE-INTEGRITY, MESSAGE-INTEGRITY-SHA256 and FINGERPRINT count too, although they sit at
+    /// or after `trustedEnd`: they are the ones found during parsing.
     @inlinable
     public func attribute(_ type: AttributeType) -> RawAttribute? {
+        switch type {
+        case .messageIntegrity: return integrityOffset.map(rawAttribute(at:))
+        case .messageIntegritySHA256: return integritySHA256Offset.map(rawAttribute(at:))
+        case .fingerprint: return fingerprintOffset.map(rawAttribute(at:))
+        default: break
+        }
         var it = attributes
         while let a = it.next() {
             if a.type == type { return a }
         }
         return nil
+    }
+
+    /// The attribute whose TLV header starts at `offset` (already validated by parsing).
+    @inlinable
+    func rawAttribute(at offset: Int) -> RawAttribute {
+        let type = AttributeType(rawValue: bytes.loadUnaligned(fromByteOffset: offset, as: UInt16.self).bigEndian)
+        let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 2, as: UInt16.self).bigEndian)
+        return RawAttribute(
+            type: type, value: UnsafeRawBufferPointer(rebasing: bytes[offset + 4..<offset + 4 + length]), offset: offset)
     }
 
     /// Decodes the first attribute of `A`'s type, or nil when absent.

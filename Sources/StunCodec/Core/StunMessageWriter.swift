@@ -67,6 +67,15 @@ public struct StunMessageWriter {
         try appendIntegrity(.messageIntegrity, algorithm: .sha1, key: key, length: 20)
     }
 
+    /// MESSAGE-INTEGRITY with a key held in an array (control path).
+    public mutating func appendMessageIntegrity(key: [UInt8]) throws(StunEncodeError) {
+        var failure: StunEncodeError? = nil
+        key.withUnsafeBytes { k in
+            do throws(StunEncodeError) { try appendMessageIntegrity(key: k) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
     /// Appends MESSAGE-INTEGRITY-SHA256, optionally truncated to 16–32 bytes in steps of 4 (RFC 8489 §14.6).
     @inlinable
     public mutating func appendMessageIntegritySHA256(key: UnsafeRawBufferPointer, length: Int = 32)
@@ -82,6 +91,7 @@ public struct StunMessageWriter {
     {
         let start = count
         guard start + 4 + length <= buffer.count else { throw .bufferTooSmall }
+        guard start + 4 + length - StunConstants.headerLength <= 0xFFFF else { throw .valueTooLong }
         setLength(start + 4 + length - StunConstants.headerLength)
         let covered = UnsafeRawBufferPointer(rebasing: buffer[0..<start])
         let out = UnsafeMutableRawBufferPointer(rebasing: buffer[start + 4..<start + 4 + length])
@@ -97,6 +107,7 @@ public struct StunMessageWriter {
     public mutating func appendFingerprint() throws(StunEncodeError) {
         let start = count
         guard start + 8 <= buffer.count else { throw .bufferTooSmall }
+        guard start + 8 - StunConstants.headerLength <= 0xFFFF else { throw .valueTooLong }
         setLength(start + 8 - StunConstants.headerLength)
         let crc = CRC32.checksum(UnsafeRawBufferPointer(rebasing: buffer[0..<start])) ^ StunConstants.fingerprintXOR
         buffer.storeBytes(of: AttributeType.fingerprint.rawValue.bigEndian, toByteOffset: start, as: UInt16.self)

@@ -1,0 +1,76 @@
+import StunCodec
+
+/// Finds the long-term key(s) a USERNAME may be using (RFC 8489 §9.2.2): static users from
+/// `user=` lines, and coturn's TURN REST credentials (`use-auth-secret`) under any of the
+/// configured secrets, so secrets can be rotated without refusing clients mid-rotation.
+public struct CredentialStore: Sendable {
+    public let realm: String
+    let restSecrets: [String]
+    let separator: String
+    let users: [String: [UInt8]]
+
+    public init(configuration c: RelayConfiguration) {
+        realm = c.realm
+        restSecrets = c.useAuthSecret ? c.staticAuthSecrets : []
+        separator = c.restAPISeparator
+        var table: [String: [UInt8]] = [:]
+        for user in c.users {
+            switch user.credential {
+            case .key(let key):
+                table[user.name] = key
+            case .password(let password):
+                table[user.name] = KeyDerivation.longTermKeyMD5(
+                    username: user.name, realm: c.realm, password: OpaqueString.prepare(password))
+            }
+        }
+        users = table
+    }
+
+    /// Why no key could be offered for a USERNAME.
+    public enum Failure: Error, Sendable, Hashable {
+        /// Neither a static user nor a well-formed REST username.
+        case unknownUser
+        /// A REST username whose expiry timestamp has passed.
+        case expired
+    }
+
+    /// Candidate keys for `username` at unix time `now`: one for a static user, one per REST secret.
+    public func candidateKeys(for username: String, now: Int64) -> Result<[[UInt8]], Failure> {
+        if let key = users[username] { return .success([key]) }
+        guard !restSecrets.isEmpty else { return .failure(.unknownUser) }
+        guard let expiry = CredentialStore.restExpiry(of: username, separator: separator) else {
+            return .failure(.unknownUser)
+        }
+        guard expiry > now else { return .failure(.expired) }
+        return .success(
+            restSecrets.map { secret in
+                KeyDerivation.longTermKeyMD5(
+                    username: username, realm: realm,
+                    password: KeyDerivation.restPassword(secret: secret, username: username))
+            })
+    }
+
+    /// The unix expiry of a REST username `<expiry>[<separator><user id>]`, nil when malformed.
+    public static func restExpiry(of username: String, separator: String) -> Int64? {
+        let stamp: Substring
+        if !separator.isEmpty, let range = username.range(of: separator) {
+            stamp = username[..<range.lowerBound]
+        } else {
+            stamp = Substring(username)
+        }
+        guard !stamp.isEmpty, stamp.utf8.count <= 19, stamp.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            return nil
+        }
+        return Int64(stamp)
+    }
+
+    /// The user id part of a REST username (after the separator), or the whole name; used for quotas and logs.
+    public func userID(of username: String) -> Substring {
+        if !restSecrets.isEmpty, !separator.isEmpty, let range = username.range(of: separator),
+            CredentialStore.restExpiry(of: username, separator: separator) != nil
+        {
+            return username[range.upperBound...]
+        }
+        return Substring(username)
+    }
+}

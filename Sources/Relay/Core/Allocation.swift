@@ -1,0 +1,97 @@
+import StunCodec
+
+/// One TURN allocation (RFC 8656 §2.2, §7): a relayed transport address bound to a client's
+/// 5-tuple, with its permissions, channels, credentials and expiry. Lives on one loop thread.
+public final class Allocation {
+    public let origin: ClientOrigin
+    /// The address the relay socket is bound to.
+    public let relayedAddress: TransportAddress
+    /// The address advertised in XOR-RELAYED-ADDRESS (the `external-ip` public form, or the same).
+    public let advertisedAddress: TransportAddress
+    /// The relay socket's file descriptor, owned by the I/O layer.
+    public let relaySocket: Int32
+    /// USERNAME the allocation was created with; later requests must use the same (RFC 8656 §7.3, 441).
+    public let username: String
+    /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
+    public let key: [UInt8]
+    /// Transaction ID of the Allocate request and the response it got, for retransmissions (RFC 8656 §7.2).
+    public let allocateTransactionID: TransactionID
+    var allocateResponse: [UInt8]
+    public let created: Int64
+    public internal(set) var expiry: Int64
+    public internal(set) var permissions: [Permission] = []
+    public internal(set) var channels: [ChannelBinding] = []
+    public internal(set) var traffic = TrafficCounters()
+    /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.
+    public internal(set) var permissionsUsed = 0
+    public internal(set) var channelsUsed = 0
+
+    init(
+        origin: ClientOrigin, relayedAddress: TransportAddress, advertisedAddress: TransportAddress,
+        relaySocket: Int32, username: String, key: [UInt8], transactionID: TransactionID, now: Int64, lifetime: Int64
+    ) {
+        self.origin = origin
+        self.relayedAddress = relayedAddress
+        self.advertisedAddress = advertisedAddress
+        self.relaySocket = relaySocket
+        self.username = username
+        self.key = key
+        self.allocateTransactionID = transactionID
+        self.allocateResponse = []
+        self.created = now
+        self.expiry = now + lifetime
+        permissions.reserveCapacity(4)
+        channels.reserveCapacity(4)
+    }
+
+    /// True when a live permission exists for `peer`'s IP (RFC 8656 §9).
+    @inlinable
+    public func hasPermission(for peer: IPAddress, now: Int64) -> Bool {
+        for p in permissions where p.peer == peer { return p.expiry > now }
+        return false
+    }
+
+    /// Installs or refreshes the permission for `peer`.
+    func installPermission(_ peer: IPAddress, until expiry: Int64) {
+        for i in permissions.indices where permissions[i].peer == peer {
+            permissions[i].expiry = expiry
+            return
+        }
+        permissions.append(Permission(peer: peer, expiry: expiry))
+        permissionsUsed += 1
+    }
+
+    /// The live channel bound to `number`.
+    @inlinable
+    public func channel(number: UInt16, now: Int64) -> ChannelBinding? {
+        for c in channels where c.number == number && c.expiry > now { return c }
+        return nil
+    }
+
+    /// The live channel bound to `peer`.
+    @inlinable
+    public func channel(peer: TransportAddress, now: Int64) -> ChannelBinding? {
+        for c in channels where c.peer == peer && c.expiry > now { return c }
+        return nil
+    }
+
+    /// Binds or refreshes `number` to `peer`.
+    func bindChannel(_ number: UInt16, to peer: TransportAddress, until expiry: Int64) {
+        for i in channels.indices where channels[i].number == number {
+            channels[i].peer = peer
+            channels[i].expiry = expiry
+            return
+        }
+        channels.append(ChannelBinding(number: number, peer: peer, expiry: expiry))
+        channelsUsed += 1
+    }
+
+    /// Drops expired permissions and channels (RFC 8656 §9, §12).
+    func sweep(now: Int64) {
+        permissions.removeAll { $0.expiry <= now }
+        channels.removeAll { $0.expiry <= now }
+    }
+
+    /// Number of live permissions.
+    func livePermissionCount(now: Int64) -> Int { permissions.reduce(0) { $0 + ($1.expiry > now ? 1 : 0) } }
+}

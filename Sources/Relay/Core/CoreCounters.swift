@@ -1,0 +1,99 @@
+/// Why a packet was dropped without an answer; each reason is counted.
+public enum DropReason: Int, CaseIterable, Sendable {
+    case malformed
+    case notStun
+    case unexpectedMessage
+    case noAllocation
+    case noPermission
+    case noChannel
+    case policy
+    case rateLimited
+    case outboxFull
+
+    public var label: String {
+        switch self {
+        case .malformed: return "malformed"
+        case .notStun: return "not_stun"
+        case .unexpectedMessage: return "unexpected_message"
+        case .noAllocation: return "no_allocation"
+        case .noPermission: return "no_permission"
+        case .noChannel: return "no_channel"
+        case .policy: return "policy"
+        case .rateLimited: return "rate_limit"
+        case .outboxFull: return "outbox_full"
+        }
+    }
+}
+
+/// Result of authenticating a request (RFC 8489 §9.2.4).
+public enum AuthOutcome: Int, CaseIterable, Sendable {
+    case ok
+    case challenged
+    case staleNonce
+    case badIntegrity
+    case expired
+    case unknownUser
+    case wrongCredentials
+
+    public var label: String {
+        switch self {
+        case .ok: return "ok"
+        case .challenged: return "challenge"
+        case .staleNonce: return "stale_nonce"
+        case .badIntegrity: return "bad_integrity"
+        case .expired: return "expired"
+        case .unknownUser: return "unknown_user"
+        case .wrongCredentials: return "wrong_credentials"
+        }
+    }
+}
+
+/// Why an allocation ended.
+public enum AllocationEnd: String, Sendable {
+    case refreshedToZero = "refresh_zero"
+    case expired
+    case connectionClosed = "connection_closed"
+    case shutdown
+}
+
+/// One loop thread's counters: plain integers, written only by that thread, summed at scrape time.
+public struct CoreCounters: Sendable {
+    public var bindingRequests: UInt64 = 0
+    public var allocationsCreated: UInt64 = 0
+    public var allocationsExpired: UInt64 = 0
+    public var allocationsDeleted: UInt64 = 0
+    public var packetsToPeer: UInt64 = 0
+    public var bytesToPeer: UInt64 = 0
+    public var packetsToClient: UInt64 = 0
+    public var bytesToClient: UInt64 = 0
+    public var drops = [UInt64](repeating: 0, count: DropReason.allCases.count)
+    public var auth = [UInt64](repeating: 0, count: AuthOutcome.allCases.count)
+    /// Error responses sent, indexed like `RelayError.allCases`.
+    public var errorResponses = [UInt64](repeating: 0, count: RelayError.allCases.count)
+
+    public init() {}
+
+    @inlinable
+    public mutating func drop(_ reason: DropReason) { drops[reason.rawValue] &+= 1 }
+
+    public func dropped(_ reason: DropReason) -> UInt64 { drops[reason.rawValue] }
+    public func authenticated(_ outcome: AuthOutcome) -> UInt64 { auth[outcome.rawValue] }
+    public func errors(_ error: RelayError) -> UInt64 {
+        errorResponses[RelayError.allCases.firstIndex(of: error)!]
+    }
+
+    /// Adds another thread's counters into these.
+    public mutating func add(_ other: CoreCounters) {
+        bindingRequests &+= other.bindingRequests
+        allocationsCreated &+= other.allocationsCreated
+        allocationsExpired &+= other.allocationsExpired
+        allocationsDeleted &+= other.allocationsDeleted
+        packetsToPeer &+= other.packetsToPeer
+        bytesToPeer &+= other.bytesToPeer
+        packetsToClient &+= other.packetsToClient
+        bytesToClient &+= other.bytesToClient
+        for i in drops.indices { drops[i] &+= other.drops[i] }
+        for i in auth.indices { auth[i] &+= other.auth[i] }
+        for i in errorResponses.indices { errorResponses[i] &+= other.errorResponses[i] }
+    }
+}

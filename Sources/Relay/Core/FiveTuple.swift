@@ -1,0 +1,33 @@
+import StunCodec
+
+/// Client address, server address and transport: what identifies an allocation (RFC 8656 §2).
+public struct FiveTuple: Hashable, Sendable {
+    public var client: TransportAddress
+    public var server: TransportAddress
+    public var transport: TransportProtocol
+
+    @inlinable
+    public init(client: TransportAddress, server: TransportAddress, transport: TransportProtocol) {
+        self.client = client
+        self.server = server
+        self.transport = transport
+    }
+}
+
+extension FiveTuple: CustomStringConvertible {
+    public var description: String { "\(transport.label) \(client)->\(server)" }
+}
+
+/// Where a client's packet came from: its 5-tuple plus the socket it arrived on
+/// (the UDP listener, or the TCP/TLS connection), which is where answers go back out.
+public struct ClientOrigin: Hashable, Sendable {
+    public var fiveTuple: FiveTuple
+    /// File descriptor of the listener (UDP) or connection (TCP/TLS).
+    public var socket: Int32
+
+    @inlinable
+    public init(fiveTuple: FiveTuple, socket: Int32) {
+        self.fiveTuple = fiveTuple
+        self.socket = socket
+    }
+}

@@ -1,0 +1,91 @@
+import StunCodec
+
+/// Where an outbound packet goes: back to a client, or from an allocation's relay socket to a peer.
+public enum Route: Hashable, Sendable {
+    case client(ClientOrigin)
+    case peer(relaySocket: Int32, peer: TransportAddress)
+}
+
+/// One packet the I/O layer must send. `bytes` points either into the outbox's arena (responses)
+/// or into the receive buffer the packet arrived in (relayed payloads rewritten in place), both
+/// valid until the outbox is flushed.
+public struct OutboundPacket {
+    public var route: Route
+    public var bytes: UnsafeRawBufferPointer
+
+    @inlinable
+    public init(route: Route, bytes: UnsafeRawBufferPointer) {
+        self.route = route
+        self.bytes = bytes
+    }
+}
+
+/// The core's actions for one loop iteration: packets to send, collected without allocating,
+/// and flushed by the I/O layer in one batch (sendmmsg) per iteration.
+public final class Outbox {
+    /// Scratch memory for responses the core builds.
+    let arena: UnsafeMutableRawBufferPointer
+    var arenaUsed = 0
+    public private(set) var packets: [OutboundPacket] = []
+    public let packetCapacity: Int
+
+    /// Largest STUN response the core writes (error responses, Allocate success with all attributes).
+    public static let maxResponseLength = 1024
+
+    public init(packetCapacity: Int = 256, arenaBytes: Int = 256 * 1024) {
+        self.packetCapacity = packetCapacity
+        arena = UnsafeMutableRawBufferPointer.allocate(byteCount: arenaBytes, alignment: 16)
+        packets.reserveCapacity(packetCapacity)
+    }
+
+    deinit { arena.deallocate() }
+
+    /// True when the I/O layer should flush before handing the core more input.
+    public var needsFlush: Bool {
+        packets.count >= packetCapacity - 2 || arena.count - arenaUsed < 2 * Outbox.maxResponseLength
+    }
+
+    /// True when one more response fits.
+    public var hasRoomForResponse: Bool {
+        packets.count < packetCapacity && arena.count - arenaUsed >= Outbox.maxResponseLength
+    }
+
+    /// Scratch space for a response of at most `maxResponseLength` bytes.
+    @usableFromInline
+    func scratch() -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(rebasing: arena[arenaUsed..<min(arena.count, arenaUsed + Outbox.maxResponseLength)])
+    }
+
+    /// Queues the first `length` bytes of the last `scratch()` for `route`.
+    @usableFromInline
+    func commitScratch(length: Int, route: Route) {
+        let bytes = UnsafeRawBufferPointer(rebasing: arena[arenaUsed..<arenaUsed + length])
+        arenaUsed += (length + 15) & ~15
+        append(OutboundPacket(route: route, bytes: bytes))
+    }
+
+    /// Queues bytes that live elsewhere (a receive buffer) until the next flush.
+    @inlinable
+    public func enqueue(_ bytes: UnsafeRawBufferPointer, route: Route) {
+        append(OutboundPacket(route: route, bytes: bytes))
+    }
+
+    /// Queues a copy of `bytes` (a cached response) for `route`.
+    func enqueueCopy(_ bytes: UnsafeRawBufferPointer, route: Route) {
+        guard bytes.count <= Outbox.maxResponseLength, hasRoomForResponse else { return }
+        let buffer = scratch()
+        buffer.copyMemory(from: bytes)
+        commitScratch(length: bytes.count, route: route)
+    }
+
+    @usableFromInline
+    func append(_ packet: OutboundPacket) {
+        if packets.count < packetCapacity { packets.append(packet) }
+    }
+
+    /// Forgets every queued packet; call after the I/O layer has sent them.
+    public func reset() {
+        packets.removeAll(keepingCapacity: true)
+        arenaUsed = 0
+    }
+}

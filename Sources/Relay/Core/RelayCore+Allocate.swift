@@ -1,0 +1,137 @@
+import StunCodec
+
+extension RelayCore {
+    /// Allocate request (RFC 8656 §7.2, RFC 6156 §4).
+    func handleAllocate(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
+        let fiveTuple = origin.fiveTuple
+        if let existing = byFiveTuple[fiveTuple] {
+            // A retransmission gets the original success response again; anything else is 437.
+            if existing.allocateTransactionID == message.transactionID {
+                existing.allocateResponse.withUnsafeBytes { outbox.enqueueCopy($0, route: .client(origin)) }
+                return
+            }
+            guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
+            sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
+            return
+        }
+        guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
+        let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
+
+        if context.draining {
+            if let alternate = configuration.alternateServers.first {
+                sendError(.tryAlternate, to: message, origin: origin, key: auth.key) { w throws(StunEncodeError) in
+                    try w.append(AlternateServer(address: alternate))
+                }
+            } else {
+                reply(.insufficientCapacity)
+            }
+            return
+        }
+        guard let transport = try? message.decode(RequestedTransport.self) else { return reply(.badRequest) }
+        guard transport.protocolNumber == RequestedTransport.udp.protocolNumber else {
+            return reply(.unsupportedTransportProtocol)
+        }
+        let evenPort: EvenPort?
+        let token: ReservationToken?
+        let requestedFamily: RequestedAddressFamily?
+        do {
+            evenPort = try message.decode(EvenPort.self)
+            token = try message.decode(ReservationToken.self)
+            requestedFamily = try message.decode(RequestedAddressFamily.self)
+        } catch .badAttributeValue(.requestedAddressFamily) {
+            return reply(.addressFamilyNotSupported)
+        } catch {
+            return reply(.badRequest)
+        }
+        // RFC 8656 §7.2: RESERVATION-TOKEN excludes EVEN-PORT and REQUESTED-ADDRESS-FAMILY;
+        // REQUESTED- and ADDITIONAL-ADDRESS-FAMILY exclude each other.
+        if token != nil && (evenPort != nil || requestedFamily != nil) { return reply(.badRequest) }
+        if requestedFamily != nil && message.contains(.additionalAddressFamily) { return reply(.badRequest) }
+        let family = requestedFamily?.family ?? .ipv4
+
+        let userID = String(context.credentials.userID(of: auth.username))
+        if let quotaError = context.quota.acquire(user: userID) { return reply(quotaError) }
+        guard let (relay, socket) = openRelay(family: family, evenPort: evenPort, token: token, now: now) else {
+            context.quota.release(user: userID)
+            if token == nil && !context.relayAddresses.contains(where: { $0.bound.family == family }) {
+                return reply(.addressFamilyNotSupported)
+            }
+            return reply(.insufficientCapacity)
+        }
+        let lifetime = allocateLifetime(requested: try? message.decode(Lifetime.self))
+        let advertised = TransportAddress(
+            ip: context.relayAddresses.first { $0.bound == relay.ip }?.advertised ?? relay.ip, port: relay.port)
+        let allocation = Allocation(
+            origin: origin, relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket,
+            username: auth.username, key: auth.key, transactionID: message.transactionID, now: now, lifetime: lifetime)
+        var reservation: UInt64? = nil
+        if evenPort?.reservePair == true {
+            let next = relay.port + 1
+            if ports[relay.ip]?.claim(next) == true {
+                let value = random.next()
+                reservations[value] = Reservation(address: relay.ip, port: next, expiry: now + 30)
+                reservation = value
+            }
+        }
+        byFiveTuple[fiveTuple] = allocation
+        bySocket[socket] = allocation
+        counters.allocationsCreated += 1
+        let response = respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) {
+            w throws(StunEncodeError) in
+            try w.append(XORRelayedAddress(address: advertised))
+            try w.append(Lifetime(seconds: UInt32(lifetime)))
+            if let reservation { try w.append(ReservationToken(value: reservation)) }
+            try w.append(XORMappedAddress(address: fiveTuple.client))
+            try appendSoftware(&w)
+        }
+        if let response { allocation.allocateResponse = Array(response) }
+        logger.info(
+            "allocation created",
+            metadata: [
+                "event": "allocation_created", "five_tuple": "\(fiveTuple)", "relayed": "\(advertised)",
+                "bound": "\(relay)", "user": "\(LogSafe.text(userID))", "lifetime_s": "\(lifetime)",
+            ])
+    }
+
+    /// Lifetime of a new allocation: the default 600 s unless the client asks for longer, capped at
+    /// `max-allocate-lifetime` (RFC 8656 §7.2).
+    func allocateLifetime(requested: Lifetime?) -> Int64 {
+        let maximum = Int64(configuration.maxAllocateLifetime)
+        let defaultLifetime = min(Int64(600), maximum)
+        guard let requested else { return defaultLifetime }
+        return max(defaultLifetime, min(Int64(requested.seconds), maximum))
+    }
+
+    /// Chooses a relay address and port and opens its socket: the reserved port for a
+    /// RESERVATION-TOKEN, an even port for EVEN-PORT (RFC 8656 §14.6), otherwise any free port
+    /// on the next relay address of the family, round robin.
+    func openRelay(family: IPAddress.Family, evenPort: EvenPort?, token: ReservationToken?, now: Int64)
+        -> (TransportAddress, Int32)?
+    {
+        if let token {
+            guard let reserved = reservations.removeValue(forKey: token.value), reserved.expiry > now else { return nil }
+            let address = TransportAddress(ip: reserved.address, port: reserved.port)
+            guard let socket = sockets.openRelaySocket(bound: address) else {
+                ports[reserved.address]?.release(reserved.port)
+                return nil
+            }
+            return (address, socket)
+        }
+        let candidates = context.relayAddresses.filter { $0.bound.family == family }
+        guard !candidates.isEmpty else { return nil }
+        for attempt in 0..<candidates.count {
+            let ip = candidates[(relayCursor + attempt) % candidates.count].bound
+            var socket: Int32 = -1
+            let port = ports[ip]?.acquire(even: evenPort != nil, pair: evenPort?.reservePair == true) { port in
+                guard let fd = sockets.openRelaySocket(bound: TransportAddress(ip: ip, port: port)) else { return false }
+                socket = fd
+                return true
+            }
+            if let port {
+                relayCursor = (relayCursor + attempt + 1) % candidates.count
+                return (TransportAddress(ip: ip, port: port), socket)
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,62 @@
+import StunCodec
+
+extension RelayCore {
+    /// Who sent an authenticated request and the key to sign the response with.
+    struct Authenticated {
+        var username: String
+        var key: [UInt8]
+    }
+
+    /// The long-term credential mechanism (RFC 8489 §9.2.4); on failure the answer (400, 401,
+    /// 438, 441) is already queued and nil is returned. With an existing allocation the request
+    /// must use its USERNAME and is checked with its stored key, so a rotated REST secret does
+    /// not break refreshes of calls in progress (RFC 8656 §7.3).
+    func authenticate(_ message: StunMessage, origin: ClientOrigin, existing: Allocation?, now: Int64) -> Authenticated? {
+        if configuration.noAuth { return Authenticated(username: "", key: []) }
+        guard message.integrityOffset != nil || message.integritySHA256Offset != nil else {
+            counters.auth[AuthOutcome.challenged.rawValue] += 1
+            sendChallenge(.unauthorized, to: message, origin: origin, now: now)
+            return nil
+        }
+        guard let usernameAttribute = message.attribute(.username), message.attribute(.realm) != nil,
+            let nonce = message.attribute(.nonce)
+        else {
+            sendError(.badRequest, to: message, origin: origin, key: nil)
+            return nil
+        }
+        guard context.nonces.check(nonce.value, client: origin.fiveTuple.client.ip, now: now) == .fresh else {
+            counters.auth[AuthOutcome.staleNonce.rawValue] += 1
+            sendChallenge(.staleNonce, to: message, origin: origin, now: now)
+            return nil
+        }
+        let username = String(decoding: usernameAttribute.value, as: UTF8.self)
+        if let existing {
+            guard username == existing.username else {
+                counters.auth[AuthOutcome.wrongCredentials.rawValue] += 1
+                sendError(.wrongCredentials, to: message, origin: origin, key: nil)
+                return nil
+            }
+            guard message.verifyIntegrity(key: existing.key) == .valid else {
+                counters.auth[AuthOutcome.badIntegrity.rawValue] += 1
+                sendChallenge(.unauthorized, to: message, origin: origin, now: now)
+                return nil
+            }
+            counters.auth[AuthOutcome.ok.rawValue] += 1
+            return Authenticated(username: username, key: existing.key)
+        }
+        switch context.credentials.candidateKeys(for: username, now: now) {
+        case .failure(let failure):
+            counters.auth[(failure == .expired ? AuthOutcome.expired : .unknownUser).rawValue] += 1
+            sendChallenge(.unauthorized, to: message, origin: origin, now: now)
+            return nil
+        case .success(let keys):
+            for key in keys where message.verifyIntegrity(key: key) == .valid {
+                counters.auth[AuthOutcome.ok.rawValue] += 1
+                return Authenticated(username: username, key: key)
+            }
+            counters.auth[AuthOutcome.badIntegrity.rawValue] += 1
+            sendChallenge(.unauthorized, to: message, origin: origin, now: now)
+            return nil
+        }
+    }
+}

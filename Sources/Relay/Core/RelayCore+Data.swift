@@ -1,0 +1,89 @@
+import StunCodec
+
+extension RelayCore {
+    /// Send indication (RFC 8656 §11.2): relays DATA to XOR-PEER-ADDRESS if a permission
+    /// exists and the peer policy allows the exact transport address. Failures are silent drops.
+    func handleSendIndication(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
+        guard let allocation = byFiveTuple[origin.fiveTuple] else { return counters.drop(.noAllocation) }
+        guard let peerAttribute = message.attribute(.xorPeerAddress), let data = message.attribute(.data),
+            let peer = try? XORPeerAddress(decoding: peerAttribute.value, transactionID: message.transactionID)
+        else { return counters.drop(.malformed) }
+        guard peer.address.ip.family == allocation.relayedAddress.ip.family, context.policy.isAllowed(peer.address)
+        else { return counters.drop(.policy) }
+        guard allocation.hasPermission(for: peer.address.ip, now: now) else { return counters.drop(.noPermission) }
+        sendToPeer(data.value, allocation: allocation, peer: peer.address)
+    }
+
+    /// ChannelData from a client (RFC 8656 §12.6): forwarded to the channel's peer as plain UDP.
+    func handleClientChannelData(_ bytes: UnsafeRawBufferPointer, from origin: ClientOrigin, now: Int64) {
+        let frame: ChannelDataMessage
+        do {
+            frame = try ChannelDataMessage(parsing: bytes, padded: origin.fiveTuple.transport.isStream)
+        } catch {
+            return counters.drop(.malformed)
+        }
+        guard let allocation = byFiveTuple[origin.fiveTuple] else { return counters.drop(.noAllocation) }
+        guard let channel = allocation.channel(number: frame.channelNumber, now: now) else {
+            return counters.drop(.noChannel)
+        }
+        guard allocation.hasPermission(for: channel.peer.ip, now: now) else { return counters.drop(.noPermission) }
+        sendToPeer(frame.data, allocation: allocation, peer: channel.peer)
+    }
+
+    @inline(__always)
+    func sendToPeer(_ payload: UnsafeRawBufferPointer, allocation: Allocation, peer: TransportAddress) {
+        guard outbox.packets.count < outbox.packetCapacity else { return counters.drop(.outboxFull) }
+        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: peer))
+        allocation.traffic.packetsToPeer &+= 1
+        allocation.traffic.bytesToPeer &+= UInt64(payload.count)
+        counters.packetsToPeer &+= 1
+        counters.bytesToPeer &+= UInt64(payload.count)
+    }
+
+    /// A UDP datagram from a peer at an allocation's relay socket (RFC 8656 §11.3, §12.7): relayed
+    /// to the client as ChannelData when a channel is bound to the peer, else as a Data indication.
+    ///
+    /// The payload sits at `payload` inside `buffer`, with `peerHeadroom` bytes free before it and
+    /// `peerTailroom` after it: the header is written in place in front, nothing is copied.
+    public func handlePeerPacket(
+        relaySocket: Int32, from peer: TransportAddress, buffer: UnsafeMutableRawBufferPointer, payload: Range<Int>,
+        now: Int64
+    ) {
+        guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
+        guard allocation.hasPermission(for: peer.ip, now: now) else { return counters.drop(.noPermission) }
+        guard outbox.packets.count < outbox.packetCapacity else { return counters.drop(.outboxFull) }
+        precondition(payload.lowerBound >= RelayCore.peerHeadroom && payload.upperBound + RelayCore.peerTailroom <= buffer.count)
+        let stream = allocation.origin.fiveTuple.transport.isStream
+        let framed: UnsafeRawBufferPointer
+        if let channel = allocation.channel(peer: peer, now: now) {
+            let start = payload.lowerBound - ChannelDataMessage.headerLength
+            ChannelDataMessage.writeHeader(
+                into: UnsafeMutableRawBufferPointer(rebasing: buffer[start...]), channelNumber: channel.number,
+                length: payload.count)
+            let end = start + ChannelDataMessage.encodedLength(dataLength: payload.count, padded: stream)
+            for i in payload.upperBound..<end { buffer[i] = 0 }
+            framed = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
+        } else {
+            let addressLength = peer.ip.family == .ipv4 ? 8 : 20
+            let start = payload.lowerBound - StunConstants.headerLength - 4 - addressLength - 4
+            let region = UnsafeMutableRawBufferPointer(rebasing: buffer[start...])
+            let transactionID = TransactionID(high: UInt32(truncatingIfNeeded: random.next()), low: random.next())
+            do {
+                var w = try StunMessageWriter(
+                    into: region, type: MessageType(method: .data, messageClass: .indication),
+                    transactionID: transactionID)
+                try w.append(XORPeerAddress(address: peer))
+                try w.appendAttribute(.data, length: payload.count) { _ in }
+                if configuration.fingerprint { try w.appendFingerprint() }
+                framed = UnsafeRawBufferPointer(rebasing: buffer[start..<start + w.count])
+            } catch {
+                return counters.drop(.outboxFull)
+            }
+        }
+        outbox.enqueue(framed, route: .client(allocation.origin))
+        allocation.traffic.packetsToClient &+= 1
+        allocation.traffic.bytesToClient &+= UInt64(payload.count)
+        counters.packetsToClient &+= 1
+        counters.bytesToClient &+= UInt64(payload.count)
+    }
+}

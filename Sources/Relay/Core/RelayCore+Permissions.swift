@@ -1,0 +1,41 @@
+import StunCodec
+
+extension RelayCore {
+    /// CreatePermission (RFC 8656 §10): one or more XOR-PEER-ADDRESS, installed all or none.
+    func handleCreatePermission(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
+        let existing = byFiveTuple[origin.fiveTuple]
+        guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
+        guard let allocation = existing else {
+            return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
+        }
+        var peers: [IPAddress] = []
+        var it = message.attributes
+        while let attribute = it.next() {
+            guard attribute.type == .xorPeerAddress else { continue }
+            guard let peer = try? XORPeerAddress(decoding: attribute.value, transactionID: message.transactionID) else {
+                return sendError(.badRequest, to: message, origin: origin, key: auth.key)
+            }
+            if let error = checkPeer(peer.address, for: allocation) {
+                return sendError(error, to: message, origin: origin, key: auth.key)
+            }
+            if !peers.contains(peer.address.ip) { peers.append(peer.address.ip) }
+        }
+        guard !peers.isEmpty else { return sendError(.badRequest, to: message, origin: origin, key: auth.key) }
+        let newOnes = peers.filter { !allocation.hasPermission(for: $0, now: now) }.count
+        if allocation.livePermissionCount(now: now) + newOnes > configuration.maxPermissionsPerAllocation {
+            return sendError(.insufficientCapacity, to: message, origin: origin, key: auth.key)
+        }
+        allocation.sweep(now: now)
+        for peer in peers { allocation.installPermission(peer, until: now + Int64(configuration.permissionLifetime)) }
+        respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
+            try appendSoftware(&w)
+        }
+    }
+
+    /// Address family must match the relayed address (RFC 6156 §5, 443) and the peer policy must allow it (403).
+    func checkPeer(_ peer: TransportAddress, for allocation: Allocation) -> RelayError? {
+        if peer.ip.family != allocation.relayedAddress.ip.family { return .peerAddressFamilyMismatch }
+        if !context.policy.isAllowed(peer) { return .forbidden }
+        return nil
+    }
+}

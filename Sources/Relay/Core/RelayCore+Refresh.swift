@@ -1,0 +1,39 @@
+import StunCodec
+
+extension RelayCore {
+    /// Refresh request (RFC 8656 §7.3): LIFETIME 0 deletes the allocation, otherwise extends it
+    /// by min(requested, max-allocate-lifetime), or the default 600 s when LIFETIME is absent.
+    func handleRefresh(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
+        let existing = byFiveTuple[origin.fiveTuple]
+        guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
+        guard let allocation = existing else {
+            return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
+        }
+        let requested: Lifetime?
+        let family: RequestedAddressFamily?
+        do {
+            requested = try message.decode(Lifetime.self)
+            family = try message.decode(RequestedAddressFamily.self)
+        } catch {
+            return sendError(.badRequest, to: message, origin: origin, key: auth.key)
+        }
+        if let family, family.family != allocation.relayedAddress.ip.family {
+            return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: auth.key)
+        }
+        let lifetime: Int64
+        if let requested {
+            lifetime = min(Int64(requested.seconds), Int64(configuration.maxAllocateLifetime))
+        } else {
+            lifetime = min(600, Int64(configuration.maxAllocateLifetime))
+        }
+        respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
+            try w.append(Lifetime(seconds: UInt32(lifetime)))
+            try appendSoftware(&w)
+        }
+        if lifetime == 0 {
+            delete(allocation, reason: .refreshedToZero, now: now)
+        } else {
+            allocation.expiry = now + lifetime
+        }
+    }
+}

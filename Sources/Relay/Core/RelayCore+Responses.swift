@@ -1,0 +1,64 @@
+import StunCodec
+
+extension RelayCore {
+    /// Writes a response to `request` into the outbox: `body` adds the attributes, then
+    /// MESSAGE-INTEGRITY when `key` is given and FINGERPRINT when the request carried one or
+    /// `fingerprint` is configured (RFC 8489 §7.3, §14.7). Returns the bytes written.
+    @discardableResult
+    func respond(
+        to request: StunMessage, origin: ClientOrigin, messageClass: MessageClass, key: [UInt8]?,
+        _ body: (inout StunMessageWriter) throws(StunEncodeError) -> Void
+    ) -> UnsafeRawBufferPointer? {
+        guard outbox.hasRoomForResponse else {
+            counters.drop(.outboxFull)
+            return nil
+        }
+        let buffer = outbox.scratch()
+        do {
+            var w = try StunMessageWriter(
+                into: buffer, type: MessageType(method: request.type.method, messageClass: messageClass),
+                transactionID: request.transactionID)
+            try body(&w)
+            if let key {
+                try w.appendMessageIntegrity(key: key)
+            }
+            if request.fingerprintOffset != nil || configuration.fingerprint { try w.appendFingerprint() }
+            let length = w.count
+            outbox.commitScratch(length: length, route: .client(origin))
+            return UnsafeRawBufferPointer(rebasing: buffer[0..<length])
+        } catch {
+            counters.drop(.outboxFull)
+            return nil
+        }
+    }
+
+    /// An error response (RFC 8489 §6.3.4) with ERROR-CODE and whatever `extra` adds.
+    func sendError(
+        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, key: [UInt8]?,
+        _ extra: (inout StunMessageWriter) throws(StunEncodeError) -> Void = { _ in }
+    ) {
+        counters.errorResponses[RelayError.allCases.firstIndex(of: error)!] += 1
+        respond(to: request, origin: origin, messageClass: .errorResponse, key: key) { w throws(StunEncodeError) in
+            try w.append(ErrorCode(code: error.code, reason: error.reason))
+            try extra(&w)
+            if error.code != 401 && error.code != 438, let software = configuration.softwareAttribute {
+                try w.append(Software(value: software))
+            }
+        }
+    }
+
+    /// 401 or 438 with REALM and a fresh NONCE (RFC 8489 §9.2.4). No SOFTWARE: these answers go
+    /// to unauthenticated sources and must stay small.
+    func sendChallenge(_ error: RelayError, to request: StunMessage, origin: ClientOrigin, now: Int64) {
+        let nonce = context.nonces.make(for: origin.fiveTuple.client.ip, now: now)
+        sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in
+            try w.append(Realm(value: context.credentials.realm))
+            try w.append(Nonce(value: nonce))
+        }
+    }
+
+    /// SOFTWARE for success responses, when configured (RFC 8489 §14.14).
+    func appendSoftware(_ w: inout StunMessageWriter) throws(StunEncodeError) {
+        if let software = configuration.softwareAttribute { try w.append(Software(value: software)) }
+    }
+}

@@ -1,0 +1,249 @@
+import Logging
+import StunCodec
+
+/// The TURN/STUN protocol state machine of one loop thread (RFC 8489, RFC 8656, RFC 6156).
+///
+/// Synchronous and single-threaded: the I/O layer hands it packets with their 5-tuple and the
+/// loop's cached time; it answers by queueing packets in `outbox`, which the I/O layer flushes
+/// once per loop iteration. It never touches a socket except through `RelaySocketProvider`.
+public final class RelayCore {
+    public private(set) var context: CoreContext
+    let sockets: any RelaySocketProvider
+    public let outbox = Outbox()
+    public var counters = CoreCounters()
+    var logger: Logger
+
+    var byFiveTuple: [FiveTuple: Allocation] = [:]
+    var bySocket: [Int32: Allocation] = [:]
+    var ports: [IPAddress: PortAllocator] = [:]
+    var reservations: [UInt64: Reservation] = [:]
+    var relayCursor = 0
+    var random = FastRandom()
+
+    /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.
+    public static let peerHeadroom = 48
+    public static let peerTailroom = 12
+
+    /// A port held by EVEN-PORT's R bit for a later Allocate with RESERVATION-TOKEN (RFC 8656 §7.2, §14.9).
+    struct Reservation {
+        var address: IPAddress
+        var port: UInt16
+        var expiry: Int64
+    }
+
+    public init(context: CoreContext, sockets: any RelaySocketProvider, logger: Logger) {
+        self.context = context
+        self.sockets = sockets
+        self.logger = logger
+        rebuildPortAllocators()
+    }
+
+    var configuration: RelayConfiguration { context.configuration }
+
+    /// Replaces the configuration-derived context; live allocations keep their keys and state.
+    public func update(context newContext: CoreContext) {
+        let portsChanged = newContext.configuration.minPort != context.configuration.minPort
+            || newContext.configuration.maxPort != context.configuration.maxPort
+            || newContext.relayAddresses != context.relayAddresses
+        context = newContext
+        if portsChanged { rebuildPortAllocators() }
+    }
+
+    func rebuildPortAllocators() {
+        let slice = PortAllocator.slice(
+            min: configuration.minPort, max: configuration.maxPort, thread: context.threadIndex,
+            of: context.threadCount)
+        var fresh: [IPAddress: PortAllocator] = [:]
+        for relay in context.relayAddresses {
+            var allocator = PortAllocator(range: slice)
+            for allocation in byFiveTuple.values where allocation.relayedAddress.ip == relay.bound {
+                _ = allocator.claim(allocation.relayedAddress.port)
+            }
+            fresh[relay.bound] = allocator
+        }
+        ports = fresh
+    }
+
+    /// Live allocations on this thread.
+    public var allocationCount: Int { byFiveTuple.count }
+
+    /// The allocation of a 5-tuple, if any.
+    public func allocation(for fiveTuple: FiveTuple) -> Allocation? { byFiveTuple[fiveTuple] }
+
+    /// Every live allocation (for metrics and shutdown).
+    public var allocations: Dictionary<FiveTuple, Allocation>.Values { byFiveTuple.values }
+
+    /// Relay ports in use and free on this thread.
+    public var relayPortsInUse: Int { ports.values.reduce(0) { $0 + $1.usedCount } }
+    public var relayPortsFree: Int { ports.values.reduce(0) { $0 + $1.freeCount } }
+
+    // MARK: Input
+
+    /// A datagram or stream frame from a client: STUN or ChannelData (RFC 7983 demultiplexing).
+    public func handleClientPacket(_ bytes: UnsafeRawBufferPointer, from origin: ClientOrigin, now: Int64) {
+        guard let first = bytes.first else {
+            counters.drop(.malformed)
+            return
+        }
+        switch PacketKind(firstByte: first) {
+        case .channelData:
+            handleClientChannelData(bytes, from: origin, now: now)
+        case .stun:
+            handleStun(bytes, from: origin, now: now)
+        case .other:
+            counters.drop(.notStun)
+        }
+    }
+
+    func handleStun(_ bytes: UnsafeRawBufferPointer, from origin: ClientOrigin, now: Int64) {
+        let message: StunMessage
+        do {
+            message = try StunMessage(parsing: bytes)
+        } catch {
+            counters.drop(.malformed)
+            return
+        }
+        switch message.type.messageClass {
+        case .request:
+            handleRequest(message, from: origin, now: now)
+        case .indication:
+            if message.type.method == .send && !configuration.stunOnly {
+                handleSendIndication(message, from: origin, now: now)
+            } else {
+                counters.drop(.unexpectedMessage)
+            }
+        case .successResponse, .errorResponse:
+            counters.drop(.unexpectedMessage)
+        }
+    }
+
+    func handleRequest(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
+        let method = message.type.method
+        if method == .binding {
+            if configuration.noStun {
+                counters.drop(.unexpectedMessage)
+                return
+            }
+        } else if configuration.stunOnly {
+            counters.drop(.unexpectedMessage)
+            return
+        }
+        if let unknown = unknownComprehensionRequired(in: message) {
+            sendError(.unknownAttribute, to: message, origin: origin, key: nil) { w throws(StunEncodeError) in
+                try w.append(UnknownAttributes(types: unknown))
+            }
+            return
+        }
+        switch method {
+        case .binding: handleBinding(message, from: origin)
+        case .allocate: handleAllocate(message, from: origin, now: now)
+        case .refresh: handleRefresh(message, from: origin, now: now)
+        case .createPermission: handleCreatePermission(message, from: origin, now: now)
+        case .channelBind: handleChannelBind(message, from: origin, now: now)
+        default: sendError(.badRequest, to: message, origin: origin, key: nil)
+        }
+    }
+
+    /// Comprehension-required attributes this server does not understand (RFC 8489 §7.3.1, 420).
+    func unknownComprehensionRequired(in message: StunMessage) -> [AttributeType]? {
+        var unknown: [AttributeType]? = nil
+        var it = message.attributes
+        while let a = it.next() {
+            guard a.type.isComprehensionRequired && !KnownAttributes.contains(a.type) else { continue }
+            if unknown == nil { unknown = [] }
+            if unknown!.count < 16 { unknown!.append(a.type) }
+        }
+        return unknown
+    }
+
+    // MARK: Time
+
+    /// Expires allocations, permissions, channels and port reservations; call about once a second.
+    public func sweep(now: Int64) {
+        var expired: [Allocation] = []
+        for allocation in byFiveTuple.values {
+            if allocation.expiry <= now {
+                expired.append(allocation)
+            } else {
+                allocation.sweep(now: now)
+            }
+        }
+        for allocation in expired { delete(allocation, reason: .expired, now: now) }
+        for (token, reservation) in reservations where reservation.expiry <= now {
+            ports[reservation.address]?.release(reservation.port)
+            reservations[token] = nil
+        }
+    }
+
+    /// A TCP/TLS connection closed: its allocation ends with it (RFC 8656 §3.1 over streams).
+    public func connectionClosed(_ origin: ClientOrigin, now: Int64) {
+        if let allocation = byFiveTuple[origin.fiveTuple] { delete(allocation, reason: .connectionClosed, now: now) }
+    }
+
+    /// Ends every allocation (process exit).
+    public func shutdown(now: Int64) {
+        for allocation in Array(byFiveTuple.values) { delete(allocation, reason: .shutdown, now: now) }
+    }
+
+    func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {
+        byFiveTuple[allocation.origin.fiveTuple] = nil
+        bySocket[allocation.relaySocket] = nil
+        sockets.closeRelaySocket(allocation.relaySocket)
+        ports[allocation.relayedAddress.ip]?.release(allocation.relayedAddress.port)
+        context.quota.release(user: String(context.credentials.userID(of: allocation.username)))
+        if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
+        let t = allocation.traffic
+        logger.info(
+            "allocation deleted",
+            metadata: [
+                "event": "allocation_deleted", "five_tuple": "\(allocation.origin.fiveTuple)",
+                "relayed": "\(allocation.advertisedAddress)",
+                "user": "\(LogSafe.text(context.credentials.userID(of: allocation.username)))",
+                "reason": "\(reason.rawValue)", "duration_s": "\(now - allocation.created)",
+                "packets_to_peer": "\(t.packetsToPeer)", "bytes_to_peer": "\(t.bytesToPeer)",
+                "packets_to_client": "\(t.packetsToClient)", "bytes_to_client": "\(t.bytesToClient)",
+                "permissions": "\(allocation.permissionsUsed)", "channels": "\(allocation.channelsUsed)",
+            ])
+    }
+}
+
+/// The attribute types this server understands, for the 420 check (RFC 8489 §7.3.1).
+enum KnownAttributes {
+    static let types: Set<UInt16> = Set(
+        [
+            AttributeType.mappedAddress, .username, .messageIntegrity, .errorCode, .unknownAttributes, .realm, .nonce,
+            .messageIntegritySHA256, .passwordAlgorithm, .userhash, .xorMappedAddress, .channelNumber, .lifetime,
+            .xorPeerAddress, .data, .xorRelayedAddress, .requestedAddressFamily, .evenPort, .requestedTransport,
+            .dontFragment, .reservationToken, .connectionID, .changeRequest, .padding, .responsePort, .priority,
+            .useCandidate,
+        ].map(\.rawValue))
+
+    static func contains(_ type: AttributeType) -> Bool { types.contains(type.rawValue) }
+}
+
+/// A xorshift generator for transaction IDs of Data indications: cheap, seeded from the system.
+struct FastRandom {
+    var state: UInt64 = UInt64.random(in: 1...UInt64.max)
+
+    mutating func next() -> UInt64 {
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        return state
+    }
+}
+
+/// Makes client-supplied text safe for a log line: control characters and non-ASCII are escaped.
+enum LogSafe {
+    static func text(_ s: some StringProtocol) -> String {
+        var out = ""
+        for scalar in s.unicodeScalars.prefix(128) {
+            if scalar.value >= 0x20 && scalar.value < 0x7F && scalar != "\\" {
+                out.unicodeScalars.append(scalar)
+            } else {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,193 @@
+import CLibevent
+import Glibc
+import Logging
+import StunCodec
+
+/// One loop thread: its own libevent `event_base`, its own SO_REUSEPORT listener sockets, its
+/// own `RelayCore` and relay sockets. Nothing here is shared with other threads, so the data
+/// path takes no locks. Packets are read in batches (recvmmsg), handed to the core, and the
+/// core's outbox is flushed in batches (sendmmsg) before the next read.
+final class EventLoop: RelaySocketProvider {
+    let base: OpaquePointer
+    let logger: Logger
+    private(set) var core: RelayCore!
+    let batch: DatagramBatch
+    let sender: SendBatch
+    var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
+    var relayEvents: [Int32: OpaquePointer] = [:]
+    var timer: OpaquePointer?
+    var pendingClose: [Int32] = []
+    /// Called after each sweep with the core, for publishing metrics snapshots.
+    var onTick: ((RelayCore) -> Void)?
+    /// Reads per readiness event before yielding to other sockets.
+    let batchesPerWakeup = 4
+
+    init(context: CoreContext, logger: Logger) {
+        base = event_base_new()
+        self.logger = logger
+        batch = DatagramBatch(headroom: RelayCore.peerHeadroom, tailroom: RelayCore.peerTailroom)
+        sender = SendBatch(capacity: 256)
+        core = RelayCore(context: context, sockets: self, logger: logger)
+    }
+
+    deinit {
+        for l in listeners {
+            event_free(l.event)
+            close(l.fd)
+        }
+        for (fd, event) in relayEvents {
+            event_free(event)
+            close(fd)
+        }
+        if let timer { event_free(timer) }
+        event_base_free(base)
+    }
+
+    var opaqueSelf: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Opens this thread's UDP listener on `address`; false if it cannot be bound.
+    func addUDPListener(_ address: TransportAddress) -> Bool {
+        guard let fd = UDPSocket.open(bound: address, reusePort: true) else { return false }
+        let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().listenerReadable(fd)
+        }, opaqueSelf)!
+        event_add(event, nil)
+        listeners.append((fd, address, event))
+        return true
+    }
+
+    /// Runs until `stop()`; sweeps expired state once a second.
+    func run() {
+        timer = event_new(base, -1, Int16(EV_PERSIST), { _, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().tick()
+        }, opaqueSelf)
+        var second = timeval(tv_sec: 1, tv_usec: 0)
+        event_add(timer, &second)
+        event_base_dispatch(base)
+        core.shutdown(now: EventLoop.now())
+        flush()
+    }
+
+    /// Asks the loop to return from `run()`; safe from another thread (libevent pthreads locking).
+    func stop() { event_base_loopexit(base, nil) }
+
+    static func now() -> Int64 { Int64(time(nil)) }
+
+    func tick() {
+        core.sweep(now: EventLoop.now())
+        flush()
+        onTick?(core)
+    }
+
+    // MARK: Reading
+
+    func listenerReadable(_ fd: Int32) {
+        guard let listener = listeners.first(where: { $0.fd == fd }) else { return }
+        let now = EventLoop.now()
+        for _ in 0..<batchesPerWakeup {
+            let n = batch.receive(from: fd)
+            if n == 0 { break }
+            for i in 0..<n {
+                guard let length = batch.length(i), let client = SocketAddress.read(batch.source(i)) else {
+                    core.counters.drop(.malformed)
+                    continue
+                }
+                let slot = batch.slot(i)
+                let bytes = UnsafeRawBufferPointer(rebasing: slot[batch.headroom..<batch.headroom + length])
+                let origin = ClientOrigin(
+                    fiveTuple: FiveTuple(client: client, server: listener.address, transport: .udp), socket: fd)
+                core.handleClientPacket(bytes, from: origin, now: now)
+                if core.outbox.needsFlush { flush() }
+            }
+            flush()
+            if n < batch.count { break }
+        }
+    }
+
+    func relayReadable(_ fd: Int32) {
+        let now = EventLoop.now()
+        for _ in 0..<batchesPerWakeup {
+            let n = batch.receive(from: fd)
+            if n == 0 { break }
+            for i in 0..<n {
+                guard let length = batch.length(i), let peer = SocketAddress.read(batch.source(i)) else {
+                    core.counters.drop(.malformed)
+                    continue
+                }
+                core.handlePeerPacket(
+                    relaySocket: fd, from: peer, buffer: batch.slot(i), payload: batch.headroom..<batch.headroom + length,
+                    now: now)
+                if core.outbox.needsFlush { flush() }
+            }
+            flush()
+            if n < batch.count { break }
+        }
+    }
+
+    // MARK: Writing
+
+    /// Sends everything the core queued: runs of packets leaving the same socket go out in one sendmmsg.
+    func flush() {
+        let outbox = core.outbox
+        defer { if !pendingClose.isEmpty { closePending() } }
+        let packets = outbox.packets
+        guard !packets.isEmpty else { return }
+        var staged = 0
+        var currentFD: Int32 = -1
+        for packet in packets {
+            let fd: Int32
+            let destination: TransportAddress
+            switch packet.route {
+            case .client(let origin):
+                guard origin.fiveTuple.transport == .udp else {
+                    streamSender?(origin, packet.bytes)
+                    continue
+                }
+                fd = origin.socket
+                destination = origin.fiveTuple.client
+            case .peer(let relaySocket, let peer):
+                fd = relaySocket
+                destination = peer
+            }
+            if fd != currentFD || staged == sender.capacity {
+                if staged > 0 { sender.send(count: staged, from: currentFD) }
+                staged = 0
+                currentFD = fd
+            }
+            sender.stage(staged, bytes: packet.bytes, to: destination)
+            staged += 1
+        }
+        if staged > 0 { sender.send(count: staged, from: currentFD) }
+        outbox.reset()
+    }
+
+    /// Writes packets for TCP/TLS clients; set by the stream transport layer.
+    var streamSender: ((ClientOrigin, UnsafeRawBufferPointer) -> Void)?
+
+    // MARK: RelaySocketProvider
+
+    func openRelaySocket(bound address: TransportAddress) -> Int32? {
+        guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: 256 * 1024) else { return nil }
+        guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
+        }, opaqueSelf) else {
+            close(fd)
+            return nil
+        }
+        event_add(event, nil)
+        relayEvents[fd] = event
+        return fd
+    }
+
+    /// Unregisters at once; the descriptor closes after the next flush, so packets already queued
+    /// for it never go out on a reused descriptor.
+    func closeRelaySocket(_ socket: Int32) {
+        if let event = relayEvents.removeValue(forKey: socket) { event_free(event) }
+        pendingClose.append(socket)
+    }
+
+    func closePending() {
+        for fd in pendingClose { close(fd) }
+        pendingClose.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,25 @@
+import CLibevent
+import Glibc
+import StunCodec
+
+/// The host's own addresses (getifaddrs), used when no `listening-ip` / `relay-ip` is configured
+/// (as coturn does) and to keep the server's own service ports out of reach as peers.
+public enum InterfaceAddresses {
+    /// Up interfaces' IPv4 and IPv6 addresses; IPv6 link-local ones are skipped (they need a scope).
+    public static func current() -> [IPAddress] {
+        var head: UnsafeMutablePointer<ifaddrs>? = nil
+        guard getifaddrs(&head) == 0, let first = head else { return [] }
+        defer { freeifaddrs(head) }
+        var result: [IPAddress] = []
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard let addr = entry.pointee.ifa_addr, entry.pointee.ifa_flags & UInt32(IFF_UP) != 0,
+                let address = SocketAddress.read(UnsafeRawPointer(addr))
+            else { continue }
+            if address.ip.family == .ipv6 && address.ip.high >> 54 == 0x3FA { continue }
+            if !result.contains(address.ip) { result.append(address.ip) }
+        }
+        return result
+    }
+}

@@ -1,0 +1,59 @@
+import CLibevent
+import Glibc
+import StunCodec
+
+/// Sends the outbox's UDP packets with one sendmmsg per run of packets leaving the same socket.
+final class SendBatch {
+    let capacity: Int
+    let headers: UnsafeMutablePointer<relayd_mmsghdr>
+    let vectors: UnsafeMutablePointer<iovec>
+    let addresses: UnsafeMutablePointer<sockaddr_storage>
+    /// Packets the kernel refused (EAGAIN with a full socket buffer, or an error).
+    var failed: UInt64 = 0
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        headers = .allocate(capacity: capacity)
+        vectors = .allocate(capacity: capacity)
+        addresses = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        headers.deallocate()
+        vectors.deallocate()
+        addresses.deallocate()
+    }
+
+    /// Stages packet `i` of the current run.
+    @inline(__always)
+    func stage(_ i: Int, bytes: UnsafeRawBufferPointer, to address: TransportAddress) {
+        let length = SocketAddress.write(address, into: UnsafeMutableRawPointer(addresses + i))
+        vectors[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+        headers[i] = relayd_mmsghdr()
+        headers[i].msg_hdr.msg_name = UnsafeMutableRawPointer(addresses + i)
+        headers[i].msg_hdr.msg_namelen = length
+        headers[i].msg_hdr.msg_iov = vectors + i
+        headers[i].msg_hdr.msg_iovlen = 1
+    }
+
+    /// Sends the first `count` staged packets from `fd`.
+    func send(count: Int, from fd: Int32) {
+        var sent = 0
+        while sent < count {
+            let n = relayd_sendmmsg(fd, headers + sent, UInt32(count - sent), 0)
+            if n <= 0 {
+                if n < 0 && errno == EINTR { continue }
+                // EAGAIN: the socket buffer is full; datagrams are droppable. Other errors
+                // (e.g. ICMP-reported unreachable peers): skip that packet and go on.
+                if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
+                    failed += 1
+                    sent += 1
+                    continue
+                }
+                failed += UInt64(count - sent)
+                return
+            }
+            sent += Int(n)
+        }
+    }
+}

@@ -1,0 +1,13 @@
+import Synchronization
+
+/// A lock-protected value shared between the main thread and loop threads (start-up, shutdown
+/// and metrics snapshots only; never the data path).
+final class SharedState<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+
+    var value: Value { mutex.withLock { $0 } }
+}
