@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Installs what the integration tests (Tests/integration) need on a fresh
+# Debian 12 machine: coturn's turnutils_* (real TURN peers, and the reference
+# server), the C libraries relayd builds against, iproute2, and the Python
+# packages pytest and aiortc. Safe to run again: it installs only what is
+# missing and runs `apt-get update` at most once (skipped if lists are fresh).
+set -euo pipefail
+
+APT_PACKAGES=(coturn libevent-dev libssl-dev pkg-config iproute2)
+# Validated with pytest 9.0.3 and aiortc 1.16.0 (aioice 0.13.0). aiortc 1.16 is
+# the first release with RTCConfiguration.iceTransportPolicy, which
+# test_aiortc.py uses to keep both peers relay-only; the upper bound keeps an
+# untested release out.
+PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17")
+
+log() { printf 'install-test-deps: %s\n' "$*" >&2; }
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=(sudo)
+    else
+        log "need root (or sudo) for apt-get"
+        exit 1
+    fi
+fi
+
+missing_apt() {
+    local pkg
+    for pkg in "${APT_PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+            printf '%s\n' "$pkg"
+        fi
+    done
+}
+
+lists_are_fresh() {
+    # Fresh = some Packages list downloaded within the last 6 hours.
+    [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -360 -print -quit 2>/dev/null)" ]
+}
+
+stop_coturn_service() {
+    # The Debian package ships a coturn service (systemd unit / init script)
+    # that would listen on 3478. The tests run their own servers on free
+    # ports; the packaged service must not run. Stop and disable it through
+    # the service manager only (a developer's own coturn is left alone).
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        "${SUDO[@]}" systemctl disable --now coturn.service >/dev/null 2>&1 || true
+    elif [ -x /etc/init.d/coturn ]; then
+        "${SUDO[@]}" /etc/init.d/coturn stop >/dev/null 2>&1 || true
+    fi
+    if [ -f /etc/default/coturn ] && grep -q '^TURNSERVER_ENABLED=1' /etc/default/coturn; then
+        log "note: /etc/default/coturn has TURNSERVER_ENABLED=1 (left as is)"
+    fi
+    if command -v ss >/dev/null 2>&1 && ss -Hlnup 'sport = :3478' 2>/dev/null | grep -q turnserver; then
+        log "note: a turnserver still listens on 3478 (not the packaged service, or not stoppable);"
+        log "      the tests never use 3478, so this is harmless"
+    fi
+}
+
+mapfile -t TO_INSTALL < <(missing_apt)
+if [ "${#TO_INSTALL[@]}" -gt 0 ]; then
+    if lists_are_fresh; then
+        log "apt lists are fresh, skipping apt-get update"
+    else
+        log "apt-get update"
+        "${SUDO[@]}" apt-get update -q
+    fi
+    # Keep the packaged coturn service from starting during the install:
+    # a policy-rc.d that says "no" (only if the machine has none already).
+    POLICY=/usr/sbin/policy-rc.d
+    ADDED_POLICY=0
+    if [ ! -e "$POLICY" ]; then
+        printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null
+        "${SUDO[@]}" chmod 755 "$POLICY"
+        ADDED_POLICY=1
+    fi
+    log "apt-get install ${TO_INSTALL[*]}"
+    set +e
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${TO_INSTALL[@]}"
+    rc=$?
+    set -e
+    if [ "$ADDED_POLICY" = 1 ]; then "${SUDO[@]}" rm -f "$POLICY"; fi
+    if [ "$rc" -ne 0 ]; then
+        log "apt-get install failed ($rc)"
+        exit "$rc"
+    fi
+else
+    log "apt packages already installed: ${APT_PACKAGES[*]}"
+fi
+stop_coturn_service
+
+for tool in turnserver turnutils_uclient turnutils_peer ss pkg-config; do
+    command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
+done
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import pytest, aiortc, aioice; from aiortc import RTCIceTransportPolicy' >/dev/null 2>&1; then
+    log "$PYTHON -m pip install ${PIP_PACKAGES[*]}"
+    # PyAV (pulled in by aiortc) must come as a wheel: building it needs FFmpeg.
+    "$PYTHON" -m pip install -q --disable-pip-version-check --only-binary=av "${PIP_PACKAGES[@]}"
+else
+    log "python packages already installed: pytest aiortc"
+fi
+"$PYTHON" -c 'import pytest, aiortc, aioice; print("install-test-deps: pytest", pytest.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__)' >&2
+log "ok"
