@@ -1,0 +1,154 @@
+/// Every key relayd accepts, by name: coturn's (COMPAT.md), relayd's own, and the coturn keys
+/// it knows but does not implement.
+enum ConfigKeyTable {
+    static let byName: [String: ConfigKey] = {
+        var table: [String: ConfigKey] = [:]
+        for key in implemented + unimplementedCoturnKeys {
+            precondition(table.updateValue(key, forKey: key.name) == nil, "duplicate config key \(key.name)")
+        }
+        return table
+    }()
+
+    static func key(named name: String) -> ConfigKey? { byName[name] }
+
+    /// Seconds and counts stay within 32 bits so that later arithmetic cannot overflow.
+    private static let seconds = 1...Int(Int32.max)
+    private static let count = 0...Int(Int32.max)
+    private static let positiveCount = 1...Int(Int32.max)
+
+    static let implemented: [ConfigKey] =
+        listeners + relay + auth + limits + peerPolicy + tls + proto + metrics
+        + process + relaydOwn
+
+    private static let listeners: [ConfigKey] = [
+        .port("listening-port", \.listeningPort),
+        .port("tls-listening-port", \.tlsListeningPort),
+        .portOrZero("alt-listening-port", \.altListeningPort),
+        .portOrZero("alt-tls-listening-port", \.altTLSListeningPort),
+        .list("listening-ip", .ipAddress, \.listeningIPs, parse: ConfigValueParser.ipAddress),
+        .flag("no-udp", \.noUDP),
+        .flag("no-tcp", \.noTCP),
+        .flag("no-tls", \.noTLS),
+    ]
+
+    private static let relay: [ConfigKey] = [
+        .list("relay-ip", .ipAddress, \.relayIPs, parse: ConfigValueParser.ipAddress),
+        .list("external-ip", .externalIP, \.externalIPs, parse: ConfigValueParser.externalIP),
+        .port("min-port", \.minPort),
+        .port("max-port", \.maxPort),
+        // coturn's 0 (relay inside the listener thread) becomes one relay thread.
+        ConfigKey(
+            "relay-threads", .integer(0...1024),
+            support: .implemented { config, text throws(ConfigValueError) in
+                config.relayThreads = max(1, try ConfigValueParser.integer(text, in: 0...1024))
+            }),
+    ]
+
+    private static let auth: [ConfigKey] = [
+        // RFC 8489 §14.9: REALM is fewer than 128 characters.
+        .string("realm", \.realm, maxLength: 127),
+        .flag("use-auth-secret", \.useAuthSecret),
+        .list("static-auth-secret", .string(maxLength: 4096), \.staticAuthSecrets, secret: true) {
+            text throws(ConfigValueError) in try ConfigValueParser.string(text)
+        },
+        ConfigKey(
+            "rest-api-separator", .character,
+            support: .implemented { config, text throws(ConfigValueError) in
+                config.restAPISeparator = try ConfigValueParser.character(text)
+            }),
+        .flag("lt-cred-mech", \.ltCredMech),
+        .list("user", .user, \.users, secret: true, parse: ConfigValueParser.user),
+        .flag("no-auth", \.noAuth),
+        .integer("stale-nonce", seconds, \.staleNonce, bare: 600),
+    ]
+
+    private static let limits: [ConfigKey] = [
+        .integer("user-quota", count, \.userQuota),
+        .integer("total-quota", count, \.totalQuota),
+        .integer("max-allocate-lifetime", seconds, \.maxAllocateLifetime, bare: 3600),
+        .integer("channel-lifetime", seconds, \.channelLifetime, bare: 600),
+        .integer("permission-lifetime", seconds, \.permissionLifetime, bare: 300),
+        .integer("max-bps", 0...Int.max, \.maxBPS),
+        .integer("bps-capacity", 0...Int.max, \.bpsCapacity),
+    ]
+
+    private static let peerPolicy: [ConfigKey] = [
+        .list("denied-peer-ip", .ipRange, \.deniedPeerIPs, parse: ConfigValueParser.ipRange),
+        .list("allowed-peer-ip", .ipRange, \.allowedPeerIPs, parse: ConfigValueParser.ipRange),
+        .flag("allow-loopback-peers", \.allowLoopbackPeers),
+        .flag("no-multicast-peers", \.noMulticastPeers),
+    ]
+
+    private static let tls: [ConfigKey] = [
+        .string("cert", \.cert),
+        .string("pkey", \.pkey),
+        .string("pkey-pwd", \.pkeyPassword, secret: true),
+        .string("cipher-list", \.cipherList),
+        .flag("no-tlsv1", \.noTLSv1),
+        .flag("no-tlsv1_1", \.noTLSv1_1),
+        .flag("no-tlsv1_2", \.noTLSv1_2),
+        .inverseFlag("tlsv1", \.noTLSv1),
+        .inverseFlag("tlsv1_1", \.noTLSv1_1),
+        .ignored("no-sslv2"),
+        .ignored("no-sslv3"),
+    ]
+
+    private static let proto: [ConfigKey] = [
+        .flag("fingerprint", \.fingerprint),
+        // RFC 8489 §14.14: SOFTWARE is fewer than 128 characters.
+        ConfigKey(
+            "software-attribute", .optionalText(maxLength: 127), arity: .optional,
+            support: .implemented { config, text throws(ConfigValueError) in
+                config.softwareAttribute = try ConfigValueParser.optionalText(
+                    text, fallback: RelayConfiguration.defaultSoftwareAttribute, maxLength: 127)
+            }),
+        ConfigKey(
+            "no-software-attribute", .flag, arity: .optional,
+            support: .implemented { config, text throws(ConfigValueError) in
+                let off = try ConfigValueParser.bool(text)
+                config.softwareAttribute =
+                    off ? nil : config.softwareAttribute ?? RelayConfiguration.defaultSoftwareAttribute
+            }),
+        .flag("stun-only", \.stunOnly),
+        .flag("no-stun", \.noStun),
+        .list("alternate-server", .transportAddress, \.alternateServers, parse: ConfigValueParser.transportAddress),
+    ]
+
+    private static let metrics: [ConfigKey] = [
+        .flag("prometheus", \.prometheus),
+        .port("prometheus-port", \.prometheusPort),
+        .address("prometheus-address", \.prometheusAddress),
+    ]
+
+    private static let process: [ConfigKey] = [
+        .string("log-file", \.logFile),
+        .flag("syslog", \.syslog),
+        .flag("simple-log", \.simpleLog),
+        .flag("verbose", \.verbose),
+        .flag("Verbose", \.verbose),
+        .string("pidfile", \.pidfile),
+        .ignored("no-cli"),
+    ]
+
+    private static let relaydOwn: [ConfigKey] = [
+        .address("api-listening-ip", \.apiListeningIP),
+        .port("api-listening-port", \.apiListeningPort),
+        .list("api-key", .apiKey, \.apiKeys, secret: true, parse: ConfigValueParser.apiKey),
+        .integer("credential-ttl", seconds, \.credentialTTL),
+        .integer("credential-max-ttl", seconds, \.credentialMaxTTL),
+        .list("advertised-uri", .uri, \.advertisedURIs, parse: ConfigValueParser.uri),
+        ConfigKey(
+            "log-format", .logFormat,
+            support: .implemented { config, text throws(ConfigValueError) in
+                config.logFormat = try ConfigValueParser.logFormat(text)
+            }),
+        .integer("drain-timeout", 0...Int(Int32.max), \.drainTimeout),
+        .integer("max-permissions-per-allocation", positiveCount, \.maxPermissionsPerAllocation),
+        .integer("unauth-rate-limit", positiveCount, \.unauthRateLimit),
+        .integer("allocate-rate-limit", positiveCount, \.allocateRateLimit),
+        .integer("tcp-idle-timeout", seconds, \.tcpIdleTimeout),
+        .integer("tls-handshake-timeout", seconds, \.tlsHandshakeTimeout),
+        .integer("max-connections-per-ip", positiveCount, \.maxConnectionsPerIP),
+        .integer("max-connections", positiveCount, \.maxConnections),
+    ]
+}

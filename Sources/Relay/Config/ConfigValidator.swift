@@ -1,0 +1,118 @@
+import StunCodec
+
+/// Where each key was set, in order: one source per use (so per element of a list).
+typealias ConfigSources = [String: [ConfigSource]]
+
+extension ConfigSources {
+    /// Where `key` was last set.
+    func last(_ key: String) -> ConfigSource? { self[key]?.last }
+
+    /// Where element `index` of the list key `key` was set.
+    func element(_ key: String, _ index: Int) -> ConfigSource? {
+        guard let list = self[key], list.indices.contains(index) else { return nil }
+        return list[index]
+    }
+}
+
+/// Rules that span keys, checked once the file and command line are merged.
+enum ConfigValidator {
+    /// Throws for contradictions, appends warnings for settings that work but look wrong, and
+    /// fills in what is implied (static users alone imply `lt-cred-mech`).
+    static func validate(
+        _ config: inout RelayConfiguration, sources: ConfigSources, warnings: inout [String]
+    ) throws(ConfigError) {
+        try checkPorts(config, sources: sources)
+        try checkAuthentication(&config, sources: sources, warnings: &warnings)
+        try checkServices(config, sources: sources)
+        try checkUniqueness(config, sources: sources)
+    }
+
+    private static func checkPorts(_ config: RelayConfiguration, sources: ConfigSources) throws(ConfigError) {
+        if config.minPort > config.maxPort {
+            let key = sources.last("max-port") != nil ? "max-port" : "min-port"
+            throw .conflict(
+                "min-port \(config.minPort) is greater than max-port \(config.maxPort)", key: key, at: sources.last(key)
+            )
+        }
+        if config.credentialTTL > config.credentialMaxTTL {
+            let key = sources.last("credential-ttl") != nil ? "credential-ttl" : "credential-max-ttl"
+            throw .conflict(
+                "credential-ttl \(config.credentialTTL) is greater than credential-max-ttl \(config.credentialMaxTTL)",
+                key: key, at: sources.last(key))
+        }
+    }
+
+    private static func checkAuthentication(
+        _ config: inout RelayConfiguration, sources: ConfigSources, warnings: inout [String]
+    ) throws(ConfigError) {
+        if config.useAuthSecret, config.staticAuthSecrets.isEmpty {
+            throw .conflict(
+                "needs at least one 'static-auth-secret'", key: "use-auth-secret", at: sources.last("use-auth-secret"))
+        }
+        if config.noAuth, config.ltCredMech || config.useAuthSecret {
+            let other = config.useAuthSecret ? "use-auth-secret" : "lt-cred-mech"
+            throw .conflict("cannot be combined with '\(other)'", key: "no-auth", at: sources.last("no-auth"))
+        }
+        if !config.noAuth, !config.ltCredMech, !config.useAuthSecret {
+            guard !config.users.isEmpty else {
+                throw .conflict(
+                    "no authentication mode: set 'lt-cred-mech' with 'user' entries, "
+                        + "'use-auth-secret' with 'static-auth-secret', or 'no-auth'", key: nil, at: nil)
+            }
+            config.ltCredMech = true
+        }
+        if config.ltCredMech, !config.useAuthSecret, config.users.isEmpty {
+            warnings.append(
+                warning(
+                    sources.last("lt-cred-mech"), key: "lt-cred-mech",
+                    "no 'user' entries, so no request can authenticate"))
+        }
+        if config.noAuth, !config.users.isEmpty {
+            warnings.append(warning(sources.last("user"), key: "user", "ignored because 'no-auth' is set"))
+        }
+    }
+
+    private static func checkServices(_ config: RelayConfiguration, sources: ConfigSources) throws(ConfigError) {
+        if config.stunOnly, config.noStun {
+            throw .conflict("cannot be combined with 'no-stun'", key: "stun-only", at: sources.last("stun-only"))
+        }
+        if config.noUDP, config.noTCP, config.noTLS {
+            throw .conflict("'no-udp', 'no-tcp' and 'no-tls' together leave no listener", key: nil, at: nil)
+        }
+        for family in [IPAddress.Family.ipv4, .ipv6] {
+            let unmapped = config.externalIPs.indices.filter {
+                config.externalIPs[$0].publicIP.family == family && config.externalIPs[$0].privateIP == nil
+            }
+            if unmapped.count > 1 {
+                throw .conflict(
+                    "several \(family == .ipv4 ? "IPv4" : "IPv6") entries without a private address; use 'public/private'",
+                    key: "external-ip", at: sources.element("external-ip", unmapped[1]))
+            }
+        }
+    }
+
+    private static func checkUniqueness(_ config: RelayConfiguration, sources: ConfigSources)
+        throws(ConfigError)
+    {
+        if let index = firstDuplicate(config.users.map(\.name)) {
+            throw .conflict(
+                "user '\(config.users[index].name)' is defined twice", key: "user", at: sources.element("user", index))
+        }
+        if let index = firstDuplicate(config.apiKeys.map(\.name)) {
+            throw .conflict(
+                "API key name '\(config.apiKeys[index].name)' is defined twice", key: "api-key",
+                at: sources.element("api-key", index))
+        }
+    }
+
+    /// `source: key 'key': message`, like `ConfigError`'s descriptions.
+    private static func warning(_ source: ConfigSource?, key: String, _ message: String) -> String {
+        (source.map { "\($0): " } ?? "") + "key '\(key)': \(message)"
+    }
+
+    /// The index of the first name that repeats an earlier one.
+    private static func firstDuplicate(_ names: [String]) -> Int? {
+        var seen: Set<String> = []
+        return names.firstIndex { !seen.insert($0).inserted }
+    }
+}

@@ -1,0 +1,61 @@
+extension ConfigKeyTable {
+    /// coturn keys relayd recognises but does not implement; each use is a warning, never silent.
+    static let unimplementedCoturnKeys: [ConfigKey] = withValue + withoutValue
+
+    private static let noUserDB = "relayd has no user database; use 'user' or 'use-auth-secret'"
+    private static let noDTLS = "relayd does not serve DTLS"
+    private static let noCLI = "relayd has no telnet CLI or web admin"
+
+    private static let withValue: [ConfigKey] =
+        [
+            "listening-device", "relay-device", "tcp-proxy-port", "sock-buf-size", "server-name",
+            "log-min-level", "new-log-timestamp-format", "syslog-facility", "aux-server",
+            "tls-alternate-server", "tcp-alternate-server", "udp-alternate-server", "max-allocate-timeout",
+            "drain-min-allocations", "CA-file", "dh-file", "ec-curve-name", "proc-user", "proc-group",
+            "secret-key-file", "allocation-default-address-family", "acme-redirect", "prometheus-path",
+            "prometheus-cert", "prometheus-key", "multiplex-peer-port", "multiplex-peer-max-peers",
+            "stateless-nonce-secret", "ne", "secret-ts-exp-time",
+        ].map { ConfigKey.unimplemented($0, arity: .required) } + [
+            .unimplemented("userdb", arity: .required, hint: noUserDB),
+            .unimplemented("db", arity: .required, hint: noUserDB),
+            .unimplemented("psql-userdb", arity: .required, hint: noUserDB),
+            .unimplemented("sql-userdb", arity: .required, hint: noUserDB),
+            .unimplemented("mysql-userdb", arity: .required, hint: noUserDB),
+            .unimplemented("mongo-userdb", arity: .required, hint: noUserDB),
+            .unimplemented("redis-userdb", arity: .required, hint: noUserDB),
+            .unimplemented("redis-statsdb", arity: .required, hint: "metrics are served to Prometheus"),
+            .unimplemented("cli-ip", arity: .required, hint: noCLI),
+            .unimplemented("cli-port", arity: .required, hint: noCLI),
+            .unimplemented("cli-password", arity: .required, hint: noCLI),
+            .unimplemented("cli-max-output-sessions", arity: .required, hint: noCLI),
+            .unimplemented("web-admin-ip", arity: .required, hint: noCLI),
+            .unimplemented("web-admin-port", arity: .required, hint: noCLI),
+            .unimplemented("dtls-listening-port", arity: .required, hint: noDTLS),
+            .unimplemented("cpus", arity: .required, hint: "use 'relay-threads'"),
+        ]
+
+    private static let withoutValue: [ConfigKey] =
+        [
+            "prometheus-username-labels", "prometheus-tls", "no-auth-pings", "no-dynamic-ip-list",
+            "no-dynamic-realms", "check-origin-consistency", "no-udp-relay", "no-tcp-relay",
+            "raw-public-keys", "no-stdout-log", "new-log-timestamp", "udp-self-balance", "secure-stun",
+            "mobility", "server-relay", "dh566", "dh1066", "dh2066", "keep-address-family", "log-binding",
+            "rfc5780", "no-rfc5780", "response-origin-only-with-rfc5780", "stun-backward-compatibility",
+            "no-stun-backward-compatibility", "rfc5766-channel-numbers", "rfc3489-compatibility",
+            "respond-http-unsupported", "drop-invalid-packets", "drop-invalid-packets-log", "udp-recvmmsg",
+            "udp-recvmmsg-log", "udp-sendmmsg-log", "udp-gso", "include-reason-string", "multiplex-peer", "prod",
+        ].map { ConfigKey.unimplemented($0) } + [
+            .unimplemented("oauth", hint: "use 'use-auth-secret'"),
+            .unimplemented("daemon", hint: "run relayd under a service manager"),
+            .unimplemented("dtls", hint: noDTLS),
+            .unimplemented("no-dtls", hint: noDTLS),
+            .unimplemented("cli", hint: noCLI),
+            .unimplemented("web-admin", hint: noCLI),
+            .unimplemented("web-admin-listen-on-workers", hint: noCLI),
+            .unimplemented(
+                "no-loopback-peers", hint: "obsolete; loopback peers are denied unless 'allow-loopback-peers' is set"),
+            .unimplemented("unauthorized-ratelimit", hint: "use 'unauth-rate-limit'"),
+            .unimplemented("unauthorized-ratelimit-rps", hint: "use 'unauth-rate-limit'"),
+            .unimplemented("stateless-nonce", hint: "relayd's nonces are always stateless"),
+        ]
+}

@@ -1,0 +1,115 @@
+import StunCodec
+
+/// The server's whole configuration: one immutable value built from `turnserver.conf` and the
+/// command line, passed explicitly to whatever needs it. Defaults are coturn's.
+public struct RelayConfiguration: Sendable, Equatable {
+    // Listeners.
+    public var listeningPort: UInt16 = 3478
+    public var tlsListeningPort: UInt16 = 5349
+    public var altListeningPort: UInt16?
+    public var altTLSListeningPort: UInt16?
+    /// Addresses to listen on; empty means all (0.0.0.0 and ::).
+    public var listeningIPs: [IPAddress] = []
+    public var noUDP = false
+    public var noTCP = false
+    public var noTLS = false
+
+    // Relay.
+    public var relayIPs: [IPAddress] = []
+    public var externalIPs: [ExternalIP] = []
+    public var minPort: UInt16 = 49152
+    public var maxPort: UInt16 = 65535
+    /// Relay threads; nil means one per core.
+    public var relayThreads: Int?
+
+    // Authentication.
+    public var realm = "relayd"
+    /// TURN REST credentials (coturn `use-auth-secret`).
+    public var useAuthSecret = false
+    /// Every configured secret is tried, so a new one can be added before the old one is dropped.
+    public var staticAuthSecrets: [String] = []
+    /// Between the expiry timestamp and the user id in a REST username.
+    public var restAPISeparator = ":"
+    public var ltCredMech = false
+    public var users: [StaticUser] = []
+    public var noAuth = false
+    /// Seconds a nonce stays fresh before a request gets 438 (Stale Nonce).
+    public var staleNonce = 600
+
+    // Limits (0 means unlimited for quotas and bandwidth).
+    public var userQuota = 0
+    public var totalQuota = 0
+    public var maxAllocateLifetime = 3600
+    public var channelLifetime = 600
+    public var permissionLifetime = 300
+    public var maxBPS = 0
+    public var bpsCapacity = 0
+
+    // Peer policy.
+    public var deniedPeerIPs: [IPRange] = []
+    public var allowedPeerIPs: [IPRange] = []
+    public var allowLoopbackPeers = false
+    public var noMulticastPeers = false
+
+    // TLS.
+    public var cert: String?
+    public var pkey: String?
+    public var pkeyPassword: String?
+    public var cipherList: String?
+    /// TLS 1.0 and 1.1 are off unless `tlsv1` / `tlsv1_1` turn them on, as in current coturn.
+    public var noTLSv1 = true
+    public var noTLSv1_1 = true
+    public var noTLSv1_2 = false
+
+    // Protocol.
+    public var fingerprint = false
+    /// SOFTWARE attribute text (RFC 8489 §14.14); nil sends none.
+    public var softwareAttribute: String?
+    public var stunOnly = false
+    public var noStun = false
+    /// Targets of 300 (Try Alternate) redirects (RFC 8489 §10).
+    public var alternateServers: [TransportAddress] = []
+
+    // Metrics.
+    public var prometheus = false
+    public var prometheusPort: UInt16 = 9641
+    /// Address of the metrics listener; nil means all addresses.
+    public var prometheusAddress: IPAddress?
+
+    // Process.
+    public var logFile: String?
+    public var syslog = false
+    public var simpleLog = false
+    public var verbose = false
+    public var pidfile: String?
+
+    // relayd's own keys.
+    public var apiListeningIP: IPAddress = .ipv4Loopback
+    public var apiListeningPort: UInt16 = 8080
+    public var apiKeys: [APIKey] = []
+    /// Lifetime of credentials the credential service hands out, in seconds.
+    public var credentialTTL = 86400
+    /// The longest lifetime a caller may ask the credential service for, in seconds.
+    public var credentialMaxTTL = 604800
+    /// URIs the credential service returns; empty means derived from the listeners.
+    public var advertisedURIs: [String] = []
+    public var logFormat: LogFormat = .text
+    /// Seconds a draining server waits for allocations to end before it stops.
+    public var drainTimeout = 3600
+    public var maxPermissionsPerAllocation = 32
+    /// 401 responses per second per source IP.
+    public var unauthRateLimit = 20
+    /// New allocations per second per source IP.
+    public var allocateRateLimit = 10
+    /// Seconds a TCP/TLS connection without an allocation may stay idle.
+    public var tcpIdleTimeout = 30
+    public var tlsHandshakeTimeout = 10
+    public var maxConnectionsPerIP = 100
+    public var maxConnections = 10000
+
+    /// Every setting at its default.
+    public init() {}
+
+    /// The SOFTWARE text used when `software-attribute` is given without text.
+    public static let defaultSoftwareAttribute = RelaydVersion.string
+}
