@@ -75,7 +75,7 @@ struct RFC5769Tests {
                     switch a.type {
                     case .messageIntegrity:
                         let key = vector.name.hasPrefix("2.4") ? RFC5769.longTermKey : RFC5769.shortTermPassword
-                        try key.withUnsafeBytes { k throws(StunEncodeError) in try w.appendMessageIntegrity(key: k) }
+                        try w.appendMessageIntegrity(key: key)
                     case .fingerprint:
                         try w.appendFingerprint()
                     default:

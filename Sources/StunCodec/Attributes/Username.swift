@@ -1,0 +1,26 @@
+/// USERNAME: the username of the credential a request is authenticated with (RFC 8489 §14.3).
+///
+/// Senders keep it under 509 bytes of UTF-8; receivers must accept up to 763 bytes for RFC 5389
+/// peers (§14.3), so decoding rejects only longer values (`.badAttributeLength`) and ill-formed
+/// UTF-8 (`.badAttributeValue`). The value is compared as received: OpaqueString preparation
+/// is the credential store's job.
+public struct Username: StunAttributeValue, Hashable {
+    public var value: String
+
+    /// Longest value accepted on receipt (RFC 8489 §14.3).
+    public static let maxDecodedBytes = 763
+
+    public init(value: String) { self.value = value }
+
+    public static var attributeType: AttributeType { .username }
+
+    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
+        self.value = try ValueCoding.decodeText(value, type: Self.attributeType, maxBytes: Self.maxDecodedBytes)
+    }
+
+    public var encodedLength: Int { value.utf8.count }
+
+    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
+        ValueCoding.encodeText(self.value, into: value)
+    }
+}
