@@ -7,6 +7,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(coturn libevent-dev libssl-dev pkg-config iproute2)
+APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
 # Validated with pytest 9.0.3 and aiortc 1.16.0 (aioice 0.13.0). aiortc 1.16 is
 # the first release with RTCConfiguration.iceTransportPolicy, which
 # test_aiortc.py uses to keep both peers relay-only; the upper bound keeps an
@@ -59,8 +60,10 @@ stop_coturn_service() {
 }
 
 mapfile -t TO_INSTALL < <(missing_apt)
+# INSTALL_TEST_DEPS_FORCE=1 runs apt-get update/install even if all is there.
+if [ "${INSTALL_TEST_DEPS_FORCE:-0}" = 1 ]; then TO_INSTALL=("${APT_PACKAGES[@]}"); fi
 if [ "${#TO_INSTALL[@]}" -gt 0 ]; then
-    if lists_are_fresh; then
+    if lists_are_fresh && [ "${INSTALL_TEST_DEPS_FORCE:-0}" != 1 ]; then
         log "apt lists are fresh, skipping apt-get update"
     else
         log "apt-get update"
