@@ -45,9 +45,9 @@ struct ChannelDataTests {
     }
 
     @Test(
-        "Channel numbers 0x4000–0x4FFF are ChannelData; the neighbours are not",
+        "Channel numbers 0x4000–0x7FFF (RFC 8656 range plus RFC 5766's) are ChannelData; the neighbours are not",
         arguments: [
-            (0x3FFF, false), (0x4000, true), (0x4FFF, true), (0x5000, false),
+            (0x3FFF, false), (0x4000, true), (0x4FFF, true), (0x5000, true), (0x7FFF, true), (0x8000, false),
         ] as [(UInt16, Bool)])
     func channelRange(channel: UInt16, valid: Bool) {
         #expect(ChannelDataMessage.channelRange.contains(channel) == valid)
@@ -77,7 +77,7 @@ struct ChannelDataTests {
         "The first byte tells STUN, ChannelData and others apart (RFC 7983)",
         arguments: [
             (0x00, PacketKind.stun), (0x03, .stun), (0x04, .other), (0x16, .other), (0x3F, .other),
-            (0x40, .channelData), (0x4F, .channelData), (0x50, .other), (0x80, .other), (0xFF, .other),
+            (0x40, .channelData), (0x4F, .channelData), (0x50, .channelData), (0x7F, .channelData), (0x80, .other), (0xFF, .other),
         ] as [(UInt8, PacketKind)])
     func packetKind(firstByte: UInt8, kind: PacketKind) {
         #expect(PacketKind(firstByte: firstByte) == kind)

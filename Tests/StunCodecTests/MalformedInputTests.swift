@@ -294,7 +294,7 @@ struct MalformedInputTests {
     static let channelData: [MalformedMessage] = [
         MalformedMessage("3 bytes", [0x40, 0x00, 0x00], .truncated),
         MalformedMessage("channel 0x3FFF", [0x3F, 0xFF, 0x00, 0x00], .badChannelNumber),
-        MalformedMessage("channel 0x5000", [0x50, 0x00, 0x00, 0x00], .badChannelNumber),
+        MalformedMessage("channel 0x8000", [0x80, 0x00, 0x00, 0x00], .badChannelNumber),
         MalformedMessage("channel 0x0000", [0x00, 0x00, 0x00, 0x00], .badChannelNumber),
         MalformedMessage("channel 0xFFFF", [0xFF, 0xFF, 0x00, 0x00], .badChannelNumber),
         MalformedMessage("claims 35,510 bytes, carries 3", [0x40, 0x00, 0x8A, 0xB6, 1, 2, 3], .badChannelDataLength),

@@ -20,7 +20,7 @@ public enum StunDecodeError: Error, Hashable, Sendable {
     case badFingerprint
     /// An attribute followed FINGERPRINT, which must be last (RFC 8489 §14.7).
     case attributeAfterFingerprint
-    /// A ChannelData channel number outside 0x4000–0x4FFF (RFC 8656 §12).
+    /// A ChannelData channel number outside 0x4000–0x7FFF (RFC 8656 §12, RFC 5766 §11).
     case badChannelNumber
     /// A ChannelData length that disagrees with the bytes received (RFC 8656 §12.4).
     case badChannelDataLength

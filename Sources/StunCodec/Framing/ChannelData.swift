@@ -3,8 +3,13 @@
 /// A view into the caller's bytes; `data` excludes the header and any padding.
 public struct ChannelDataMessage {
     public static let headerLength = 4
-    /// Lowest and highest channel numbers a client may bind (RFC 8656 §12).
-    public static let channelRange: ClosedRange<UInt16> = 0x4000...0x4FFF
+    /// Channel numbers a client may bind. RFC 8656 §12 narrows them to 0x4000–0x4FFF, but
+    /// RFC 5766 §11 allowed 0x4000–0x7FFF and deployed clients (coturn's turnutils_uclient among
+    /// them) still pick from the wider range, so the relay accepts it; first bytes 64–127 belong
+    /// to no other protocol (RFC 7983 §7).
+    public static let channelRange: ClosedRange<UInt16> = 0x4000...0x7FFF
+    /// The range RFC 8656 §12 assigns; clients built by relayd pick from this one.
+    public static let rfc8656ChannelRange: ClosedRange<UInt16> = 0x4000...0x4FFF
 
     public let channelNumber: UInt16
     public let data: UnsafeRawBufferPointer

@@ -2,7 +2,7 @@
 public enum PacketKind: Sendable, Hashable {
     /// First byte 0–3: a STUN message.
     case stun
-    /// First byte 64–79: TURN ChannelData (channel numbers 0x4000–0x4FFF).
+    /// First byte 64–127: TURN ChannelData (RFC 8656 uses 64–79; RFC 5766 clients up to 127).
     case channelData
     /// Anything else is not ours (DTLS, RTP, SRTP ... must not reach a TURN server directly).
     case other
@@ -11,7 +11,7 @@ public enum PacketKind: Sendable, Hashable {
     public init(firstByte: UInt8) {
         switch firstByte {
         case 0...3: self = .stun
-        case 64...79: self = .channelData
+        case 64...127: self = .channelData
         default: self = .other
         }
     }
