@@ -109,7 +109,12 @@ extension RelayCore {
         -> (TransportAddress, Int32)?
     {
         if let token {
-            guard let reserved = reservations.removeValue(forKey: token.value), reserved.expiry > now else { return nil }
+            guard let reserved = reservations.removeValue(forKey: token.value) else { return nil }
+            guard reserved.expiry > now else {
+                // Expired before the sweep got to it: the held port goes back to the pool.
+                ports[reserved.address]?.release(reserved.port)
+                return nil
+            }
             let address = TransportAddress(ip: reserved.address, port: reserved.port)
             guard let socket = sockets.openRelaySocket(bound: address) else {
                 ports[reserved.address]?.release(reserved.port)

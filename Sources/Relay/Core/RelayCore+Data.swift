@@ -5,6 +5,8 @@ extension RelayCore {
     /// exists and the peer policy allows the exact transport address. Failures are silent drops.
     func handleSendIndication(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         guard let allocation = byFiveTuple[origin.fiveTuple] else { return counters.drop(.noAllocation) }
+        // An indication with unknown comprehension-required attributes is discarded (RFC 8489 §6.3.2).
+        guard unknownComprehensionRequired(in: message) == nil else { return counters.drop(.malformed) }
         guard let peerAttribute = message.attribute(.xorPeerAddress), let data = message.attribute(.data),
             let peer = try? XORPeerAddress(decoding: peerAttribute.value, transactionID: message.transactionID)
         else { return counters.drop(.malformed) }
@@ -51,6 +53,9 @@ extension RelayCore {
     ) {
         guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
         guard allocation.hasPermission(for: peer.ip, now: now) else { return counters.drop(.noPermission) }
+        // A permission is per IP (RFC 8656 §9), but the policy judges the whole transport address:
+        // e.g. a permission for a relay address must not let the host's other ports in.
+        guard context.policy.isAllowed(peer) else { return counters.drop(.policy) }
         guard outbox.packets.count < outbox.packetCapacity else { return counters.drop(.outboxFull) }
         precondition(payload.lowerBound >= RelayCore.peerHeadroom && payload.upperBound + RelayCore.peerTailroom <= buffer.count)
         let stream = allocation.origin.fiveTuple.transport.isStream

@@ -2,7 +2,8 @@ import StunCodec
 
 extension RelayCore {
     /// Refresh request (RFC 8656 §7.3): LIFETIME 0 deletes the allocation, otherwise extends it
-    /// by min(requested, max-allocate-lifetime), or the default 600 s when LIFETIME is absent.
+    /// by the "desired lifetime" computed as for Allocate: min(requested, max-allocate-lifetime)
+    /// but never below the default 600 s, which is also used when LIFETIME is absent.
     func handleRefresh(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         let existing = byFiveTuple[origin.fiveTuple]
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
@@ -20,12 +21,7 @@ extension RelayCore {
         if let family, family.family != allocation.relayedAddress.ip.family {
             return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: auth.key)
         }
-        let lifetime: Int64
-        if let requested {
-            lifetime = min(Int64(requested.seconds), Int64(configuration.maxAllocateLifetime))
-        } else {
-            lifetime = min(600, Int64(configuration.maxAllocateLifetime))
-        }
+        let lifetime = requested?.seconds == 0 ? 0 : allocateLifetime(requested: requested)
         respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
             try w.append(Lifetime(seconds: UInt32(lifetime)))
             try appendSoftware(&w)

@@ -11,6 +11,8 @@ public final class RelayCore {
     let sockets: any RelaySocketProvider
     public let outbox = Outbox()
     public var counters = CoreCounters()
+    /// Lifetimes of ended allocations, for the metrics histogram.
+    public var lifetimes = LifetimeHistogram()
     var logger: Logger
 
     var byFiveTuple: [FiveTuple: Allocation] = [:]
@@ -192,6 +194,7 @@ public final class RelayCore {
         ports[allocation.relayedAddress.ip]?.release(allocation.relayedAddress.port)
         context.quota.release(user: String(context.credentials.userID(of: allocation.username)))
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
+        lifetimes.observe(seconds: now - allocation.created)
         let t = allocation.traffic
         logger.info(
             "allocation deleted",

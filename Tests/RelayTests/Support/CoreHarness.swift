@@ -1,0 +1,164 @@
+import Logging
+import Relay
+import StunCodec
+
+/// The configuration the core tests share: REST credentials (`use-auth-secret`) plus one
+/// static user, a private relay address, a small relay port range, and a clock in unix seconds.
+enum CoreFixture {
+    static let realm = "example.org"
+    static let secret = "core-tests-rest-secret"
+    /// Unix time the manual clock starts at; REST usernames are judged against it.
+    static let start: Int64 = 1_700_000_000
+    static let relayIP = IPAddress.literal("10.0.0.5")
+    static let server = TransportAddress.literal("10.0.0.5:3478")
+    static let listenerSocket: Int32 = 3
+    static let staticUser = "bob"
+    static let staticPassword = "bob-password"
+    static let minPort: UInt16 = 50000
+    static let maxPort: UInt16 = 50009
+
+    /// Clients (never policy-checked) and public peers.
+    static let clientA = TransportAddress.literal("192.0.2.1:40001")
+    static let clientB = TransportAddress.literal("192.0.2.2:40002")
+    static let peer1 = TransportAddress.literal("1.2.3.4:5000")
+    static let peer2 = TransportAddress.literal("5.6.7.8:6000")
+
+    static func configuration(_ adjust: (inout RelayConfiguration) -> Void = { _ in }) -> RelayConfiguration {
+        var c = RelayConfiguration()
+        c.realm = realm
+        c.useAuthSecret = true
+        c.staticAuthSecrets = [secret]
+        c.users = [.init(name: staticUser, credential: .password(staticPassword))]
+        c.listeningIPs = [server.ip]
+        c.listeningPort = server.port
+        c.relayIPs = [relayIP]
+        c.minPort = minPort
+        c.maxPort = maxPort
+        adjust(&c)
+        return c
+    }
+
+    /// A TURN REST username `<expiry>:<user>` valid for `validFor` seconds after the clock start.
+    static func restUsername(_ user: String = "alice", validFor: Int64 = 86_400) -> String {
+        "\(start + validFor):\(user)"
+    }
+
+    /// The REST password coturn's `use-auth-secret` derives: base64(HMAC-SHA1(secret, username)).
+    static func restPassword(_ username: String, secret: String = secret) -> String {
+        KeyDerivation.restPassword(secret: secret, username: username)
+    }
+
+    /// A logger that drops everything, so test output stays readable.
+    static let quietLogger = Logger(label: "relayd.core-tests") { _ in SwiftLogNoOpLogHandler() }
+}
+
+/// One packet the core queued, copied out of the outbox before it was reset.
+struct SentPacket {
+    var route: Route
+    var bytes: [UInt8]
+
+    /// The client this packet goes back to, for `.client` routes.
+    var client: TransportAddress? {
+        if case .client(let origin) = route { return origin.fiveTuple.client }
+        return nil
+    }
+
+    /// The relay socket and peer, for `.peer` routes.
+    var peer: (relaySocket: Int32, peer: TransportAddress)? {
+        if case .peer(let socket, let peer) = route { return (socket, peer) }
+        return nil
+    }
+}
+
+/// A `RelayCore` with fake relay sockets and a manual clock: packets in, copies of the outbox out.
+final class CoreHarness {
+    let sockets = FakeRelaySocketProvider()
+    let core: RelayCore
+    let quota: QuotaTracker
+    var now: Int64
+    let configuration: RelayConfiguration
+
+    init(
+        configuration: RelayConfiguration = CoreFixture.configuration(), now: Int64 = CoreFixture.start,
+        interfaceAddresses: [IPAddress] = []
+    ) {
+        self.configuration = configuration
+        self.now = now
+        quota = QuotaTracker(userQuota: configuration.userQuota, totalQuota: configuration.totalQuota)
+        let context = CoreContext(
+            configuration: configuration, nonceKey: Array(0..<32), quota: quota, interfaceAddresses: interfaceAddresses)
+        core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger)
+    }
+
+    var counters: CoreCounters { core.counters }
+
+    func origin(_ client: TransportAddress, transport: TransportProtocol = .udp) -> ClientOrigin {
+        ClientOrigin(
+            fiveTuple: FiveTuple(client: client, server: CoreFixture.server, transport: transport),
+            socket: CoreFixture.listenerSocket)
+    }
+
+    /// Hands `bytes` to the core as one datagram (or stream frame) from `client`; returns what it queued.
+    @discardableResult
+    func receive(_ bytes: [UInt8], from client: TransportAddress, transport: TransportProtocol = .udp) -> [SentPacket] {
+        let origin = origin(client, transport: transport)
+        return bytes.withUnsafeBytes { raw in
+            core.handleClientPacket(raw, from: origin, now: now)
+            return drainOutbox()
+        }
+    }
+
+    /// Hands the core a UDP datagram from `peer` that arrived at `relaySocket`, laid out the way
+    /// the I/O layer reads it: `peerHeadroom` free bytes, the payload, `peerTailroom` free bytes.
+    @discardableResult
+    func receiveFromPeer(_ payload: [UInt8], from peer: TransportAddress, at relaySocket: Int32) -> [SentPacket] {
+        var buffer = [UInt8](repeating: 0xA5, count: RelayCore.peerHeadroom + payload.count + RelayCore.peerTailroom)
+        buffer.replaceSubrange(RelayCore.peerHeadroom..<RelayCore.peerHeadroom + payload.count, with: payload)
+        return buffer.withUnsafeMutableBytes { raw in
+            core.handlePeerPacket(
+                relaySocket: relaySocket, from: peer, buffer: raw,
+                payload: RelayCore.peerHeadroom..<RelayCore.peerHeadroom + payload.count, now: now)
+            return drainOutbox()
+        }
+    }
+
+    /// Copies every queued packet out (they may point into the caller's buffer) and resets the outbox.
+    func drainOutbox() -> [SentPacket] {
+        let packets = core.outbox.packets.map { SentPacket(route: $0.route, bytes: Array($0.bytes)) }
+        core.outbox.reset()
+        return packets
+    }
+
+    func advance(to second: Int64) { now = second }
+    func advance(by seconds: Int64) { now += seconds }
+
+    func sweep() { core.sweep(now: now) }
+
+    /// The allocation of `client`'s UDP 5-tuple.
+    func allocation(of client: TransportAddress, transport: TransportProtocol = .udp) -> Allocation? {
+        core.allocation(for: origin(client, transport: transport).fiveTuple)
+    }
+
+    /// A client at `client` using the REST credential for `user` (or `username`/`password` when given).
+    func restClient(
+        at client: TransportAddress, user: String = "alice", validFor: Int64 = 86_400,
+        secret: String = CoreFixture.secret,
+        transport: TransportProtocol = .udp
+    ) -> TurnTestClient {
+        let username = CoreFixture.restUsername(user, validFor: validFor)
+        return self.client(
+            at: client, username: username, password: CoreFixture.restPassword(username, secret: secret),
+            transport: transport)
+    }
+
+    /// A client at `client` with explicit long-term credentials.
+    func client(
+        at client: TransportAddress, username: String, password: String, transport: TransportProtocol = .udp
+    ) -> TurnTestClient {
+        TurnTestClient(username: username, password: password) { [self] bytes in
+            try self.receive(bytes, from: client, transport: transport).first { $0.client == client }.map {
+                try ReceivedStun($0.bytes)
+            }
+        }
+    }
+}
