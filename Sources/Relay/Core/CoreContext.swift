@@ -35,6 +35,8 @@ public struct CoreContext: Sendable {
     public var nonces: NonceGenerator
     public var policy: PeerPolicy
     public var quota: QuotaTracker
+    /// EVEN-PORT reservations, shared by all loop threads.
+    public var reservationTable: ReservationTable
     public var relayAddresses: [RelayAddress]
     public var threadIndex: Int
     public var threadCount: Int
@@ -43,13 +45,14 @@ public struct CoreContext: Sendable {
 
     public init(
         configuration: RelayConfiguration, nonceKey: [UInt8], quota: QuotaTracker,
-        interfaceAddresses: [IPAddress] = [], threadIndex: Int = 0, threadCount: Int = 1
+        reservationTable: ReservationTable = ReservationTable(), interfaceAddresses: [IPAddress] = [], threadIndex: Int = 0, threadCount: Int = 1
     ) {
         self.configuration = configuration
         credentials = CredentialStore(configuration: configuration)
         nonces = NonceGenerator(key: nonceKey, lifetime: Int64(configuration.staleNonce))
         policy = PeerPolicy(configuration: configuration, interfaceAddresses: interfaceAddresses)
         self.quota = quota
+        self.reservationTable = reservationTable
         relayAddresses = RelayAddress.mappings(configuration: configuration)
         self.threadIndex = threadIndex
         self.threadCount = threadCount

@@ -70,6 +70,8 @@ extension RelayCore {
             if ports[relay.ip]?.claim(next) == true {
                 let value = random.next()
                 reservations[value] = Reservation(address: relay.ip, port: next, expiry: now + 30)
+                context.reservationTable.insert(
+                    value, ReservationTable.Entry(address: relay.ip, port: next, expiry: now + 30))
                 reservation = value
             }
         }
@@ -109,12 +111,10 @@ extension RelayCore {
         -> (TransportAddress, Int32)?
     {
         if let token {
-            guard let reserved = reservations.removeValue(forKey: token.value) else { return nil }
-            guard reserved.expiry > now else {
-                // Expired before the sweep got to it: the held port goes back to the pool.
-                ports[reserved.address]?.release(reserved.port)
-                return nil
-            }
+            // The thread that reserved the port keeps its claim until the reservation's expiry
+            // (its sweep releases it); if that is this thread, the claim passes to the allocation.
+            guard let reserved = context.reservationTable.take(token.value), reserved.expiry > now else { return nil }
+            reservations[token.value] = nil
             let address = TransportAddress(ip: reserved.address, port: reserved.port)
             guard let socket = sockets.openRelaySocket(bound: address) else {
                 ports[reserved.address]?.release(reserved.port)

@@ -174,6 +174,7 @@ public final class RelayCore {
         for (token, reservation) in reservations where reservation.expiry <= now {
             ports[reservation.address]?.release(reservation.port)
             reservations[token] = nil
+            context.reservationTable.remove(token)
         }
     }
 

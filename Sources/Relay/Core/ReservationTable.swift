@@ -1,0 +1,24 @@
+import StunCodec
+import Synchronization
+
+/// RESERVATION-TOKENs of every loop thread (RFC 8656 §7.2, §14.9). The Allocate carrying a
+/// token comes from another client socket, which SO_REUSEPORT may steer to another thread than
+/// the one that reserved the port, so the tokens are shared; touched only by Allocate and sweeps.
+public final class ReservationTable: Sendable {
+    public struct Entry: Sendable, Hashable {
+        public var address: IPAddress
+        public var port: UInt16
+        public var expiry: Int64
+    }
+
+    private let entries = Mutex<[UInt64: Entry]>([:])
+
+    public init() {}
+
+    func insert(_ token: UInt64, _ entry: Entry) { entries.withLock { $0[token] = entry } }
+
+    /// Removes and returns the entry for `token`: a token is good for one Allocate.
+    func take(_ token: UInt64) -> Entry? { entries.withLock { $0.removeValue(forKey: token) } }
+
+    func remove(_ token: UInt64) { entries.withLock { _ = $0.removeValue(forKey: token) } }
+}
