@@ -48,6 +48,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Decoder fuzzer: libFuzzer entry in Fuzz/; scripts/fuzz.sh builds it with -sanitize=fuzzer,address.
+        .executableTarget(
+            name: "stun-fuzz",
+            dependencies: ["StunCodec"],
+            path: "Fuzz",
+            exclude: ["corpus", "make_corpus.py"],
+            swiftSettings: strict
+        ),
+        // Counts heap allocations by interposing malloc and friends; only stun-bench links it.
+        .target(name: "CMallocCounter"),
+        .executableTarget(
+            name: "stun-bench",
+            dependencies: ["StunCodec", "CMallocCounter"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "StunCodecTests", dependencies: ["StunCodec"], swiftSettings: strict),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "StunCodec"], swiftSettings: strict),
     ]

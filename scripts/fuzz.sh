@@ -45,7 +45,8 @@ size=$(find "$corpus" -type f | wc -l)
 if [ "$status" -ne 0 ]; then
   tail -n 60 "$log" >&2
   artifact=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -n 1)
-  echo "fuzz: FAILED (exit $status) after ${runs:-?} runs in ${seconds}s; input: ${artifact:-none written}; log: $log" >&2
+  echo "fuzz: FAILED (exit $status) after ${runs:-?} runs in ${seconds}s;" \
+    "input: ${artifact:-none written}; log: $log" >&2
   exit 1
 fi
 echo "fuzz: ${runs:-?} runs in ${seconds}s, no crash; corpus ${seeds} seeds -> ${size} inputs"

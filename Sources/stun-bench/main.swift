@@ -1,0 +1,82 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// stun-bench: time and heap allocations per operation of StunCodec's per-packet work.
+///
+///     stun-bench [ITERATIONS] [--assert-zero-alloc]
+///
+/// ITERATIONS (default 1,000,000) per run; each benchmark reports the median of 5 runs.
+/// With --assert-zero-alloc it exits 1 when parsing a Binding request (a) or ChannelData (b)
+/// touches the heap. Build in release: scripts/bench-codec.sh.
+let usage = "usage: stun-bench [ITERATIONS] [--assert-zero-alloc]"
+var iterations = 1_000_000
+var assertZeroAlloc = false
+for argument in CommandLine.arguments.dropFirst() {
+    if argument == "--assert-zero-alloc" {
+        assertZeroAlloc = true
+    } else if argument == "-h" || argument == "--help" {
+        print(usage)
+        exit(0)
+    } else if let n = Int(argument), n > 0 {
+        iterations = n
+    } else {
+        print(usage)
+        exit(2)
+    }
+}
+
+guard mallocCounterIsLive() else {
+    print("stun-bench: malloc is not interposed by CMallocCounter; allocation counts would be meaningless")
+    exit(1)
+}
+
+let fixture: Fixture
+do {
+    fixture = try Fixture()
+    try fixture.validate()
+} catch {
+    print("stun-bench: cannot build the benchmark inputs: \(error)")
+    exit(1)
+}
+
+let runs = 5
+let zeroAllocationGoal = [true, true, false]
+let results = [
+    Measurement.run("(a) parse Binding request + FINGERPRINT + MI verify", iterations: iterations, runs: runs) {
+        parseAndVerifyRequest(fixture, iterations: $0)
+    },
+    Measurement.run("(b) parse ChannelData, 100-byte payload", iterations: iterations, runs: runs) {
+        parseChannelData(fixture, iterations: $0)
+    },
+    Measurement.run("(c) build Binding success: XOR-MAPPED-ADDRESS+MI+FP", iterations: iterations, runs: runs) {
+        buildBindingSuccess(fixture, iterations: $0)
+    },
+]
+
+print("stun-bench: \(iterations) iterations x \(runs) runs; ns/op is the median run (fastest-slowest)")
+print(
+    leftAligned("benchmark", 54) + rightAligned("ns/op", 10) + rightAligned("(range)", 18)
+        + rightAligned("allocs/op", 11))
+for result in results {
+    let (median, fastest, slowest) = result.nsPerOp
+    let allocations = result.allocations == 0 ? "0" : fixed(result.allocationsPerOp, decimals: 3)
+    print(
+        leftAligned(result.name, 54) + rightAligned(fixed(median, decimals: 1), 10)
+            + rightAligned("(\(fixed(fastest, decimals: 1))-\(fixed(slowest, decimals: 1)))", 18)
+            + rightAligned(allocations, 11))
+}
+
+if assertZeroAlloc {
+    var failed = false
+    for (result, mustNotAllocate) in zip(results, zeroAllocationGoal) where mustNotAllocate && result.allocations > 0 {
+        print(
+            "stun-bench: FAIL: \(result.name) made \(result.allocations) heap allocations"
+                + " in \(result.operations) operations")
+        failed = true
+    }
+    if failed { exit(1) }
+    print("stun-bench: zero-allocation check passed for (a) and (b)")
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Benchmarks StunCodec's per-packet work in a release build: ns/op and heap allocations/op for
+# (a) parsing + verifying a Binding request, (b) parsing ChannelData, (c) writing a Binding
+# success response. Arguments go to stun-bench:
+#   ./scripts/bench-codec.sh [ITERATIONS] [--assert-zero-alloc]
+# With --assert-zero-alloc it exits non-zero when (a) or (b) allocates.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+
+./scripts/install-build-deps.sh
+swift build --quiet -c release --scratch-path .build-bench --product stun-bench
+exec "$(swift build -c release --scratch-path .build-bench --show-bin-path)/stun-bench" "$@"
