@@ -13,4 +13,10 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <openssl/pem.h>
+
+/* SSL_OP_* are built with a function-like macro (SSL_OP_BIT) that Swift cannot import. */
+static const uint64_t RELAYD_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
+static const uint64_t RELAYD_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
+static const uint64_t RELAYD_SSL_OP_CIPHER_SERVER_PREFERENCE = SSL_OP_CIPHER_SERVER_PREFERENCE;
+static const uint64_t RELAYD_SSL_OP_IGNORE_UNEXPECTED_EOF = SSL_OP_IGNORE_UNEXPECTED_EOF;
 #endif

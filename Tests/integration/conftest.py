@@ -12,7 +12,10 @@ Everything listens on 127.0.0.1 only, on ports chosen at run time (never
 
 from __future__ import annotations
 
+import contextlib
 import os
+import http.client
+import json
 import random
 import re
 import secrets
@@ -36,6 +39,7 @@ REALM = "example.org"
 RESERVED_PORTS = {3478, 3479, 5349, 5350, 5766, 8080, 9641}
 RELAY_RANGE_WIDTH = 200
 READY_TIMEOUT = 10.0
+HTTP_TIMEOUT = 5.0
 STOP_TIMEOUT = 5.0
 
 # Lines a crashed or sanitized process leaves in its log.
@@ -133,10 +137,26 @@ def free_port_range(width: int = RELAY_RANGE_WIDTH, low: int = 40000, high: int 
 # --- server -----------------------------------------------------------------------
 
 
+class HTTPResult:
+    """Status, headers (lower-case names) and body of one HTTP response."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self) -> str:
+        return f"HTTPResult({self.status}, {self.body[:200]!r})"
+
+
 class RelayServer:
     """One STUN/TURN server process (relayd or coturn) on loopback."""
 
-    def __init__(self, kind: str, workdir: Path, binary: str | None = None):
+    def __init__(self, kind: str, workdir: Path, binary: str | None = None,
+                 extra_args: list[str] | None = None, rest_auth: bool = True, streams: bool = False):
         if kind not in ("relayd", "coturn"):
             raise ValueError(f"RELAY_SERVER must be 'relayd' or 'coturn', not {kind!r}")
         self.kind = kind
@@ -153,6 +173,28 @@ class RelayServer:
         self.log_path = self.workdir / f"{kind}.log"
         self.proc: subprocess.Popen | None = None
         self.problems: list[str] = []
+        # relayd's HTTP service (credentials, /metrics, /healthz, /readyz) on its own free
+        # port, with one bearer token; never the default 8080, so servers run side by side.
+        self.api_port = free_port(avoid=self.relay_ports)
+        while self.api_port == self.port:
+            self.api_port = free_port(avoid=self.relay_ports)
+        self.api_key_name = "itest"
+        self.api_token = secrets.token_urlsafe(24)
+        # Options appended after the common ones (the command line's last value wins);
+        # rest_auth=False replaces use-auth-secret with a static lt-cred-mech user.
+        self.extra_args = list(extra_args or [])
+        self.rest_auth = rest_auth
+        # streams=True serves TURN over TCP (on `port`) and TLS (on `tls_port`, with a
+        # self-signed certificate made by conf/make-test-cert.sh in <workdir>/tls).
+        self.streams = streams
+        self.tls_port: int | None = None
+        self.cert_path = self.workdir / "tls" / "cert.pem"
+        self.pkey_path = self.workdir / "tls" / "pkey.pem"
+        if streams:
+            taken = {self.port, self.api_port}
+            self.tls_port = free_port(avoid=self.relay_ports)
+            while self.tls_port in taken:
+                self.tls_port = free_port(avoid=self.relay_ports)
 
     @staticmethod
     def default_binary(kind: str) -> str:
@@ -174,6 +216,22 @@ class RelayServer:
     def credentials(self, user: str = "alice", ttl: int = 3600) -> tuple[str, str]:
         return stunclient.rest_credentials(self.secret, user, ttl=ttl)
 
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.host}:{self.api_port}"
+
+    def http(self, method: str, path: str, headers: dict[str, str] | None = None,
+             body: bytes | None = None, port: int | None = None,
+             timeout: float = HTTP_TIMEOUT) -> "HTTPResult":
+        """One request to relayd's HTTP service (the API port unless `port` is given)."""
+        conn = http.client.HTTPConnection(self.host, port or self.api_port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return HTTPResult(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+        finally:
+            conn.close()
+
     def command(self) -> list[str]:
         common = [
             f"--listening-ip={self.host}",
@@ -181,19 +239,23 @@ class RelayServer:
             f"--relay-ip={self.host}",
             f"--min-port={self.min_port}",
             f"--max-port={self.max_port}",
-            "--use-auth-secret",
-            f"--static-auth-secret={self.secret}",
+            *(["--use-auth-secret", f"--static-auth-secret={self.secret}"] if self.rest_auth
+              else ["--lt-cred-mech", f"--user=static:{self.secret}"]),
             f"--realm={self.realm}",
             "--allow-loopback-peers",
-            "--no-tcp",
-            "--no-tls",
+            *(self.stream_args() if self.streams else ["--no-tcp", "--no-tls"]),
         ]
         if self.kind == "relayd":
             conf = self.workdir / "relayd.conf"
             conf.write_text(
                 "# relayd integration test: every setting comes from the command line\n"
             )
-            return [self.binary, "-c", str(conf)] + common
+            api = [
+                f"--api-listening-ip={self.host}",
+                f"--api-listening-port={self.api_port}",
+                f"--api-key={self.api_key_name}:{self.api_token}",
+            ]
+            return [self.binary, "-c", str(conf)] + common + api + self.extra_args
         # coturn: no config file, no CLI/DTLS/RFC 5780 alternate port, log to
         # stdout (captured), pid file and SQLite user DB inside the tmp dir.
         return [self.binary, "-n"] + common + [
@@ -204,9 +266,22 @@ class RelayServer:
             "--simple-log",
             f"--pidfile={self.workdir / 'turnserver.pid'}",
             f"--userdb={self.workdir / 'turndb'}",
+        ] + self.extra_args
+
+    def stream_args(self) -> list[str]:
+        return [
+            f"--tls-listening-port={self.tls_port}",
+            f"--cert={self.cert_path}",
+            f"--pkey={self.pkey_path}",
         ]
 
+    @property
+    def tls_address(self) -> tuple[str, int]:
+        return (self.host, self.tls_port)
+
     def start(self, ready_timeout: float = READY_TIMEOUT) -> None:
+        if self.streams and not self.cert_path.exists():
+            make_test_cert(self.cert_path.parent)
         binary = Path(self.binary)
         if not (binary.is_file() and os.access(binary, os.X_OK)):
             hint = "build it (swift build) or set RELAYD_BIN" if self.kind == "relayd" else \
@@ -292,6 +367,14 @@ class RelayServer:
         return found[:10]
 
 
+def make_test_cert(directory: Path, common_name: str = "localhost") -> tuple[Path, Path]:
+    """A self-signed certificate and key (cert.pem, pkey.pem) in `directory`, made by
+    conf/make-test-cert.sh."""
+    script = REPO_ROOT / "conf" / "make-test-cert.sh"
+    subprocess.run([str(script), str(directory), common_name], check=True, capture_output=True, timeout=30)
+    return Path(directory) / "cert.pem", Path(directory) / "pkey.pem"
+
+
 def _describe(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -303,6 +386,23 @@ def _describe(returncode: int) -> str:
 
 def server_kind() -> str:
     return os.environ.get("RELAY_SERVER", "relayd")
+
+
+@contextlib.contextmanager
+def running(server: RelayServer):
+    """Starts `server`, yields it, stops it; fails the test (or module) if it had died or
+    its log shows a crash."""
+    server.start()
+    try:
+        yield server
+    finally:
+        problems = server.stop()
+        if problems:
+            pytest.fail(
+                "server problems:\n  " + "\n  ".join(problems)
+                + f"\nlog: {server.log_path}\n{server.log_tail()}",
+                pytrace=False,
+            )
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,11 @@ final class EventLoop: RelaySocketProvider {
     var pendingClose: [Int32] = []
     /// Called after each sweep with the core, for publishing metrics snapshots.
     var onTick: ((RelayCore) -> Void)?
+    /// Called on this thread every `publishInterval` and once at the end of `run()`, to publish
+    /// a metrics snapshot of the core (the scrape shows traffic within that interval).
+    var onPublish: ((RelayCore) -> Void)?
+    var publishTimer: OpaquePointer?
+    static let publishInterval = timeval(tv_sec: 0, tv_usec: 250_000)
     /// Reads per readiness event before yielding to other sockets.
     let batchesPerWakeup = 4
 
@@ -40,6 +45,7 @@ final class EventLoop: RelaySocketProvider {
             close(fd)
         }
         if let timer { event_free(timer) }
+        if let publishTimer { event_free(publishTimer) }
         event_base_free(base)
     }
 
@@ -63,9 +69,18 @@ final class EventLoop: RelaySocketProvider {
         }, opaqueSelf)
         var second = timeval(tv_sec: 1, tv_usec: 0)
         event_add(timer, &second)
+        if onPublish != nil {
+            publishTimer = event_new(base, -1, Int16(EV_PERSIST), { _, _, arg in
+                let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue()
+                loop.onPublish?(loop.core)
+            }, opaqueSelf)
+            var interval = EventLoop.publishInterval
+            event_add(publishTimer, &interval)
+        }
         event_base_dispatch(base)
         core.shutdown(now: EventLoop.now())
         flush()
+        onPublish?(core)
     }
 
     /// Asks the loop to return from `run()`; safe from another thread (libevent pthreads locking).

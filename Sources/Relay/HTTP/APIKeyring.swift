@@ -1,0 +1,47 @@
+import StunCodec
+
+/// The bearer tokens the credential service accepts (`api-key=name:token`). A presented token is
+/// compared with every configured one through SHA-256 digests in constant time, so neither the
+/// position of the first differing byte nor the tokens' lengths show in the timing.
+public struct APIKeyring: Sendable {
+    struct Entry: Sendable {
+        var name: String
+        var digest: [UInt8]
+    }
+
+    let entries: [Entry]
+
+    public init(keys: [RelayConfiguration.APIKey]) {
+        entries = keys.map { Entry(name: $0.name, digest: DigestAlgorithm.sha256.hash(Array($0.token.utf8))) }
+    }
+
+    public var isEmpty: Bool { entries.isEmpty }
+
+    /// The name of the key whose token `authorization` carries (`Bearer <token>`), or nil.
+    public func authenticate(authorization: String?) -> String? {
+        guard let authorization, let token = Self.bearerToken(authorization) else { return nil }
+        return authenticate(token: token)
+    }
+
+    /// The name of the key with this token, or nil; every key is compared, matched or not.
+    public func authenticate(token: Substring) -> String? {
+        let presented = DigestAlgorithm.sha256.hash(Array(token.utf8))
+        var match: String? = nil
+        for entry in entries where constantTimeEqual(entry.digest, presented) && match == nil {
+            match = entry.name
+        }
+        return match
+    }
+
+    /// The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1; the scheme is
+    /// case-insensitive), nil for another scheme or an empty token.
+    public static func bearerToken(_ header: String) -> Substring? {
+        let trimmed = header.drop { $0 == " " || $0 == "\t" }
+        guard let space = trimmed.firstIndex(where: { $0 == " " || $0 == "\t" }),
+            trimmed[..<space].lowercased() == "bearer"
+        else { return nil }
+        var token = trimmed[space...].drop { $0 == " " || $0 == "\t" }
+        while let last = token.last, last == " " || last == "\t" { token = token.dropLast() }
+        return token.isEmpty ? nil : token
+    }
+}

@@ -1,0 +1,138 @@
+import Logging
+import StunCodec
+
+/// Answers every request of the HTTP listeners: the credential service, `/metrics`, `/healthz`
+/// and `/readyz`. Plain code without sockets: the evhttp glue hands it an `HTTPRequest` and
+/// writes back the `HTTPResponse`, and tests call it directly. Lives on the thread that runs
+/// the HTTP listeners (the main thread), so its rate limiter and counters need no lock.
+public final class APIRouter {
+    /// Which listener a request came in on: the API one serves everything, the `prometheus`
+    /// one (coturn's metrics port) only `/metrics` and the health checks.
+    public enum Listener: Sendable {
+        case api
+        case prometheus
+    }
+
+    public static let credentialsPath = "/api/v1/credentials"
+    /// Header sections above this get 431 (RFC 6585 §5); evhttp itself refuses far larger ones.
+    public static let maxHeaderBytes = 8192
+    /// Bodies above this get 413 from evhttp (a credential request is well under 200 bytes).
+    public static let maxBodyBytes = 8192
+
+    let credentials: CredentialService
+    let keyring: APIKeyring
+    var limiter: RateLimiter
+    let registry: MetricsRegistry
+    let health: ServiceHealth
+    let logger: Logger
+    public private(set) var service: ServiceMetrics
+
+    public init(
+        credentials: CredentialService, keyring: APIKeyring, registry: MetricsRegistry, health: ServiceHealth,
+        logger: Logger, limiter: RateLimiter = RateLimiter()
+    ) {
+        self.credentials = credentials
+        self.keyring = keyring
+        self.limiter = limiter
+        self.registry = registry
+        self.health = health
+        self.logger = logger
+        service = ServiceMetrics(loopThreads: registry.slots.count)
+    }
+
+    /// The answer to `request`; `now` is unix time (credential expiry), `monotonic` seconds
+    /// from a steady clock (rate limiting).
+    public func handle(_ request: HTTPRequest, on listener: Listener, now: Int64, monotonic: Double) -> HTTPResponse {
+        if request.headerBytes > Self.maxHeaderBytes {
+            return .error(
+                431, "request_header_fields_too_large", "the request headers exceed \(Self.maxHeaderBytes) bytes")
+        }
+        switch request.path {
+        case Self.credentialsPath where listener == .api:
+            guard request.method == .get || request.method == .post else {
+                return methodNotAllowed(allow: "GET, POST")
+            }
+            return issueCredentials(request, now: now, monotonic: monotonic)
+        case "/metrics":
+            guard request.method == .get || request.method == .head else { return methodNotAllowed(allow: "GET, HEAD") }
+            return .text(200, metricsText(), contentType: PrometheusText.contentType)
+        case "/healthz":
+            guard request.method == .get || request.method == .head else { return methodNotAllowed(allow: "GET, HEAD") }
+            return .text(200, "ok\n")
+        case "/readyz":
+            guard request.method == .get || request.method == .head else { return methodNotAllowed(allow: "GET, HEAD") }
+            return health.isReady ? .text(200, "ready\n") : .text(503, "not ready\n")
+        default:
+            return .error(404, "not_found", "no such resource")
+        }
+    }
+
+    /// The Prometheus page: every loop thread's latest snapshot summed, plus this service's counters.
+    public func metricsText() -> String {
+        RelaydMetrics.render(registry.total(), service: service)
+    }
+
+    func methodNotAllowed(allow: String) -> HTTPResponse {
+        .error(405, "method_not_allowed", "allowed methods: \(allow)", headers: [.init("Allow", allow)])
+    }
+
+    /// Rate-limit per API key, or per client IP when no valid token came (429, so tokens cannot
+    /// be guessed at speed), refuse callers without a valid token (401), check the service is
+    /// configured (503), validate (400), mint (200).
+    func issueCredentials(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
+        let keyName = keyring.authenticate(authorization: request.header("Authorization"))
+        let bucket = keyName.map { "key:\($0)" } ?? "ip:\(request.clientIP)"
+        guard limiter.allow(bucket, now: monotonic) else {
+            service.count(.rateLimited)
+            logger.debug(
+                "credential request rate-limited",
+                metadata: [
+                    "event": "credentials_rate_limited", "client": "\(request.clientIP)", "key": "\(keyName ?? "-")",
+                ])
+            return .error(
+                429, "rate_limited", "too many requests; retry later", headers: [.init("Retry-After", "1")])
+        }
+        guard let keyName else {
+            service.count(.unauthorized)
+            logger.warning(
+                "credential request without a valid API key",
+                metadata: ["event": "credentials_unauthorized", "client": "\(request.clientIP)"])
+            return .error(
+                401, "unauthorized", "an 'Authorization: Bearer <token>' header with a configured api-key is required",
+                headers: [.init("WWW-Authenticate", "Bearer realm=\"relayd\"")])
+        }
+        guard credentials.isAvailable else {
+            service.count(.unavailable)
+            return .error(
+                503, "credentials_unavailable", "the credential service needs use-auth-secret and a static-auth-secret")
+        }
+        let parsed: CredentialRequest
+        do {
+            parsed =
+                request.method == .post
+                ? try CredentialRequest.fromJSON(request.body, separator: credentials.separator)
+                : try CredentialRequest.fromQuery(request.query, separator: credentials.separator)
+        } catch {
+            service.count(.badRequest)
+            logger.info(
+                "credential request refused",
+                metadata: [
+                    "event": "credentials_bad_request", "client": "\(request.clientIP)", "key": "\(keyName)",
+                    "reason": "\(error.message)",
+                ])
+            return .error(400, "invalid_request", error.message)
+        }
+        guard let issued = credentials.issue(parsed, now: now) else {
+            service.count(.unavailable)
+            return .error(503, "credentials_unavailable", "the credential service is not configured")
+        }
+        service.count(.issued)
+        logger.info(
+            "credentials issued",
+            metadata: [
+                "event": "credentials_issued", "client": "\(request.clientIP)", "key": "\(keyName)",
+                "user": "\(LogSafe.text(parsed.user))", "ttl": "\(issued.ttl)", "format": "\(parsed.format.rawValue)",
+            ])
+        return .json(200, issued.json(parsed.format))
+    }
+}

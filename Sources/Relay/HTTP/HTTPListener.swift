@@ -1,0 +1,130 @@
+import CLibevent
+import Glibc
+import StunCodec
+
+/// One evhttp server on the main thread's `event_base`: reads each request into an
+/// `HTTPRequest`, asks the router, writes the `HTTPResponse` back. evhttp enforces the size
+/// limits (413 for bodies above `APIRouter.maxBodyBytes`) and the idle timeout.
+final class HTTPListener {
+    let http: OpaquePointer
+    let router: APIRouter
+    let kind: APIRouter.Listener
+    private(set) var boundAddresses: [TransportAddress] = []
+
+    /// Headers beyond this are refused by evhttp itself; up to it the router answers 431 above
+    /// `APIRouter.maxHeaderBytes`.
+    static let hardHeaderLimit = 65536
+    /// Seconds a connection may stay idle or take to send a request.
+    static let timeoutSeconds: Int32 = 10
+
+    init?(base: OpaquePointer, router: APIRouter, kind: APIRouter.Listener) {
+        guard let http = evhttp_new(base) else { return nil }
+        self.http = http
+        self.router = router
+        self.kind = kind
+        evhttp_set_max_headers_size(http, Self.hardHeaderLimit)
+        evhttp_set_max_body_size(http, APIRouter.maxBodyBytes)
+        evhttp_set_timeout(http, Self.timeoutSeconds)
+        // Every method reaches the router, which answers 405 with an Allow header.
+        let methods =
+            EVHTTP_REQ_GET.rawValue | EVHTTP_REQ_POST.rawValue | EVHTTP_REQ_HEAD.rawValue | EVHTTP_REQ_PUT.rawValue
+            | EVHTTP_REQ_DELETE.rawValue | EVHTTP_REQ_OPTIONS.rawValue | EVHTTP_REQ_TRACE.rawValue
+            | EVHTTP_REQ_CONNECT.rawValue | EVHTTP_REQ_PATCH.rawValue
+        evhttp_set_allowed_methods(http, UInt16(methods))
+        // Read an oversized body to its end before answering 413, so the client sees the answer.
+        _ = evhttp_set_flags(http, EVHTTP_SERVER_LINGERING_CLOSE)
+        evhttp_set_gencb(
+            http,
+            { request, arg in
+                guard let request, let arg else { return }
+                Unmanaged<HTTPListener>.fromOpaque(arg).takeUnretainedValue().respond(to: request)
+            }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    deinit { evhttp_free(http) }
+
+    /// Binds a listening socket; false when the address is taken or not local.
+    func bind(_ address: TransportAddress) -> Bool {
+        guard evhttp_bind_socket_with_handle(http, "\(address.ip)", address.port) != nil else { return false }
+        boundAddresses.append(address)
+        return true
+    }
+
+    func respond(to req: OpaquePointer) {
+        let response: HTTPResponse
+        if let request = Self.read(req) {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            response = router.handle(
+                request, on: kind, now: Int64(time(nil)),
+                monotonic: Double(now.tv_sec) + Double(now.tv_nsec) / 1_000_000_000)
+        } else {
+            response = .error(400, "bad_request", "the request could not be read")
+        }
+        Self.send(response, to: req)
+    }
+
+    /// The request as the router sees it; nil when evhttp has no URI for it.
+    static func read(_ req: OpaquePointer) -> HTTPRequest? {
+        guard let method = method(evhttp_request_get_command(req)), let uri = evhttp_request_get_evhttp_uri(req)
+        else { return nil }
+        let path = evhttp_uri_get_path(uri).map { String(cString: $0) } ?? ""
+        let query = evhttp_uri_get_query(uri).map { String(cString: $0) }
+
+        var headers: [(name: String, value: String)] = []
+        var field = evhttp_request_get_input_headers(req)?.pointee.tqh_first
+        while let f = field {
+            headers.append((String(cString: f.pointee.key), String(cString: f.pointee.value)))
+            field = f.pointee.next.tqe_next
+        }
+
+        var body: [UInt8] = []
+        if let input = evhttp_request_get_input_buffer(req) {
+            let length = evbuffer_get_length(input)
+            if length > 0 {
+                body = [UInt8](repeating: 0, count: length)
+                let copied = body.withUnsafeMutableBytes { evbuffer_copyout(input, $0.baseAddress, length) }
+                body.removeLast(length - max(0, copied))
+            }
+        }
+
+        var clientIP = "unknown"
+        if let connection = evhttp_request_get_connection(req) {
+            var address: UnsafeMutablePointer<CChar>? = nil
+            var port: UInt16 = 0
+            evhttp_connection_get_peer(connection, &address, &port)
+            if let address { clientIP = String(cString: address) }
+        }
+        return HTTPRequest(
+            method: method, path: path.isEmpty ? "/" : path, query: query, headers: headers, body: body,
+            clientIP: clientIP)
+    }
+
+    static func method(_ command: evhttp_cmd_type) -> HTTPRequest.Method? {
+        switch command {
+        case EVHTTP_REQ_GET: return .get
+        case EVHTTP_REQ_HEAD: return .head
+        case EVHTTP_REQ_POST: return .post
+        case EVHTTP_REQ_PUT: return .put
+        case EVHTTP_REQ_DELETE: return .delete
+        case EVHTTP_REQ_OPTIONS: return .options
+        case EVHTTP_REQ_PATCH: return .patch
+        case EVHTTP_REQ_TRACE: return .trace
+        case EVHTTP_REQ_CONNECT: return .connect
+        default: return nil
+        }
+    }
+
+    static func send(_ response: HTTPResponse, to req: OpaquePointer) {
+        if let out = evhttp_request_get_output_headers(req) {
+            for header in response.headers { evhttp_add_header(out, header.name, header.value) }
+        }
+        guard let buffer = evbuffer_new() else {
+            evhttp_send_error(req, 500, nil)
+            return
+        }
+        defer { evbuffer_free(buffer) }
+        _ = response.body.withUnsafeBytes { evbuffer_add(buffer, $0.baseAddress, $0.count) }
+        evhttp_send_reply(req, Int32(response.status), HTTPResponse.reason(response.status), buffer)
+    }
+}

@@ -1,0 +1,72 @@
+import Glibc
+import Logging
+import StunCodec
+
+/// The daemon's HTTP side, on the main thread's event loop: the API listener
+/// (`api-listening-ip`:`api-listening-port`: credentials, `/metrics`, `/healthz`, `/readyz`)
+/// and, with coturn's `prometheus` key, a metrics listener on `prometheus-address`:`prometheus-port`.
+final class HTTPService {
+    let router: APIRouter
+    let configuration: RelayConfiguration
+    private var listeners: [HTTPListener] = []
+    private let base: OpaquePointer
+
+    init(
+        base: OpaquePointer, configuration: RelayConfiguration, interfaceAddresses: [IPAddress],
+        registry: MetricsRegistry, health: ServiceHealth, logger: Logger
+    ) {
+        self.base = base
+        self.configuration = configuration
+        router = APIRouter(
+            credentials: CredentialService(configuration: configuration, interfaceAddresses: interfaceAddresses),
+            keyring: APIKeyring(keys: configuration.apiKeys), registry: registry, health: health, logger: logger)
+    }
+
+    /// The API listener's address, and the metrics listener's when it is a separate one.
+    var addresses: (api: TransportAddress, prometheus: TransportAddress?) {
+        let api = TransportAddress(ip: configuration.apiListeningIP, port: configuration.apiListeningPort)
+        guard configuration.prometheus else { return (api, nil) }
+        let metrics = TransportAddress(
+            ip: configuration.prometheusAddress ?? .ipv4Any, port: configuration.prometheusPort)
+        return (api, metrics == api ? nil : metrics)
+    }
+
+    /// True once the API is asked for (an `api-key`, or an address other than the default
+    /// 127.0.0.1:8080): then failing to bind it stops the server. At the defaults it only warns,
+    /// so several servers can run side by side on one host.
+    var apiRequired: Bool {
+        !configuration.apiKeys.isEmpty || configuration.apiListeningPort != RelayConfiguration().apiListeningPort
+            || configuration.apiListeningIP != RelayConfiguration().apiListeningIP
+    }
+
+    /// Binds the listeners; throws naming the address that could not be bound. Returns what the
+    /// operator should be warned about: the default API listener not bound, no `api-key`.
+    func start() throws(RelayServer.StartError) -> [String] {
+        let (api, prometheus) = addresses
+        var warnings: [String] = []
+        if !listen(api, kind: .api) {
+            let problem = "cannot bind HTTP API listener \(api): \(String(cString: strerror(errno)))"
+            guard !apiRequired else { throw RelayServer.StartError(description: problem) }
+            warnings.append("\(problem); /metrics, /healthz and /readyz are not served (set api-listening-port)")
+        }
+        if configuration.apiKeys.isEmpty && configuration.useAuthSecret {
+            warnings.append("no api-key configured: \(APIRouter.credentialsPath) answers 401 to every request")
+        }
+        if let prometheus, !listen(prometheus, kind: .prometheus) {
+            throw RelayServer.StartError(
+                description: "cannot bind Prometheus listener \(prometheus): \(String(cString: strerror(errno)))")
+        }
+        return warnings
+    }
+
+    private func listen(_ address: TransportAddress, kind: APIRouter.Listener) -> Bool {
+        guard let listener = HTTPListener(base: base, router: router, kind: kind), listener.bind(address) else {
+            return false
+        }
+        listeners.append(listener)
+        return true
+    }
+
+    /// Closes the listeners and their connections (before the event base is freed).
+    func close() { listeners.removeAll() }
+}

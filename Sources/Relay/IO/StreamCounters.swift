@@ -1,0 +1,83 @@
+/// Why a TCP/TLS connection ended; each reason is counted.
+public enum StreamCloseReason: Int, CaseIterable, Sendable {
+    /// The client closed its side (after its pending answers were written, within a bound).
+    case clientClosed
+    /// A socket or TLS error after the handshake.
+    case error
+    /// Bytes that cannot start a STUN message or ChannelData frame (RFC 8489 §6.2.2, RFC 8656 §12.5).
+    case badFrame
+    case tlsHandshakeFailed
+    /// No TLS handshake within `tls-handshake-timeout`.
+    case tlsHandshakeTimeout
+    /// No valid STUN message within `tcp-idle-timeout`, or idle that long without an allocation.
+    case idleTimeout
+    /// A client that does not read: its pending output passed the per-connection bound.
+    case slowReader
+    case shutdown
+
+    public var label: String {
+        switch self {
+        case .clientClosed: return "client_closed"
+        case .error: return "error"
+        case .badFrame: return "bad_frame"
+        case .tlsHandshakeFailed: return "tls_handshake_failed"
+        case .tlsHandshakeTimeout: return "tls_handshake_timeout"
+        case .idleTimeout: return "idle_timeout"
+        case .slowReader: return "slow_reader"
+        case .shutdown: return "shutdown"
+        }
+    }
+}
+
+/// Why a TCP/TLS connection was refused at accept.
+public enum StreamRefusal: Int, CaseIterable, Sendable {
+    /// `max-connections-per-ip` reached for the source address.
+    case perIPLimit
+    /// `max-connections` reached.
+    case totalLimit
+    /// No TLS context or no memory for the connection.
+    case resources
+
+    public var label: String {
+        switch self {
+        case .perIPLimit: return "per_ip_limit"
+        case .totalLimit: return "total_limit"
+        case .resources: return "resources"
+        }
+    }
+}
+
+/// One loop thread's TCP/TLS counters: plain integers written only by that thread, summed at
+/// scrape time like `CoreCounters`.
+public struct StreamCounters: Sendable {
+    /// Connections accepted, indexed by `TransportProtocol.rawValue` (udp stays 0).
+    public var accepted = [UInt64](repeating: 0, count: TransportProtocol.allCases.count)
+    public var refused = [UInt64](repeating: 0, count: StreamRefusal.allCases.count)
+    public var closed = [UInt64](repeating: 0, count: StreamCloseReason.allCases.count)
+    /// Connections open now on this thread.
+    public var open = 0
+    public var tlsHandshakesCompleted: UInt64 = 0
+    public var tlsHandshakesFailed: UInt64 = 0
+    /// accept() failures that paused a listener (out of descriptors or memory).
+    public var acceptErrors: UInt64 = 0
+    /// Packets for a connection that had already closed (dropped).
+    public var sendsToClosed: UInt64 = 0
+
+    public init() {}
+
+    public func accepted(_ transport: TransportProtocol) -> UInt64 { accepted[Int(transport.rawValue)] }
+    public func refused(_ refusal: StreamRefusal) -> UInt64 { refused[refusal.rawValue] }
+    public func closed(_ reason: StreamCloseReason) -> UInt64 { closed[reason.rawValue] }
+
+    /// Adds another thread's counters into these.
+    public mutating func add(_ other: StreamCounters) {
+        for i in accepted.indices { accepted[i] &+= other.accepted[i] }
+        for i in refused.indices { refused[i] &+= other.refused[i] }
+        for i in closed.indices { closed[i] &+= other.closed[i] }
+        open += other.open
+        tlsHandshakesCompleted &+= other.tlsHandshakesCompleted
+        tlsHandshakesFailed &+= other.tlsHandshakesFailed
+        acceptErrors &+= other.acceptErrors
+        sendsToClosed &+= other.sendsToClosed
+    }
+}

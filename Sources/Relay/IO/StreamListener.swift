@@ -1,0 +1,77 @@
+import CLibevent
+import Glibc
+import StunCodec
+
+/// One loop thread's TCP listening socket on one address (an `evconnlistener`). Every loop binds
+/// its own with SO_REUSEPORT, as for UDP: the kernel spreads new connections over the loops and
+/// each connection lives on the loop that accepted it, next to its allocation, with no hand-off
+/// between threads.
+final class StreamListener {
+    let address: TransportAddress
+    /// `.tcp` or `.tls`: what accepted connections speak.
+    let transport: TransportProtocol
+    unowned let owner: StreamTransport
+    private(set) var listener: OpaquePointer?
+    /// Set while accepting is paused after running out of descriptors or memory.
+    var pausedUntil: Int64?
+
+    init(address: TransportAddress, transport: TransportProtocol, owner: StreamTransport) {
+        self.address = address
+        self.transport = transport
+        self.owner = owner
+    }
+
+    deinit { close() }
+
+    /// Binds and starts accepting; false (errno set) if the address cannot be bound.
+    func open(base: OpaquePointer) -> Bool {
+        var flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT
+        if address.ip.family == .ipv6 { flags |= LEV_OPT_BIND_IPV6ONLY }
+        var storage = sockaddr_storage()
+        let created = withUnsafeMutableBytes(of: &storage) { raw -> OpaquePointer? in
+            let length = SocketAddress.write(address, into: raw.baseAddress!)
+            // No callback yet: the listener starts disabled until `evconnlistener_set_cb` below.
+            return evconnlistener_new_bind(
+                base, nil, nil, flags, 1024, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), Int32(length))
+        }
+        guard let created else { return false }
+        listener = created
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        evconnlistener_set_error_cb(created) { _, arg in
+            Unmanaged<StreamListener>.fromOpaque(arg!).takeUnretainedValue().acceptFailed()
+        }
+        evconnlistener_set_cb(
+            created,
+            { _, fd, address, _, arg in
+                let listener = Unmanaged<StreamListener>.fromOpaque(arg!).takeUnretainedValue()
+                guard let address, let client = SocketAddress.read(UnsafeRawPointer(address)) else {
+                    Glibc.close(fd)
+                    return
+                }
+                listener.owner.accept(fd, from: client, on: listener)
+            }, me)
+        return true
+    }
+
+    /// accept() failed with something other than a retriable error: EMFILE, ENFILE, ENOBUFS or
+    /// ENOMEM. The pending connection would wake the loop again at once, so accepting pauses for
+    /// a second (the transport's sweep resumes it).
+    private func acceptFailed() {
+        let error = errno
+        guard let listener else { return }
+        evconnlistener_disable(listener)
+        pausedUntil = EventLoop.now() + 1
+        owner.acceptPaused(self, error: error)
+    }
+
+    /// Accepts again after a pause.
+    func resume() {
+        pausedUntil = nil
+        if let listener { evconnlistener_enable(listener) }
+    }
+
+    func close() {
+        if let listener { evconnlistener_free(listener) }
+        listener = nil
+    }
+}

@@ -1,0 +1,97 @@
+import Glibc
+import Logging
+import StunCodec
+
+/// What the loop threads share for TURN over TCP and TLS: the listener addresses, the current TLS
+/// context (replaced on SIGHUP; each loop reads it when it accepts a connection) and the
+/// connection limits. Everything per connection lives on its loop thread (`StreamTransport`).
+final class StreamService: Sendable {
+    let configuration: RelayConfiguration
+    let logger: Logger
+    /// `listening-port` and `alt-listening-port` on every listen address, unless `no-tcp`.
+    let tcpAddresses: [TransportAddress]
+    /// `tls-listening-port` and `alt-tls-listening-port` on every listen address, unless `no-tls`.
+    let configuredTLSAddresses: [TransportAddress]
+    let limiter: ConnectionLimiter
+    /// The context new TLS connections use; nil while TLS is not served.
+    let tls = SharedState<TLSContext?>(nil)
+
+    init(configuration c: RelayConfiguration, logger: Logger) {
+        configuration = c
+        self.logger = logger
+        let tcpPorts = [c.listeningPort] + (c.altListeningPort.map { [$0] } ?? [])
+        let tlsPorts = [c.tlsListeningPort] + (c.altTLSListeningPort.map { [$0] } ?? [])
+        tcpAddresses = c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }
+        configuredTLSAddresses =
+            c.noTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
+        limiter = ConnectionLimiter(maxTotal: c.maxConnections, maxPerIP: c.maxConnectionsPerIP)
+    }
+
+    /// TLS listener addresses: the configured ones once a certificate is loaded, else none.
+    var tlsAddresses: [TransportAddress] { tls.value == nil ? [] : configuredTLSAddresses }
+
+    /// Loads the certificate before the loops start. Without `cert` the TLS listeners stay off with
+    /// a warning (as coturn does); a certificate that does not load stops the start.
+    func prepare() throws(RelayServer.StartError) {
+        raiseDescriptorLimit()
+        guard !configuredTLSAddresses.isEmpty else { return }
+        guard configuration.cert != nil else {
+            logger.warning(
+                "TLS listeners not started: no 'cert' configured (set cert and pkey, or no-tls)",
+                metadata: ["event": "tls_disabled"])
+            return
+        }
+        do {
+            let context = try TLSContext(configuration: configuration)
+            tls.withLock { $0 = context }
+            logger.info(
+                "TLS certificate loaded",
+                metadata: [
+                    "event": "tls_loaded", "cert": "\(configuration.cert ?? "")", "sha256": "\(context.fingerprint)",
+                    "min_version": "\(context.minimumVersion)",
+                ])
+        } catch {
+            throw RelayServer.StartError(description: "cannot load TLS certificate: \(error.description)")
+        }
+    }
+
+    /// SIGHUP: reads `cert` and `pkey` again. New connections get the new context; connections
+    /// already open keep theirs. A certificate that does not load leaves the old one in place.
+    func reloadTLS() {
+        guard tls.value != nil else {
+            logger.info("SIGHUP: TLS is not served, nothing to reload", metadata: ["event": "tls_reload_skipped"])
+            return
+        }
+        do {
+            let context = try TLSContext(configuration: configuration)
+            tls.withLock { $0 = context }
+            logger.info(
+                "TLS certificate reloaded",
+                metadata: [
+                    "event": "tls_reloaded", "cert": "\(configuration.cert ?? "")", "sha256": "\(context.fingerprint)",
+                ])
+        } catch {
+            logger.error(
+                "TLS certificate reload failed, keeping the previous one: \(error.description)",
+                metadata: ["event": "tls_reload_failed"])
+        }
+    }
+
+    /// Lifts the soft descriptor limit towards the hard one so `max-connections` can be reached.
+    private func raiseDescriptorLimit() {
+        guard !tcpAddresses.isEmpty || !configuredTLSAddresses.isEmpty else { return }
+        var limit = rlimit()
+        guard getrlimit(RLIMIT_NOFILE_RESOURCE, &limit) == 0 else { return }
+        let wanted = rlim_t(configuration.maxConnections) + rlim_t(configuration.maxPort - configuration.minPort) + 1024
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = min(wanted, limit.rlim_max)
+        _ = setrlimit(RLIMIT_NOFILE_RESOURCE, &limit)
+        if limit.rlim_cur < wanted {
+            logger.warning(
+                "open-file limit \(limit.rlim_cur) is below what max-connections and the relay port range need (\(wanted))",
+                metadata: ["event": "fd_limit"])
+        }
+    }
+}
+
+private let RLIMIT_NOFILE_RESOURCE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)

@@ -1,0 +1,230 @@
+import CLibevent
+import COpenSSL
+import Glibc
+import Logging
+import StunCodec
+
+/// TURN over TCP and TLS on one loop thread: its listeners, its connections (by descriptor), a
+/// once-a-second sweep for the abuse deadlines, and the `streamSender` hook through which the
+/// loop's flush hands over packets for stream clients. Runs on the same `event_base` and
+/// `RelayCore` as the thread's UDP listeners.
+final class StreamTransport {
+    unowned let loop: EventLoop
+    let service: StreamService
+    let logger: Logger
+    let limits: (idle: Int64, handshake: Int64)
+    private(set) var listeners: [StreamListener] = []
+    private(set) var connections: [Int32: StreamConnection] = [:]
+    /// Closed connections waiting to be freed at the start of the next loop iteration.
+    private var released: [(connection: StreamConnection, detail: String?)] = []
+    private var sweepTimer: OpaquePointer?
+    private var releaseEvent: OpaquePointer?
+    /// Where a TLS message is staged so it reaches the output as a chunk of its own (one record).
+    let recordStaging: OpaquePointer = evbuffer_new()
+    private(set) var counters = StreamCounters()
+
+    /// Pending output beyond which a client that does not read is disconnected.
+    static let maxOutputBytes = 1 << 20
+    /// Ciphertext a TLS connection may have queued for its socket before encryption pauses.
+    static let cipherTextAhead = 256 * 1024
+    /// Seconds a half-closed connection may take to accept its last answers.
+    static let drainSeconds: Int64 = 5
+
+    deinit { evbuffer_free(recordStaging) }
+
+    init(loop: EventLoop, service: StreamService) {
+        self.loop = loop
+        self.service = service
+        logger = loop.logger
+        limits = (Int64(service.configuration.tcpIdleTimeout), Int64(service.configuration.tlsHandshakeTimeout))
+    }
+
+    /// Opens this thread's TCP and TLS listeners and its timers; the failure to report, if any.
+    func start() -> String? {
+        for (addresses, transport) in [(service.tcpAddresses, TransportProtocol.tcp), (service.tlsAddresses, .tls)] {
+            for address in addresses {
+                let listener = StreamListener(address: address, transport: transport, owner: self)
+                guard listener.open(base: loop.base) else {
+                    return "cannot bind \(transport.label.uppercased()) \(address): \(String(cString: strerror(errno)))"
+                }
+                listeners.append(listener)
+            }
+        }
+        guard !listeners.isEmpty else { return nil }
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        loop.streamSender = { [unowned self] origin, bytes in self.send(bytes, to: origin) }
+        sweepTimer = event_new(
+            loop.base, -1, Int16(EV_PERSIST),
+            { _, _, arg in Unmanaged<StreamTransport>.fromOpaque(arg!).takeUnretainedValue().sweep() }, me)
+        var second = timeval(tv_sec: 1, tv_usec: 0)
+        event_add(sweepTimer, &second)
+        releaseEvent = event_new(
+            loop.base, -1, 0,
+            { _, _, arg in Unmanaged<StreamTransport>.fromOpaque(arg!).takeUnretainedValue().releaseClosed() }, me)
+        return nil
+    }
+
+    // MARK: Accepting
+
+    func accept(_ fd: Int32, from client: TransportAddress, on listener: StreamListener) {
+        if let refusal = service.limiter.admit(client.ip) {
+            counters.refused[refusal.rawValue] &+= 1
+            Glibc.close(fd)
+            logger.debug(
+                "connection refused",
+                metadata: ["event": "connection_refused", "client": "\(client)", "reason": "\(refusal.label)"])
+            return
+        }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
+        guard let bufferEvent = makeBufferEvent(fd, transport: listener.transport) else {
+            service.limiter.release(client.ip)
+            counters.refused[StreamRefusal.resources.rawValue] &+= 1
+            return
+        }
+        let origin = ClientOrigin(
+            fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport), socket: fd)
+        let connection = StreamConnection(bufferEvent: bufferEvent, origin: origin, owner: self, now: EventLoop.now())
+        connections[fd] = connection
+        counters.accepted[Int(listener.transport.rawValue)] &+= 1
+        counters.open += 1
+        connection.start()
+    }
+
+    /// A socket bufferevent for TCP. For TLS, an OpenSSL filter in accepting state over a socket
+    /// bufferevent, from the TLS context current now (after a SIGHUP reload, the new one): each
+    /// message becomes its own TLS record (`StreamConnection.write`), and the records queued
+    /// in one loop iteration still leave in one write. Owns `fd` from here on, also on failure.
+    private func makeBufferEvent(_ fd: Int32, transport: TransportProtocol) -> OpaquePointer? {
+        let options = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)
+        guard let socketEvent = bufferevent_socket_new(loop.base, fd, options) else {
+            Glibc.close(fd)
+            return nil
+        }
+        guard transport == .tls else { return socketEvent }
+        guard let context = service.tls.value, let ssl = SSL_new(context.context) else {
+            bufferevent_free(socketEvent)
+            return nil
+        }
+        guard let filter = bufferevent_openssl_filter_new(loop.base, socketEvent, ssl, BUFFEREVENT_SSL_ACCEPTING, options)
+        else {
+            bufferevent_free(socketEvent)
+            return nil
+        }
+        // Encrypt ahead of the socket only this far; the rest waits as plaintext (and counts
+        // toward the slow-reader bound).
+        bufferevent_setwatermark(filter, Int16(EV_WRITE), 0, StreamTransport.cipherTextAhead)
+        return filter
+    }
+
+    func acceptPaused(_ listener: StreamListener, error: Int32) {
+        counters.acceptErrors &+= 1
+        logger.warning(
+            "accept failed, pausing the listener for a second: \(String(cString: strerror(error)))",
+            metadata: [
+                "event": "accept_failed", "listener": "\(listener.transport.label) \(listener.address)",
+                "open_connections": "\(service.limiter.total)",
+            ])
+    }
+
+    func handshakeCompleted() { counters.tlsHandshakesCompleted &+= 1 }
+
+    // MARK: Sending
+
+    /// `EventLoop.streamSender`: a packet the core queued for a TCP/TLS client.
+    @inline(__always)
+    func send(_ bytes: UnsafeRawBufferPointer, to origin: ClientOrigin) {
+        guard let connection = connections[origin.socket], connection.origin == origin else {
+            counters.sendsToClosed &+= 1
+            return
+        }
+        connection.write(bytes)
+    }
+
+    // MARK: Deadlines and closing
+
+    /// Once a second: TLS handshake and idle deadlines, draining bound, paused listeners.
+    private func sweep() {
+        let now = EventLoop.now()
+        let core = loop.core!
+        for connection in connections.values {
+            connection.checkDeadlines(now: now) { core.allocation(for: $0.fiveTuple) != nil }
+        }
+        for listener in listeners {
+            if let until = listener.pausedUntil, until <= now { listener.resume() }
+        }
+    }
+
+    /// Called by a connection that has just closed: it is freed in the next loop iteration.
+    func scheduleRelease(_ connection: StreamConnection, detail: String?) {
+        released.append((connection, detail))
+        if released.count == 1, let releaseEvent { event_active(releaseEvent, EV_TIMEOUT, 1) }
+    }
+
+    /// Frees closed connections: ends their allocations (RFC 8656: the allocation lives as long as
+    /// the connection), closes their sockets, gives back their limiter slots.
+    private func releaseClosed() {
+        let batch = released
+        released.removeAll(keepingCapacity: true)
+        let now = EventLoop.now()
+        for (connection, detail) in batch {
+            release(connection, now: now, detail: detail)
+        }
+        loop.flush()
+    }
+
+    private func release(_ connection: StreamConnection, now: Int64, detail: String?) {
+        let origin = connection.origin
+        connections[origin.socket] = nil
+        loop.core.connectionClosed(origin, now: now)
+        // One last non-blocking write of what is already on its way, e.g. the TLS alert that
+        // says why a handshake was refused; what does not fit is dropped with the connection.
+        let socketEvent = bufferevent_get_underlying(connection.bufferEvent) ?? connection.bufferEvent
+        let pending = bufferevent_get_output(socketEvent)
+        if evbuffer_get_length(pending) > 0 {
+            evbuffer_unfreeze(pending, 1)  // bufferevents keep the start of their output frozen
+            evbuffer_write(pending, bufferevent_getfd(socketEvent))
+        }
+        bufferevent_free(connection.bufferEvent)
+        service.limiter.release(origin.fiveTuple.client.ip)
+        let reason = connection.closeReason ?? .error
+        counters.closed[reason.rawValue] &+= 1
+        if !connection.handshakeDone { counters.tlsHandshakesFailed &+= 1 }
+        counters.open -= 1
+        if logger.logLevel <= .debug {
+            logger.debug(
+                "connection closed",
+                metadata: [
+                    "event": "connection_closed", "five_tuple": "\(origin.fiveTuple)", "reason": "\(reason.label)",
+                    "detail": "\(detail ?? "-")", "duration_s": "\(now - connection.acceptedAt)",
+                ])
+        }
+    }
+
+    /// Loop exit: closes every listener and connection before the `event_base` goes away.
+    func shutdown() {
+        loop.streamSender = nil
+        for listener in listeners { listener.close() }
+        listeners.removeAll()
+        if let sweepTimer { event_free(sweepTimer) }
+        if let releaseEvent { event_free(releaseEvent) }
+        sweepTimer = nil
+        releaseEvent = nil
+        let now = EventLoop.now()
+        for (connection, detail) in released { release(connection, now: now, detail: detail) }
+        released.removeAll()
+        for connection in Array(connections.values) {
+            connection.close(.shutdown)
+        }
+        for (connection, detail) in released { release(connection, now: now, detail: detail) }
+        released.removeAll()
+    }
+}
+
+extension StreamTransport {
+    /// Adds this thread's TCP/TLS figures to its metrics snapshot.
+    func contribute(to metrics: inout LoopMetrics) {
+        metrics.tlsHandshakesOK = counters.tlsHandshakesCompleted
+        metrics.tlsHandshakesFailed = counters.tlsHandshakesFailed
+    }
+}

@@ -1,0 +1,170 @@
+import COpenSSL
+import Glibc
+
+/// An OpenSSL server context built from the TLS keys (`cert`, `pkey`, `pkey-pwd`, `cipher-list`,
+/// `no-tlsv1`, `no-tlsv1_1`, `no-tlsv1_2`). Immutable once built: SIGHUP builds a new one for new
+/// connections, while every live session keeps the context it started with (each `SSL` holds a
+/// reference to its `SSL_CTX`).
+///
+/// `@unchecked Sendable` because the only state is the `SSL_CTX` pointer: OpenSSL reference-counts
+/// and locks it internally, nothing changes it after `init`, and `SSL_new` from several loop
+/// threads at once is supported.
+final class TLSContext: @unchecked Sendable {
+    let context: OpaquePointer
+    /// SHA-256 of the leaf certificate as colon-separated hex (logged on load and reload).
+    let fingerprint: String
+    /// The lowest protocol version accepted, as OpenSSL names it ("TLSv1.2").
+    let minimumVersion: String
+
+    /// A certificate, key or setting OpenSSL refused, with OpenSSL's own reason.
+    struct LoadError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// ALPN protocol IDs served, in preference order (RFC 7443 §6): TURN, then STUN.
+    static let alpnProtocols: [[UInt8]] = [Array("stun.turn".utf8), Array("stun.nat-discovery".utf8)]
+
+    /// Loads `cert` (a PEM chain, leaf first) and `pkey` (PEM; defaults to the `cert` file).
+    init(configuration c: RelayConfiguration) throws(LoadError) {
+        guard let certPath = c.cert else { throw LoadError(description: "no 'cert' configured") }
+        let keyPath = c.pkey ?? certPath
+        ERR_clear_error()
+        guard let ctx = SSL_CTX_new(TLS_server_method()) else {
+            throw LoadError(description: "SSL_CTX_new: \(TLSContext.drainErrors())")
+        }
+        do throws(LoadError) {
+            let version = TLSContext.minimumVersion(c)
+            minimumVersion = version.name
+            try TLSContext.configure(ctx, configuration: c, minimumVersion: version.value)
+            try TLSContext.loadCredentials(ctx, certPath: certPath, keyPath: keyPath, password: c.pkeyPassword)
+            fingerprint = TLSContext.fingerprint(of: ctx)
+        } catch {
+            SSL_CTX_free(ctx)
+            throw error
+        }
+        context = ctx
+    }
+
+    deinit { SSL_CTX_free(context) }
+
+    /// The floor is the lowest version not switched off: TLS 1.2 by default, 1.3 with `no-tlsv1_2`,
+    /// 1.0 or 1.1 only when `tlsv1` / `tlsv1_1` turn them back on.
+    private static func minimumVersion(_ c: RelayConfiguration) -> (value: Int32, name: String) {
+        if !c.noTLSv1 { return (TLS1_VERSION, "TLSv1") }
+        if !c.noTLSv1_1 { return (TLS1_1_VERSION, "TLSv1.1") }
+        if !c.noTLSv1_2 { return (TLS1_2_VERSION, "TLSv1.2") }
+        return (TLS1_3_VERSION, "TLSv1.3")
+    }
+
+    private static func configure(_ ctx: OpaquePointer, configuration c: RelayConfiguration, minimumVersion: Int32)
+        throws(LoadError)
+    {
+        guard SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(minimumVersion), nil) == 1 else {
+            throw LoadError(description: "cannot set the minimum TLS version: \(drainErrors())")
+        }
+        if minimumVersion < TLS1_2_VERSION {
+            // OpenSSL 3 allows TLS 1.0/1.1 only at security level 0; the operator asked for them.
+            SSL_CTX_set_security_level(ctx, 0)
+        }
+        // A client that drops the TCP connection without close_notify has simply closed: STUN
+        // framing is self-delimiting, so truncation cannot go unnoticed.
+        SSL_CTX_set_options(
+            ctx,
+            RELAYD_SSL_OP_NO_COMPRESSION | RELAYD_SSL_OP_NO_RENEGOTIATION | RELAYD_SSL_OP_CIPHER_SERVER_PREFERENCE
+                | RELAYD_SSL_OP_IGNORE_UNEXPECTED_EOF)
+        // Idle connections give their read/write buffers back; libevent may retry a write from a moved buffer.
+        SSL_CTX_ctrl(ctx, SSL_CTRL_MODE, Int(SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
+        if let list = c.cipherList, SSL_CTX_set_cipher_list(ctx, list) != 1 {
+            throw LoadError(description: "cipher-list '\(list)': \(drainErrors())")
+        }
+        SSL_CTX_set_alpn_select_cb(
+            ctx,
+            { _, out, outLength, offered, offeredLength, _ in
+                guard let out, let outLength, let offered else { return SSL_TLSEXT_ERR_NOACK }
+                return TLSContext.selectALPN(
+                    UnsafeBufferPointer(start: offered, count: Int(offeredLength)), out: out, outLength: outLength)
+            }, nil)
+    }
+
+    private static func loadCredentials(_ ctx: OpaquePointer, certPath: String, keyPath: String, password: String?)
+        throws(LoadError)
+    {
+        guard SSL_CTX_use_certificate_chain_file(ctx, certPath) == 1 else {
+            throw LoadError(description: "cert '\(certPath)': \(drainErrors())")
+        }
+        let secret = password.flatMap { strdup($0) }
+        if let secret {
+            SSL_CTX_set_default_passwd_cb_userdata(ctx, secret)
+            SSL_CTX_set_default_passwd_cb(ctx) { buffer, size, _, userdata in
+                guard let buffer, let userdata, size > 0 else { return 0 }
+                let password = userdata.assumingMemoryBound(to: CChar.self)
+                let length = min(Int(size), strlen(password))
+                memcpy(buffer, password, length)
+                return Int32(length)
+            }
+        }
+        let loaded = SSL_CTX_use_PrivateKey_file(ctx, keyPath, SSL_FILETYPE_PEM) == 1
+        if let secret {
+            SSL_CTX_set_default_passwd_cb(ctx, nil)
+            SSL_CTX_set_default_passwd_cb_userdata(ctx, nil)
+            memset(secret, 0, strlen(secret))
+            free(secret)
+        }
+        guard loaded else { throw LoadError(description: "pkey '\(keyPath)': \(drainErrors())") }
+        guard SSL_CTX_check_private_key(ctx) == 1 else {
+            throw LoadError(description: "pkey '\(keyPath)' does not match cert '\(certPath)': \(drainErrors())")
+        }
+    }
+
+    /// Picks the first of our protocols the client offered (RFC 7301 §3.2); a client offering
+    /// none of them still gets a connection, just without ALPN.
+    static func selectALPN(
+        _ offered: UnsafeBufferPointer<UInt8>, out: UnsafeMutablePointer<UnsafePointer<UInt8>?>,
+        outLength: UnsafeMutablePointer<UInt8>
+    ) -> Int32 {
+        for wanted in alpnProtocols {
+            var i = 0
+            while i < offered.count {
+                let length = Int(offered[i])
+                guard i + 1 + length <= offered.count else { break }
+                let name = UnsafeBufferPointer(rebasing: offered[(i + 1)..<(i + 1 + length)])
+                if name.elementsEqual(wanted) {
+                    out.pointee = name.baseAddress
+                    outLength.pointee = UInt8(length)
+                    return SSL_TLSEXT_ERR_OK
+                }
+                i += 1 + length
+            }
+        }
+        return SSL_TLSEXT_ERR_NOACK
+    }
+
+    private static func fingerprint(of ctx: OpaquePointer) -> String {
+        guard let certificate = SSL_CTX_get0_certificate(ctx) else { return "" }
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        guard X509_digest(certificate, EVP_sha256(), &digest, &length) == 1 else { return "" }
+        return digest.prefix(Int(length)).map { byte in
+            let hex = String(byte, radix: 16, uppercase: true)
+            return byte < 16 ? "0" + hex : hex
+        }.joined(separator: ":")
+    }
+
+    /// OpenSSL's queued error reasons for this thread, joined; clears the queue.
+    static func drainErrors() -> String {
+        var reasons: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            reasons.append(describe(code))
+        }
+        return reasons.isEmpty ? "unknown error" : reasons.joined(separator: "; ")
+    }
+
+    /// One OpenSSL error code as text.
+    static func describe(_ code: UInt) -> String {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        buffer.withUnsafeMutableBufferPointer { ERR_error_string_n(code, $0.baseAddress, $0.count) }
+        return String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self)
+    }
+}

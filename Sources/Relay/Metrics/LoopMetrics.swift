@@ -1,0 +1,58 @@
+import StunCodec
+
+/// One loop thread's metrics at one moment: its counters, plus the gauges read off its core.
+/// Built on the loop thread and handed to `MetricsRegistry`; sums of these are what `/metrics`
+/// shows.
+public struct LoopMetrics: Sendable {
+    public var counters = CoreCounters()
+    /// Live allocations by client transport and relayed address family (see `allocationIndex`).
+    public var allocationsActive = [UInt64](repeating: 0, count: TransportProtocol.allCases.count * 2)
+    public var permissionsActive: UInt64 = 0
+    public var channelsActive: UInt64 = 0
+    public var relayPortsInUse: UInt64 = 0
+    public var relayPortsFree: UInt64 = 0
+    public var lifetimes = LifetimeHistogram()
+    /// TLS handshakes completed and failed; the stream transport layer fills these in.
+    public var tlsHandshakesOK: UInt64 = 0
+    public var tlsHandshakesFailed: UInt64 = 0
+
+    public init() {}
+
+    /// Position of a (transport, family) pair in `allocationsActive`.
+    public static func allocationIndex(_ transport: TransportProtocol, _ family: IPAddress.Family) -> Int {
+        Int(transport.rawValue) * 2 + (family == .ipv4 ? 0 : 1)
+    }
+
+    public func allocations(_ transport: TransportProtocol, _ family: IPAddress.Family) -> UInt64 {
+        allocationsActive[Self.allocationIndex(transport, family)]
+    }
+
+    /// Reads `core` at unix time `now`: counters and histogram are copied element by element
+    /// (so the core's arrays never become shared and its next increment never copies), gauges
+    /// are counted over the live allocations.
+    public init(capturing core: RelayCore, now: Int64) {
+        counters.add(core.counters)
+        lifetimes.add(core.lifetimes)
+        for allocation in core.allocations {
+            allocationsActive[
+                Self.allocationIndex(allocation.origin.fiveTuple.transport, allocation.relayedAddress.ip.family)] &+= 1
+            for p in allocation.permissions where p.expiry > now { permissionsActive &+= 1 }
+            for c in allocation.channels where c.expiry > now { channelsActive &+= 1 }
+        }
+        relayPortsInUse = UInt64(core.relayPortsInUse)
+        relayPortsFree = UInt64(core.relayPortsFree)
+    }
+
+    /// Adds another thread's metrics into these.
+    public mutating func add(_ other: LoopMetrics) {
+        counters.add(other.counters)
+        for i in allocationsActive.indices { allocationsActive[i] &+= other.allocationsActive[i] }
+        permissionsActive &+= other.permissionsActive
+        channelsActive &+= other.channelsActive
+        relayPortsInUse &+= other.relayPortsInUse
+        relayPortsFree &+= other.relayPortsFree
+        lifetimes.add(other.lifetimes)
+        tlsHandshakesOK &+= other.tlsHandshakesOK
+        tlsHandshakesFailed &+= other.tlsHandshakesFailed
+    }
+}

@@ -1,0 +1,75 @@
+/// A writer for the Prometheus text exposition format, version 0.0.4: each metric family is a
+/// `# HELP` and a `# TYPE` line followed by its samples, one per label set.
+///
+/// Hand-written rather than taken from swift-prometheus: relayd's counters are plain per-thread
+/// integers summed at scrape time, and that library's counters can only be incremented in place
+/// (atomics on the packet path) with no collector hook to supply a value when scraped.
+public struct PrometheusText: Sendable {
+    public enum MetricType: String, Sendable {
+        case counter
+        case gauge
+        case histogram
+    }
+
+    public private(set) var text = ""
+
+    /// The `Content-Type` of this format.
+    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    public init() {}
+
+    /// Starts a metric family; its samples must follow before the next family starts.
+    public mutating func family(_ name: String, _ type: MetricType, help: String) {
+        text += "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(type.rawValue)\n"
+    }
+
+    /// One sample line: `name{label="value",...} value`.
+    public mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: UInt64) {
+        text += name
+        if !labels.isEmpty {
+            text += "{"
+            for (i, (key, labelValue)) in labels.enumerated() {
+                if i > 0 { text += "," }
+                text += "\(key)=\"\(Self.escapeLabelValue(labelValue))\""
+            }
+            text += "}"
+        }
+        text += " \(value)\n"
+    }
+
+    /// A histogram's `_bucket` lines (cumulative, ending with `+Inf`), `_sum` and `_count`.
+    public mutating func histogram(_ name: String, bounds: [Int64], cumulative: [UInt64], sum: UInt64) {
+        for (i, bound) in bounds.enumerated() { sample("\(name)_bucket", [("le", "\(bound)")], cumulative[i]) }
+        let count = cumulative.last ?? 0
+        sample("\(name)_bucket", [("le", "+Inf")], count)
+        sample("\(name)_sum", [], sum)
+        sample("\(name)_count", [], count)
+    }
+
+    /// Label values escape backslash, double quote and line feed.
+    public static func escapeLabelValue(_ s: String) -> String {
+        var out = ""
+        for c in s.unicodeScalars {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+
+    /// HELP text escapes backslash and line feed.
+    public static func escapeHelp(_ s: String) -> String {
+        var out = ""
+        for c in s.unicodeScalars {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+}

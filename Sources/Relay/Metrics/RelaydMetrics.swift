@@ -1,0 +1,86 @@
+import StunCodec
+
+/// relayd's metric families, names prefixed `relayd_`, counters ending in `_total`, labels from
+/// small fixed sets (transport, family, direction, reason, code), never user names. The README
+/// maps them to coturn's names.
+public enum RelaydMetrics {
+    /// The `/metrics` page for the loop threads' summed metrics and the HTTP service's own.
+    public static func render(_ m: LoopMetrics, service: ServiceMetrics) -> String {
+        var p = PrometheusText()
+        let c = m.counters
+
+        p.family(
+            "relayd_allocations_active", .gauge,
+            help: "Live TURN allocations by client transport and relayed address family.")
+        for transport in TransportProtocol.allCases {
+            for family in [IPAddress.Family.ipv4, .ipv6] {
+                p.sample(
+                    "relayd_allocations_active",
+                    [("transport", transport.label), ("family", family == .ipv4 ? "ipv4" : "ipv6")],
+                    m.allocations(transport, family))
+            }
+        }
+        p.family("relayd_allocations_created_total", .counter, help: "TURN allocations created.")
+        p.sample("relayd_allocations_created_total", [], c.allocationsCreated)
+        p.family(
+            "relayd_allocations_expired_total", .counter,
+            help: "TURN allocations that ended because their lifetime ran out.")
+        p.sample("relayd_allocations_expired_total", [], c.allocationsExpired)
+        p.family(
+            "relayd_allocations_deleted_total", .counter,
+            help: "TURN allocations ended otherwise: Refresh with lifetime 0, connection closed, shutdown.")
+        p.sample("relayd_allocations_deleted_total", [], c.allocationsDeleted)
+        p.family("relayd_permissions_active", .gauge, help: "Live permissions over all allocations.")
+        p.sample("relayd_permissions_active", [], m.permissionsActive)
+        p.family("relayd_channels_active", .gauge, help: "Live channel bindings over all allocations.")
+        p.sample("relayd_channels_active", [], m.channelsActive)
+
+        p.family("relayd_relayed_packets_total", .counter, help: "Application packets relayed, by direction.")
+        p.sample("relayd_relayed_packets_total", [("direction", "client_to_peer")], c.packetsToPeer)
+        p.sample("relayd_relayed_packets_total", [("direction", "peer_to_client")], c.packetsToClient)
+        p.family("relayd_relayed_bytes_total", .counter, help: "Application payload bytes relayed, by direction.")
+        p.sample("relayd_relayed_bytes_total", [("direction", "client_to_peer")], c.bytesToPeer)
+        p.sample("relayd_relayed_bytes_total", [("direction", "peer_to_client")], c.bytesToClient)
+
+        p.family("relayd_dropped_packets_total", .counter, help: "Packets dropped without an answer, by reason.")
+        for reason in DropReason.allCases {
+            p.sample("relayd_dropped_packets_total", [("reason", reason.label)], c.dropped(reason))
+        }
+        p.family("relayd_auth_results_total", .counter, help: "Results of authenticating STUN/TURN requests.")
+        for outcome in AuthOutcome.allCases {
+            p.sample("relayd_auth_results_total", [("result", outcome.label)], c.authenticated(outcome))
+        }
+        p.family("relayd_error_responses_total", .counter, help: "STUN/TURN error responses sent, by error code.")
+        for error in RelayError.allCases {
+            p.sample("relayd_error_responses_total", [("code", "\(error.code)")], c.errors(error))
+        }
+        p.family("relayd_stun_binding_requests_total", .counter, help: "STUN Binding requests answered.")
+        p.sample("relayd_stun_binding_requests_total", [], c.bindingRequests)
+
+        p.family("relayd_relay_ports_in_use", .gauge, help: "Relay ports held by allocations and reservations.")
+        p.sample("relayd_relay_ports_in_use", [], m.relayPortsInUse)
+        p.family("relayd_relay_ports_free", .gauge, help: "Relay ports still free in min-port..max-port.")
+        p.sample("relayd_relay_ports_free", [], m.relayPortsFree)
+
+        p.family("relayd_tls_handshakes_total", .counter, help: "TLS handshakes on TURN-over-TLS listeners, by result.")
+        p.sample("relayd_tls_handshakes_total", [("result", "ok")], m.tlsHandshakesOK)
+        p.sample("relayd_tls_handshakes_total", [("result", "failed")], m.tlsHandshakesFailed)
+
+        p.family(
+            "relayd_allocation_lifetime_seconds", .histogram,
+            help: "How long TURN allocations lived, observed when they end.")
+        p.histogram(
+            "relayd_allocation_lifetime_seconds", bounds: LifetimeHistogram.bounds,
+            cumulative: m.lifetimes.cumulativeCounts, sum: m.lifetimes.sum)
+
+        p.family("relayd_credential_requests_total", .counter, help: "Credential service requests, by result.")
+        for result in ServiceMetrics.CredentialResult.allCases {
+            p.sample("relayd_credential_requests_total", [("result", result.label)], service.credentials(result))
+        }
+        p.family("relayd_loop_threads", .gauge, help: "Event loop threads serving STUN/TURN.")
+        p.sample("relayd_loop_threads", [], UInt64(max(0, service.loopThreads)))
+        p.family("relayd_build_info", .gauge, help: "Always 1; the version label names the running build.")
+        p.sample("relayd_build_info", [("version", String(RelaydVersion.string.split(separator: " ").last ?? ""))], 1)
+        return p.text
+    }
+}

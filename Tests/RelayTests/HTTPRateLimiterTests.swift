@@ -1,0 +1,40 @@
+import Relay
+import Testing
+
+/// Credential requests are limited per API key (or per client IP before authentication) by
+/// token buckets in a table of fixed size.
+@Suite struct HTTPRateLimiterTests {
+    /// Which of `times` requests from `key` pass.
+    static func attempts(_ limiter: inout RateLimiter, _ key: String, at times: [Double]) -> [Bool] {
+        times.map { limiter.allow(key, now: $0) }
+    }
+
+    @Test("A burst of 40 passes at once, the 41st is refused, then 20 more per second")
+    func burstThenRate() {
+        var limiter = RateLimiter(rate: 20, burst: 40)
+        let burst = Self.attempts(&limiter, "key:web", at: Array(repeating: 100, count: 41))
+        #expect(burst == Array(repeating: true, count: 40) + [false])
+        #expect(Self.attempts(&limiter, "key:web", at: [100.04, 100.06, 100.06]) == [false, true, false])
+        let nextSecond = Self.attempts(&limiter, "key:web", at: (1...20).map { 100.06 + Double($0) * 0.05 })
+        #expect(nextSecond == Array(repeating: true, count: 20))
+        #expect(Self.attempts(&limiter, "key:web", at: [1000]) == [true])
+    }
+
+    @Test("Each key has its own bucket")
+    func independentKeys() {
+        var limiter = RateLimiter(rate: 1, burst: 2)
+        #expect(Self.attempts(&limiter, "ip:192.0.2.1", at: [0, 0, 0]) == [true, true, false])
+        #expect(Self.attempts(&limiter, "ip:192.0.2.2", at: [0]) == [true])
+        #expect(Self.attempts(&limiter, "key:web", at: [0]) == [true])
+    }
+
+    @Test("The table never grows: many callers reuse the slots idle longest")
+    func fixedSize() {
+        var limiter = RateLimiter(rate: 1, burst: 1, capacity: 64)
+        #expect(limiter.capacity == 64)
+        for i in 0..<10_000 { _ = limiter.allow("ip:\(i)", now: Double(i)) }
+        #expect(limiter.capacity == 64)
+        // A caller that was just limited is still limited: recent buckets are not the ones reused.
+        #expect(Self.attempts(&limiter, "ip:9999", at: [9999]) == [false])
+    }
+}
