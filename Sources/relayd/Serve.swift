@@ -15,8 +15,13 @@ struct Serve: ParsableCommand {
 
     func run() throws {
         let loaded = try LoadedConfiguration.load(options)
-        let logger = RelaydLogging.makeRelaydLogger(configuration: loaded.configuration)
-        for warning in loaded.warnings { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
+        let (logger, notes) = RelaydLogging.makeRelaydLogger(configuration: loaded.configuration)
+        for warning in loaded.warnings + notes { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
+        if loaded.configuration.noAuth && !loaded.configuration.stunOnly {
+            logger.warning(
+                "no-auth without stun-only: anyone can allocate relays on this server",
+                metadata: ["event": "config_warning"])
+        }
         let pidfile = try PIDFile(path: loaded.configuration.pidfile)
         defer { pidfile.remove() }
         let server = RelayServer(configuration: loaded.configuration, logger: logger)
