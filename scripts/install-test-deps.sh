@@ -7,6 +7,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(coturn libevent-dev libssl-dev pkg-config iproute2)
+APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
 # Validated with pytest 9.0.3 and aiortc 1.16.0 (aioice 0.13.0). aiortc 1.16 is
 # the first release with RTCConfiguration.iceTransportPolicy, which
@@ -93,7 +94,7 @@ else
 fi
 stop_coturn_service
 
-for tool in turnserver turnutils_uclient turnutils_peer ss pkg-config; do
+for tool in turnserver turnutils_uclient turnutils_peer ss pkg-config openssl; do
     command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
 done
 

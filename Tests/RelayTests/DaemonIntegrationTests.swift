@@ -151,7 +151,7 @@ import Testing
             arguments: [
                 "--listening-ip=127.0.0.1", "--listening-port=\(listeningPort)", "--relay-ip=127.0.0.1",
                 "--min-port=\(minPort)", "--max-port=\(maxPort)", "--use-auth-secret", "--static-auth-secret=\(secret)",
-                "--realm=\(Self.realm)", "--allow-loopback-peers", "--api-listening-port=\(apiPort)",
+                "--realm=\(Self.realm)", "--allow-loopback-peers", "--no-tcp", "--no-tls", "--api-listening-port=\(apiPort)",
             ],
             configText: "# relayd integration test\nfingerprint\nstale-nonce=600\nno-tls\nno-tcp\n")
 

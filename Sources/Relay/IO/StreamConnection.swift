@@ -93,7 +93,9 @@ final class StreamConnection {
                 }
                 guard let frame else { break }
                 let message = UnsafeRawBufferPointer(rebasing: rest[..<frame.length])
-                if !sawValidStun, frame.kind == .stun, (try? StunMessage(parsing: message)) != nil { sawValidStun = true }
+                if !sawValidStun, frame.kind == .stun, (try? StunMessage(parsing: message)) != nil {
+                    sawValidStun = true
+                }
                 loop.core.handleClientPacket(message, from: origin, now: now)
                 consumed += frame.length
                 if loop.core.outbox.needsFlush { loop.flush() }
@@ -174,7 +176,9 @@ final class StreamConnection {
         var alpn: UnsafePointer<UInt8>? = nil
         var alpnLength: UInt32 = 0
         SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
-        let protocolID = alpn.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) }
+        let protocolID = alpn.map {
+            String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self)
+        }
         let cipher = SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) }
         owner.logger.debug(
             "TLS handshake completed",

@@ -21,7 +21,8 @@ final class StreamService: Sendable {
         self.logger = logger
         let tcpPorts = [c.listeningPort] + (c.altListeningPort.map { [$0] } ?? [])
         let tlsPorts = [c.tlsListeningPort] + (c.altTLSListeningPort.map { [$0] } ?? [])
-        tcpAddresses = c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }
+        tcpAddresses =
+            c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }
         configuredTLSAddresses =
             c.noTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
         limiter = ConnectionLimiter(maxTotal: c.maxConnections, maxPerIP: c.maxConnectionsPerIP)

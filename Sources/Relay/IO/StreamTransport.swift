@@ -30,14 +30,14 @@ final class StreamTransport {
     /// Seconds a half-closed connection may take to accept its last answers.
     static let drainSeconds: Int64 = 5
 
-    deinit { evbuffer_free(recordStaging) }
-
     init(loop: EventLoop, service: StreamService) {
         self.loop = loop
         self.service = service
         logger = loop.logger
         limits = (Int64(service.configuration.tcpIdleTimeout), Int64(service.configuration.tlsHandshakeTimeout))
     }
+
+    deinit { evbuffer_free(recordStaging) }
 
     /// Opens this thread's TCP and TLS listeners and its timers; the failure to report, if any.
     func start() -> String? {
@@ -106,14 +106,15 @@ final class StreamTransport {
             bufferevent_free(socketEvent)
             return nil
         }
-        guard let filter = bufferevent_openssl_filter_new(loop.base, socketEvent, ssl, BUFFEREVENT_SSL_ACCEPTING, options)
+        guard
+            let filter = bufferevent_openssl_filter_new(loop.base, socketEvent, ssl, BUFFEREVENT_SSL_ACCEPTING, options)
         else {
             bufferevent_free(socketEvent)
             return nil
         }
-        // Encrypt ahead of the socket only this far; the rest waits as plaintext (and counts
-        // toward the slow-reader bound).
-        bufferevent_setwatermark(filter, Int16(EV_WRITE), 0, StreamTransport.cipherTextAhead)
+        // Encrypt ahead of the socket only this far (the filter reads the socket bufferevent's
+        // write high-water mark); the rest waits as plaintext and counts toward the slow-reader bound.
+        bufferevent_setwatermark(socketEvent, Int16(EV_WRITE), 0, StreamTransport.cipherTextAhead)
         return filter
     }
 
@@ -177,17 +178,24 @@ final class StreamTransport {
         let origin = connection.origin
         connections[origin.socket] = nil
         loop.core.connectionClosed(origin, now: now)
-        // One last non-blocking write of what is already on its way, e.g. the TLS alert that
-        // says why a handshake was refused; what does not fit is dropped with the connection.
+        let reason = connection.closeReason ?? .error
         let socketEvent = bufferevent_get_underlying(connection.bufferEvent) ?? connection.bufferEvent
-        let pending = bufferevent_get_output(socketEvent)
-        if evbuffer_get_length(pending) > 0 {
-            evbuffer_unfreeze(pending, 1)  // bufferevents keep the start of their output frozen
-            evbuffer_write(pending, bufferevent_getfd(socketEvent))
+        let fd = bufferevent_getfd(socketEvent)
+        if reason == .slowReader {
+            // Reset: the kernel drops what the client left unread instead of holding it.
+            var abort = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
+        } else {
+            // One last non-blocking write of what is already on its way, e.g. the TLS alert that
+            // says why a handshake was refused; what does not fit is dropped with the connection.
+            let pending = bufferevent_get_output(socketEvent)
+            if evbuffer_get_length(pending) > 0 {
+                evbuffer_unfreeze(pending, 1)  // bufferevents keep the start of their output frozen
+                evbuffer_write(pending, fd)
+            }
         }
         bufferevent_free(connection.bufferEvent)
         service.limiter.release(origin.fiveTuple.client.ip)
-        let reason = connection.closeReason ?? .error
         counters.closed[reason.rawValue] &+= 1
         if !connection.handshakeDone { counters.tlsHandshakesFailed &+= 1 }
         counters.open -= 1
