@@ -16,7 +16,7 @@ struct Serve: ParsableCommand {
     func run() throws {
         let loaded = try LoadedConfiguration.load(options)
         let (logger, notes) = RelaydLogging.makeRelaydLogger(configuration: loaded.configuration)
-        for warning in loaded.warnings + notes { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
+        for warning in loaded.warnings + notes + UnenforcedSettings.warnings(for: loaded.configuration) { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
         if loaded.configuration.noAuth && !loaded.configuration.stunOnly {
             logger.warning(
                 "no-auth without stun-only: anyone can allocate relays on this server",
