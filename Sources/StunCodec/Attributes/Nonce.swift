@@ -2,26 +2,15 @@
 ///
 /// Fewer than 128 characters and at most 763 bytes on receipt: longer is `.badAttributeLength`,
 /// too many characters or ill-formed UTF-8 `.badAttributeValue`.
-public struct Nonce: StunAttributeValue, Hashable {
+public struct Nonce: TextAttribute, Hashable {
     public var value: String
 
     /// Longest value accepted on receipt, in bytes (RFC 8489 §14.10).
     public static let maxDecodedBytes = 763
     /// The value must have fewer than this many characters (RFC 8489 §14.10).
-    public static let maxCharacters = 128
+    public static let maxCharacters: Int? = 128
 
     public init(value: String) { self.value = value }
 
     public static var attributeType: AttributeType { .nonce }
-
-    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
-        self.value = try ValueCoding.decodeText(
-            value, type: Self.attributeType, maxBytes: Self.maxDecodedBytes, maxCharacters: Self.maxCharacters)
-    }
-
-    public var encodedLength: Int { value.utf8.count }
-
-    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
-        ValueCoding.encodeText(self.value, into: value)
-    }
 }

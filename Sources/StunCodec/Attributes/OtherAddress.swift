@@ -1,24 +1,14 @@
 /// OTHER-ADDRESS: the server's alternate address for NAT behaviour discovery, coded like
 /// MAPPED-ADDRESS (RFC 5780 §7.4).
-public struct OtherAddress: StunAttributeValue, Hashable {
+public struct OtherAddress: AddressAttribute, Hashable {
     public var address: TransportAddress
 
     @inlinable
     public init(address: TransportAddress) { self.address = address }
 
     @inlinable
+    public static var isXORCoded: Bool { false }
+
+    @inlinable
     public static var attributeType: AttributeType { .otherAddress }
-
-    @inlinable
-    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
-        address = try AddressCoding.decode(value, type: Self.attributeType, xor: nil)
-    }
-
-    @inlinable
-    public var encodedLength: Int { AddressCoding.encodedLength(address) }
-
-    @inlinable
-    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
-        AddressCoding.encode(address, into: value, xor: nil)
-    }
 }

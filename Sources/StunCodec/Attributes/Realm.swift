@@ -2,26 +2,15 @@
 ///
 /// Must be UTF-8 of fewer than 128 characters and at most 763 bytes on receipt: longer is
 /// `.badAttributeLength`, too many characters or ill-formed UTF-8 `.badAttributeValue`.
-public struct Realm: StunAttributeValue, Hashable {
+public struct Realm: TextAttribute, Hashable {
     public var value: String
 
     /// Longest value accepted on receipt, in bytes (RFC 8489 §14.9).
     public static let maxDecodedBytes = 763
     /// The value must have fewer than this many characters (RFC 8489 §14.9).
-    public static let maxCharacters = 128
+    public static let maxCharacters: Int? = 128
 
     public init(value: String) { self.value = value }
 
     public static var attributeType: AttributeType { .realm }
-
-    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
-        self.value = try ValueCoding.decodeText(
-            value, type: Self.attributeType, maxBytes: Self.maxDecodedBytes, maxCharacters: Self.maxCharacters)
-    }
-
-    public var encodedLength: Int { value.utf8.count }
-
-    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
-        ValueCoding.encodeText(self.value, into: value)
-    }
 }

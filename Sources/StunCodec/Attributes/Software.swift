@@ -3,7 +3,7 @@
 /// It has no effect on the protocol, so decoding checks only what a round trip needs: at most
 /// 763 bytes (`.badAttributeLength`) of well-formed UTF-8 (`.badAttributeValue`); the
 /// 128-character limit is the sender's to keep.
-public struct Software: StunAttributeValue, Hashable {
+public struct Software: TextAttribute, Hashable {
     public var value: String
 
     /// Longest value accepted on receipt (RFC 8489 §14.14).
@@ -12,14 +12,4 @@ public struct Software: StunAttributeValue, Hashable {
     public init(value: String) { self.value = value }
 
     public static var attributeType: AttributeType { .software }
-
-    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
-        self.value = try ValueCoding.decodeText(value, type: Self.attributeType, maxBytes: Self.maxDecodedBytes)
-    }
-
-    public var encodedLength: Int { value.utf8.count }
-
-    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
-        ValueCoding.encodeText(self.value, into: value)
-    }
 }

@@ -4,7 +4,7 @@
 /// peers (§14.3), so decoding rejects only longer values (`.badAttributeLength`) and ill-formed
 /// UTF-8 (`.badAttributeValue`). The value is compared as received: OpaqueString preparation
 /// is the credential store's job.
-public struct Username: StunAttributeValue, Hashable {
+public struct Username: TextAttribute, Hashable {
     public var value: String
 
     /// Longest value accepted on receipt (RFC 8489 §14.3).
@@ -13,14 +13,4 @@ public struct Username: StunAttributeValue, Hashable {
     public init(value: String) { self.value = value }
 
     public static var attributeType: AttributeType { .username }
-
-    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
-        self.value = try ValueCoding.decodeText(value, type: Self.attributeType, maxBytes: Self.maxDecodedBytes)
-    }
-
-    public var encodedLength: Int { value.utf8.count }
-
-    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
-        ValueCoding.encodeText(self.value, into: value)
-    }
 }
