@@ -63,6 +63,20 @@ let package = Package(
             dependencies: ["StunCodec", "CMallocCounter"],
             swiftSettings: strict
         ),
+        // TURN load generator for scripts/bench.sh (relayd vs coturn, same run).
+        .executableTarget(
+            name: "relay-bench",
+            dependencies: ["StunCodec", "CLibevent", "COpenSSL"],
+            swiftSettings: strict
+        ),
+        // Core state-machine fuzzer: arbitrary datagrams from arbitrary 5-tuples, manual clock.
+        .executableTarget(
+            name: "core-fuzz",
+            dependencies: ["Relay", "StunCodec"],
+            path: "FuzzCore",
+            exclude: ["corpus"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "StunCodecTests", dependencies: ["StunCodec"], swiftSettings: strict),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "StunCodec"], swiftSettings: strict),
     ]
