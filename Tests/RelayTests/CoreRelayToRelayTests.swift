@@ -24,26 +24,32 @@ import Testing
         #expect(try alice.createPermission([relayB]).isSuccess)
         #expect(try bob.channelBind(0x4000, to: relayA).isSuccess)
 
-        // Alice -> relay A -> relay B -> Bob (ChannelData, Bob bound a channel to relay A).
+        // Alice -> Bob on one core: short-circuited to Bob as ChannelData (Bob bound a channel to relay A).
         let toB = harness.receive(
             try StunTestMessages.sendIndication(to: relayB, payload: Array("ping".utf8)), from: CoreFixture.clientA)
         try #require(toB.count == 1)
-        #expect(toB[0].peer?.relaySocket == socketA)
-        #expect(toB[0].peer?.peer == relayB)
-        let atBob = harness.receiveFromPeer(toB[0].bytes, from: relayA, at: socketB)
-        #expect(
-            ReceivedChannelData(try #require(atBob.first).bytes)
-                == ReceivedChannelData(StunTestMessages.channelData(0x4000, Array("ping".utf8))))
-        #expect(atBob.first?.client == CoreFixture.clientB)
+        #expect(toB[0].client == CoreFixture.clientB)
+        #expect(ReceivedChannelData(toB[0].bytes) == ReceivedChannelData(StunTestMessages.channelData(0x4000, Array("ping".utf8))))
 
-        // Bob -> relay B -> relay A -> Alice (Data indication: Alice has no channel).
+        // Bob -> Alice on one core: a Data indication (Alice has no channel).
         let toA = harness.receive(StunTestMessages.channelData(0x4000, Array("pong".utf8)), from: CoreFixture.clientB)
         try #require(toA.count == 1)
-        #expect(toA[0].peer?.peer == relayA)
-        let atAlice = harness.receiveFromPeer(toA[0].bytes, from: relayB, at: socketA)
-        let indication = try ReceivedStun(try #require(atAlice.first).bytes)
+        #expect(toA[0].client == CoreFixture.clientA)
+        let direct = try ReceivedStun(toA[0].bytes)
+        #expect(direct.xorPeerAddress == relayB)
+        #expect(direct.data == Array("pong".utf8))
+
+        // The socket path (the two allocations on different loop threads) frames the same way.
+        let viaSocketB = harness.receiveFromPeer(Array("ping".utf8), from: relayA, at: socketB)
+        #expect(
+            ReceivedChannelData(try #require(viaSocketB.first).bytes)
+                == ReceivedChannelData(StunTestMessages.channelData(0x4000, Array("ping".utf8))))
+        #expect(viaSocketB.first?.client == CoreFixture.clientB)
+        let viaSocketA = harness.receiveFromPeer(Array("pong".utf8), from: relayB, at: socketA)
+        let indication = try ReceivedStun(try #require(viaSocketA.first).bytes)
         #expect(indication.xorPeerAddress == relayB)
         #expect(indication.data == Array("pong".utf8))
+        #expect(harness.counters.shortCircuited == 2)
     }
 
     @Test("Relay-to-relay works through the advertised external-ip, even a special-purpose one")

@@ -117,7 +117,7 @@ import Testing
         for (name, type) in declared {
             #expect((type == "counter") == name.hasSuffix("_total"), "\(name) is a \(type)")
         }
-        #expect(declared.count == 19)
+        #expect(declared.count == 20)
     }
 
     @Test("Label values and HELP text are escaped")

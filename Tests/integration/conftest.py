@@ -254,6 +254,12 @@ class RelayServer:
                 f"--api-listening-ip={self.host}",
                 f"--api-listening-port={self.api_port}",
                 f"--api-key={self.api_key_name}:{self.api_token}",
+                # Every test client shares 127.0.0.1: per-source limits high enough not to
+                # throttle the suite (the flood tests set their own), and SIGTERM exits at
+                # once instead of draining (the drain tests set their own timeout).
+                "--unauth-rate-limit=100000",
+                "--allocate-rate-limit=100000",
+                "--drain-timeout=0",
             ]
             return [self.binary, "-c", str(conf)] + common + api + self.extra_args
         # coturn: no config file, no CLI/DTLS/RFC 5780 alternate port, log to

@@ -97,9 +97,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Seconds a draining server waits for allocations to end before it stops.
     public var drainTimeout = 3600
     public var maxPermissionsPerAllocation = 32
-    /// 401 responses per second per source IP.
+    /// 401/438 challenges per second per source IP, over all loop threads (0: unlimited).
     public var unauthRateLimit = 20
-    /// New allocations per second per source IP.
+    /// New allocations per second per source IP, over all loop threads (0: unlimited).
     public var allocateRateLimit = 10
     /// Seconds a TCP/TLS connection without an allocation may stay idle.
     public var tcpIdleTimeout = 30

@@ -42,10 +42,16 @@ public struct CoreContext: Sendable {
     public var threadCount: Int
     /// When true, new allocations are refused (drain before shutdown or maintenance).
     public var draining = false
+    /// 401/438 challenges per source IP (`unauth-rate-limit`), shared by all loop threads.
+    public var challengeLimiter: SourceRateLimiter
+    /// New allocations per source IP (`allocate-rate-limit`), shared by all loop threads.
+    public var allocationLimiter: SourceRateLimiter
 
     public init(
         configuration: RelayConfiguration, nonceKey: [UInt8], quota: QuotaTracker,
-        reservationTable: ReservationTable = ReservationTable(), interfaceAddresses: [IPAddress] = [], threadIndex: Int = 0, threadCount: Int = 1
+        reservationTable: ReservationTable = ReservationTable(), interfaceAddresses: [IPAddress] = [],
+        threadIndex: Int = 0, threadCount: Int = 1, challengeLimiter: SourceRateLimiter? = nil,
+        allocationLimiter: SourceRateLimiter? = nil
     ) {
         self.configuration = configuration
         credentials = CredentialStore(configuration: configuration)
@@ -56,5 +62,7 @@ public struct CoreContext: Sendable {
         relayAddresses = RelayAddress.mappings(configuration: configuration)
         self.threadIndex = threadIndex
         self.threadCount = threadCount
+        self.challengeLimiter = challengeLimiter ?? SourceRateLimiter(perSecond: configuration.unauthRateLimit)
+        self.allocationLimiter = allocationLimiter ?? SourceRateLimiter(perSecond: configuration.allocateRateLimit)
     }
 }

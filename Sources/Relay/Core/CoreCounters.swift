@@ -66,6 +66,9 @@ public struct CoreCounters: Sendable {
     public var bytesToPeer: UInt64 = 0
     public var packetsToClient: UInt64 = 0
     public var bytesToClient: UInt64 = 0
+    /// Client-to-peer packets delivered straight to another allocation on the same thread
+    /// (relay-to-relay short-circuit); also counted in `packetsToPeer` and `packetsToClient`.
+    public var shortCircuited: UInt64 = 0
     public var drops = [UInt64](repeating: 0, count: DropReason.allCases.count)
     public var auth = [UInt64](repeating: 0, count: AuthOutcome.allCases.count)
     /// Error responses sent, indexed like `RelayError.allCases`.
@@ -92,6 +95,7 @@ public struct CoreCounters: Sendable {
         bytesToPeer &+= other.bytesToPeer
         packetsToClient &+= other.packetsToClient
         bytesToClient &+= other.bytesToClient
+        shortCircuited &+= other.shortCircuited
         for i in drops.indices { drops[i] &+= other.drops[i] }
         for i in auth.indices { auth[i] &+= other.auth[i] }
         for i in errorResponses.indices { errorResponses[i] &+= other.errorResponses[i] }

@@ -64,6 +64,19 @@ public final class Outbox {
         append(OutboundPacket(route: route, bytes: bytes))
     }
 
+    /// Scratch space of `count` bytes in the arena for a packet the core frames itself (a relayed
+    /// payload copied for the relay-to-relay short-circuit), or nil when the arena is too full.
+    /// The caller queues part of it with `enqueue` and then calls `claim(count)`.
+    func scratch(count: Int) -> UnsafeMutableRawBufferPointer? {
+        guard packets.count < packetCapacity, arena.count - arenaUsed >= count else { return nil }
+        return UnsafeMutableRawBufferPointer(rebasing: arena[arenaUsed..<arenaUsed + count])
+    }
+
+    /// Marks the last `scratch(count:)` as used until the next flush.
+    func claim(_ count: Int) {
+        arenaUsed += (count + 15) & ~15
+    }
+
     /// Queues bytes that live elsewhere (a receive buffer) until the next flush.
     @inlinable
     public func enqueue(_ bytes: UnsafeRawBufferPointer, route: Route) {

@@ -7,24 +7,34 @@ public final class QuotaTracker: Sendable {
     private struct State {
         var total = 0
         var perUser: [String: Int] = [:]
+        var userQuota: Int
+        var totalQuota: Int
     }
 
-    private let state = Mutex(State())
-    public let userQuota: Int
-    public let totalQuota: Int
+    private let state: Mutex<State>
 
     /// Quotas of 0 mean unlimited.
     public init(userQuota: Int, totalQuota: Int) {
-        self.userQuota = userQuota
-        self.totalQuota = totalQuota
+        state = Mutex(State(userQuota: userQuota, totalQuota: totalQuota))
+    }
+
+    public var userQuota: Int { state.withLock { $0.userQuota } }
+    public var totalQuota: Int { state.withLock { $0.totalQuota } }
+
+    /// New quotas after a reload: they gate new allocations; live ones are never ended by a lower quota.
+    public func update(userQuota: Int, totalQuota: Int) {
+        state.withLock {
+            $0.userQuota = userQuota
+            $0.totalQuota = totalQuota
+        }
     }
 
     /// Reserves one allocation for `user`, or says which quota refused it.
     public func acquire(user: String) -> RelayError? {
         state.withLock { s in
-            if totalQuota > 0 && s.total >= totalQuota { return .insufficientCapacity }
+            if s.totalQuota > 0 && s.total >= s.totalQuota { return .insufficientCapacity }
             let count = s.perUser[user, default: 0]
-            if userQuota > 0 && count >= userQuota { return .allocationQuotaReached }
+            if s.userQuota > 0 && count >= s.userQuota { return .allocationQuotaReached }
             s.total += 1
             s.perUser[user] = count + 1
             return nil

@@ -49,6 +49,11 @@ extension RelayCore {
         if requestedFamily != nil && message.contains(.additionalAddressFamily) { return reply(.badRequest) }
         let family = requestedFamily?.family ?? .ipv4
 
+        // A source over `allocate-rate-limit` gets 486, as for a quota: authenticated, so not a reflector.
+        guard context.allocationLimiter.allow(fiveTuple.client.ip, now: now) else {
+            counters.drop(.rateLimited)
+            return reply(.allocationQuotaReached)
+        }
         let userID = String(context.credentials.userID(of: auth.username))
         if let quotaError = context.quota.acquire(user: userID) { return reply(quotaError) }
         guard let (relay, socket) = openRelay(family: family, evenPort: evenPort, token: token, now: now) else {
@@ -77,6 +82,8 @@ extension RelayCore {
         }
         byFiveTuple[fiveTuple] = allocation
         bySocket[socket] = allocation
+        byRelayedAddress[relay] = allocation
+        byRelayedAddress[advertised] = allocation
         counters.allocationsCreated += 1
         let response = respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) {
             w throws(StunEncodeError) in

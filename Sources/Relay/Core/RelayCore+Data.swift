@@ -13,7 +13,7 @@ extension RelayCore {
         guard peer.address.ip.family == allocation.relayedAddress.ip.family, context.policy.isAllowed(peer.address)
         else { return counters.drop(.policy) }
         guard allocation.hasPermission(for: peer.address.ip, now: now) else { return counters.drop(.noPermission) }
-        sendToPeer(data.value, allocation: allocation, peer: peer.address)
+        sendToPeer(data.value, allocation: allocation, peer: peer.address, now: now)
     }
 
     /// ChannelData from a client (RFC 8656 §12.6): forwarded to the channel's peer as plain UDP.
@@ -29,17 +29,51 @@ extension RelayCore {
             return counters.drop(.noChannel)
         }
         guard allocation.hasPermission(for: channel.peer.ip, now: now) else { return counters.drop(.noPermission) }
-        sendToPeer(frame.data, allocation: allocation, peer: channel.peer)
+        sendToPeer(frame.data, allocation: allocation, peer: channel.peer, now: now)
     }
 
     @inline(__always)
-    func sendToPeer(_ payload: UnsafeRawBufferPointer, allocation: Allocation, peer: TransportAddress) {
+    func sendToPeer(_ payload: UnsafeRawBufferPointer, allocation: Allocation, peer: TransportAddress, now: Int64) {
         guard outbox.packets.count < outbox.packetCapacity else { return counters.drop(.outboxFull) }
-        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: peer))
         allocation.traffic.packetsToPeer &+= 1
         allocation.traffic.bytesToPeer &+= UInt64(payload.count)
         counters.packetsToPeer &+= 1
         counters.bytesToPeer &+= UInt64(payload.count)
+        if isOwnRelayIP(peer.ip), shortCircuit(payload, from: allocation, to: peer, now: now) { return }
+        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: peer))
+    }
+
+    /// Whether `ip` is one of this server's relay addresses (bound or advertised form): a cheap
+    /// test before the short-circuit's table lookup, over a handful of addresses.
+    @inline(__always)
+    func isOwnRelayIP(_ ip: IPAddress) -> Bool {
+        context.relayAddresses.contains { $0.bound == ip || $0.advertised == ip }
+    }
+
+    /// Relay-to-relay short-circuit (issue #6): when `peer` is the relayed address of another
+    /// allocation on this thread (the everyday case of both call parties on one relay), the
+    /// payload goes straight to that allocation's client, framed exactly as if it had arrived on
+    /// its relay socket from `from`'s relayed address, in the form the peer was addressed by (the
+    /// advertised `external-ip` form behind 1:1 NAT, which also works where the cloud does not
+    /// hairpin). It passes the same permission and policy checks as the socket path. The
+    /// payload is copied into the outbox's arena so the client's receive buffer is never written.
+    /// Returns false when `peer` is not such an allocation (the caller sends through the socket).
+    func shortCircuit(_ payload: UnsafeRawBufferPointer, from: Allocation, to peer: TransportAddress, now: Int64)
+        -> Bool
+    {
+        guard let target = byRelayedAddress[peer], target !== from else { return false }
+        let source = peer == target.relayedAddress ? from.relayedAddress : from.advertisedAddress
+        let headroom = RelayCore.peerHeadroom
+        let total = headroom + payload.count + RelayCore.peerTailroom
+        guard let region = outbox.scratch(count: total) else { return false }
+        if let base = payload.baseAddress {
+            (region.baseAddress! + headroom).copyMemory(from: base, byteCount: payload.count)
+        }
+        counters.shortCircuited &+= 1
+        if deliverToClient(target, from: source, buffer: region, payload: headroom..<headroom + payload.count, now: now) {
+            outbox.claim(total)
+        }
+        return true
     }
 
     /// A UDP datagram from a peer at an allocation's relay socket (RFC 8656 §11.3, §12.7): relayed
@@ -52,11 +86,24 @@ extension RelayCore {
         now: Int64
     ) {
         guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
-        guard allocation.hasPermission(for: peer.ip, now: now) else { return counters.drop(.noPermission) }
+        deliverToClient(allocation, from: peer, buffer: buffer, payload: payload, now: now)
+    }
+
+    /// Frames a peer's payload for `allocation`'s client (ChannelData if a channel is bound to
+    /// the peer, else a Data indication) in place in `buffer` and queues it; false if dropped.
+    @discardableResult
+    func deliverToClient(
+        _ allocation: Allocation, from peer: TransportAddress, buffer: UnsafeMutableRawBufferPointer,
+        payload: Range<Int>, now: Int64
+    ) -> Bool {
+        guard allocation.hasPermission(for: peer.ip, now: now) else { counters.drop(.noPermission)
+            return false }
         // A permission is per IP (RFC 8656 §9), but the policy judges the whole transport address:
         // e.g. a permission for a relay address must not let the host's other ports in.
-        guard context.policy.isAllowed(peer) else { return counters.drop(.policy) }
-        guard outbox.packets.count < outbox.packetCapacity else { return counters.drop(.outboxFull) }
+        guard context.policy.isAllowed(peer) else { counters.drop(.policy)
+            return false }
+        guard outbox.packets.count < outbox.packetCapacity else { counters.drop(.outboxFull)
+            return false }
         precondition(payload.lowerBound >= RelayCore.peerHeadroom && payload.upperBound + RelayCore.peerTailroom <= buffer.count)
         let stream = allocation.origin.fiveTuple.transport.isStream
         let framed: UnsafeRawBufferPointer
@@ -82,7 +129,8 @@ extension RelayCore {
                 if configuration.fingerprint { try w.appendFingerprint() }
                 framed = UnsafeRawBufferPointer(rebasing: buffer[start..<start + w.count])
             } catch {
-                return counters.drop(.outboxFull)
+                counters.drop(.outboxFull)
+            return false
             }
         }
         outbox.enqueue(framed, route: .client(allocation.origin))
@@ -90,5 +138,6 @@ extension RelayCore {
         allocation.traffic.bytesToClient &+= UInt64(payload.count)
         counters.packetsToClient &+= 1
         counters.bytesToClient &+= UInt64(payload.count)
+        return true
     }
 }

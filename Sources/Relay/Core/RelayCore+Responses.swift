@@ -48,8 +48,13 @@ extension RelayCore {
     }
 
     /// 401 or 438 with REALM and a fresh NONCE (RFC 8489 §9.2.4). No SOFTWARE: these answers go
-    /// to unauthenticated sources and must stay small.
+    /// to unauthenticated sources and must stay small. Over `unauth-rate-limit` for the source IP
+    /// the request is dropped (counted), so relayd is no use as a reflector.
     func sendChallenge(_ error: RelayError, to request: StunMessage, origin: ClientOrigin, now: Int64) {
+        guard context.challengeLimiter.allow(origin.fiveTuple.client.ip, now: now) else {
+            counters.drop(.rateLimited)
+            return
+        }
         let nonce = context.nonces.make(for: origin.fiveTuple.client.ip, now: now)
         sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in
             try w.append(Realm(value: context.credentials.realm))

@@ -17,6 +17,8 @@ public final class RelayCore {
 
     var byFiveTuple: [FiveTuple: Allocation] = [:]
     var bySocket: [Int32: Allocation] = [:]
+    /// Allocations by relayed address, bound and advertised forms, for the relay-to-relay short-circuit.
+    var byRelayedAddress: [TransportAddress: Allocation] = [:]
     var ports: [IPAddress: PortAllocator] = [:]
     var reservations: [UInt64: Reservation] = [:]
     var relayCursor = 0
@@ -48,6 +50,7 @@ public final class RelayCore {
             || newContext.configuration.maxPort != context.configuration.maxPort
             || newContext.relayAddresses != context.relayAddresses
         context = newContext
+        logger.logLevel = newContext.configuration.logLevel
         if portsChanged { rebuildPortAllocators() }
     }
 
@@ -191,6 +194,8 @@ public final class RelayCore {
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {
         byFiveTuple[allocation.origin.fiveTuple] = nil
         bySocket[allocation.relaySocket] = nil
+        byRelayedAddress[allocation.relayedAddress] = nil
+        byRelayedAddress[allocation.advertisedAddress] = nil
         sockets.closeRelaySocket(allocation.relaySocket)
         ports[allocation.relayedAddress.ip]?.release(allocation.relayedAddress.port)
         context.quota.release(user: String(context.credentials.userID(of: allocation.username)))

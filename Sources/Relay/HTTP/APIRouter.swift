@@ -19,8 +19,9 @@ public final class APIRouter {
     /// Bodies above this get 413 from evhttp (a credential request is well under 200 bytes).
     public static let maxBodyBytes = 8192
 
-    let credentials: CredentialService
-    let keyring: APIKeyring
+    /// Replaced on reload (new secrets, TTLs, URIs, API keys); the router lives on one thread.
+    var credentials: CredentialService
+    var keyring: APIKeyring
     var limiter: RateLimiter
     let registry: MetricsRegistry
     let health: ServiceHealth

@@ -7,9 +7,10 @@ import StunCodec
 /// and, with coturn's `prometheus` key, a metrics listener on `prometheus-address`:`prometheus-port`.
 final class HTTPService {
     let router: APIRouter
-    let configuration: RelayConfiguration
+    private(set) var configuration: RelayConfiguration
     private var listeners: [HTTPListener] = []
     private let base: OpaquePointer
+    private let interfaceAddresses: [IPAddress]
 
     init(
         base: OpaquePointer, configuration: RelayConfiguration, interfaceAddresses: [IPAddress],
@@ -17,9 +18,18 @@ final class HTTPService {
     ) {
         self.base = base
         self.configuration = configuration
+        self.interfaceAddresses = interfaceAddresses
         router = APIRouter(
             credentials: CredentialService(configuration: configuration, interfaceAddresses: interfaceAddresses),
             keyring: APIKeyring(keys: configuration.apiKeys), registry: registry, health: health, logger: logger)
+    }
+
+    /// A reloaded configuration: new secrets, credential TTLs, URIs and API keys apply to the next
+    /// request. The listeners stay where they are (their keys are restart-only).
+    func update(configuration c: RelayConfiguration) {
+        configuration = c
+        router.credentials = CredentialService(configuration: c, interfaceAddresses: interfaceAddresses)
+        router.keyring = APIKeyring(keys: c.apiKeys)
     }
 
     /// The API listener's address, and the metrics listener's when it is a separate one.

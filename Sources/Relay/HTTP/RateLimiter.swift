@@ -31,7 +31,7 @@ public struct RateLimiter: Sendable {
     public var capacity: Int { table.count }
 
     /// Takes one token from `key`'s bucket at `now` (seconds, monotonic); false when it is empty.
-    public mutating func allow(_ key: String, now: Double) -> Bool {
+    public mutating func allow<Key: Hashable>(_ key: Key, now: Double) -> Bool {
         var hasher = Hasher()
         hasher.combine(key)
         let hash = hasher.finalize()

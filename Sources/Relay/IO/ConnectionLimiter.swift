@@ -7,23 +7,30 @@ final class ConnectionLimiter: Sendable {
     struct Counts: Sendable {
         var total = 0
         var perIP: [IPAddress: Int] = [:]
+        var maxTotal: Int
+        var maxPerIP: Int
     }
 
-    let maxTotal: Int
-    let maxPerIP: Int
-    private let counts = SharedState(Counts())
+    private let counts: SharedState<Counts>
 
     init(maxTotal: Int, maxPerIP: Int) {
-        self.maxTotal = maxTotal
-        self.maxPerIP = maxPerIP
+        counts = SharedState(Counts(maxTotal: maxTotal, maxPerIP: maxPerIP))
+    }
+
+    /// New limits after a reload: they gate new connections; open ones stay.
+    func update(maxTotal: Int, maxPerIP: Int) {
+        counts.withLock {
+            $0.maxTotal = maxTotal
+            $0.maxPerIP = maxPerIP
+        }
     }
 
     /// Takes a slot for a connection from `ip`, or says which limit refuses it.
     func admit(_ ip: IPAddress) -> StreamRefusal? {
         counts.withLock { c in
-            if c.total >= maxTotal { return .totalLimit }
+            if c.total >= c.maxTotal { return .totalLimit }
             let current = c.perIP[ip, default: 0]
-            if current >= maxPerIP { return .perIPLimit }
+            if current >= c.maxPerIP { return .perIPLimit }
             c.total += 1
             c.perIP[ip] = current + 1
             return nil

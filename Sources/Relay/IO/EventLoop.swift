@@ -23,13 +23,17 @@ final class EventLoop: RelaySocketProvider {
     /// a metrics snapshot of the core (the scrape shows traffic within that interval).
     var onPublish: ((RelayCore) -> Void)?
     var publishTimer: OpaquePointer?
+    /// New contexts from the main thread (reload, drain), and the event that wakes this loop for them.
+    let mailbox: LoopMailbox
+    var mailboxEvent: OpaquePointer?
     static let publishInterval = timeval(tv_sec: 0, tv_usec: 250_000)
     /// Reads per readiness event before yielding to other sockets.
     let batchesPerWakeup = 4
 
-    init(context: CoreContext, logger: Logger) {
+    init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
         base = event_base_new()
         self.logger = logger
+        self.mailbox = mailbox
         batch = DatagramBatch(headroom: RelayCore.peerHeadroom, tailroom: RelayCore.peerTailroom)
         sender = SendBatch(capacity: 256)
         core = RelayCore(context: context, sockets: self, logger: logger)
@@ -46,6 +50,10 @@ final class EventLoop: RelaySocketProvider {
         }
         if let timer { event_free(timer) }
         if let publishTimer { event_free(publishTimer) }
+        if let mailboxEvent {
+            mailbox.detach()
+            event_free(mailboxEvent)
+        }
         event_base_free(base)
     }
 
@@ -77,7 +85,13 @@ final class EventLoop: RelaySocketProvider {
             var interval = EventLoop.publishInterval
             event_add(publishTimer, &interval)
         }
+        mailboxEvent = event_new(base, -1, 0, { _, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().applyMail()
+        }, opaqueSelf)
+        mailbox.attach(mailboxEvent!)
+        applyMail()
         event_base_dispatch(base)
+        mailbox.detach()
         core.shutdown(now: EventLoop.now())
         flush()
         onPublish?(core)
@@ -87,6 +101,12 @@ final class EventLoop: RelaySocketProvider {
     func stop() { event_base_loopexit(base, nil) }
 
     static func now() -> Int64 { Int64(time(nil)) }
+
+    /// Swaps in a context posted by the main thread; live allocations keep their state.
+    func applyMail() {
+        guard let context = mailbox.take() else { return }
+        core.update(context: context)
+    }
 
     func tick() {
         core.sweep(now: EventLoop.now())

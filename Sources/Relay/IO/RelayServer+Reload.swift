@@ -1,15 +1,75 @@
 import CLibevent
 import Glibc
+import Logging
 
 extension RelayServer {
-    /// Adds SIGHUP to the main thread's loop: reloads the TLS certificate and key (new connections
-    /// use them, open ones keep theirs). Returns the event for the caller to free.
-    func addReloadSignal(to base: OpaquePointer) -> OpaquePointer {
-        let event = event_new(
-            base, SIGHUP, Int16(EV_SIGNAL | EV_PERSIST),
-            { _, _, arg in Unmanaged<StreamService>.fromOpaque(arg!).takeUnretainedValue().reloadTLS() },
-            Unmanaged.passUnretained(streams).toOpaque())!
-        event_add(event, nil)
-        return event
+    /// SIGHUP: re-reads the configuration (`reloadArguments`: `-c FILE` plus the command line)
+    /// and applies it without touching live allocations (issue #9): secrets and users (existing
+    /// allocations keep the key they were made with; new Allocates use the new set), peer policy,
+    /// quotas and limits, TLS certificate and key, log level, API keys. Restart-only settings
+    /// (listeners, threads, relay addresses and ports) keep their running values and are logged
+    /// as "restart needed". A file that does not load is rejected with its error and the running
+    /// configuration stays. Also reopens the log file (`onReload`), for logrotate.
+    func reload() {
+        notifier.notifyReloading(status: "reloading configuration")
+        defer { notifier.notifyReady(status: readyStatus) }
+        onReload?()
+        guard let arguments = reloadArguments else {
+            streams.reloadTLS(using: configuration)
+            return
+        }
+        let loaded: ConfigLoadResult
+        do {
+            loaded = try RelayConfiguration.load(arguments: arguments)
+        } catch {
+            logger.error(
+                "configuration reload rejected, keeping the running configuration: \(error.description)",
+                metadata: ["event": "reload_failed"])
+            return
+        }
+        for warning in loaded.warnings {
+            logger.warning("\(warning)", metadata: ["event": "config_warning"])
+        }
+        let candidate = Self.resolve(loaded.configuration, interfaces: interfaceAddresses)
+        let (next, restartNeeded) = RestartOnlySetting.merge(running: configuration, candidate: candidate)
+        for key in restartNeeded {
+            logger.warning(
+                "\(key) changed in the file: restart needed, running value kept",
+                metadata: ["event": "reload_restart_needed", "key": "\(key)"])
+        }
+        apply(next)
+        logger.notice(
+            "configuration reloaded",
+            metadata: [
+                "event": "reloaded", "file": "\(loaded.configFile ?? "-")",
+                "restart_needed": "\(restartNeeded.joined(separator: ","))",
+            ])
+    }
+
+    /// Makes `next` the running configuration: shared trackers first, then one new context per loop.
+    func apply(_ next: RelayConfiguration) {
+        let previous = configuration
+        configuration = next
+        logger.logLevel = next.logLevel
+        quota.update(userQuota: next.userQuota, totalQuota: next.totalQuota)
+        if next.unauthRateLimit != previous.unauthRateLimit {
+            challengeLimiter = SourceRateLimiter(perSecond: next.unauthRateLimit)
+        }
+        if next.allocateRateLimit != previous.allocateRateLimit {
+            allocationLimiter = SourceRateLimiter(perSecond: next.allocateRateLimit)
+        }
+        streams.limiter.update(maxTotal: next.maxConnections, maxPerIP: next.maxConnectionsPerIP)
+        streams.reloadTLS(using: next)
+        http?.update(configuration: next)
+        postContexts()
+    }
+
+    /// Hands every loop a context built from the running configuration and drain state.
+    func postContexts() {
+        for (index, mailbox) in mailboxes.enumerated() { mailbox.post(makeContext(thread: index)) }
+    }
+
+    var readyStatus: String {
+        drain.active ? "draining" : "serving \(activeAllocations()) allocations"
     }
 }

@@ -7,10 +7,12 @@ import Synchronization
 
 /// The running daemon: one `EventLoop` thread per core (`relay-threads`), each with its own
 /// SO_REUSEPORT listeners, plus the main thread's loop for signals and the HTTP service
-/// (credentials, metrics, health). SIGTERM/SIGINT stop the loops and end every allocation.
+/// (credentials, metrics, health). SIGHUP reloads the configuration; SIGTERM/SIGINT drain and
+/// exit, SIGUSR1 drains without exiting (issue #9).
 public final class RelayServer {
-    public let configuration: RelayConfiguration
-    let logger: Logger
+    /// The running configuration; replaced (on the main thread) by a reload.
+    public internal(set) var configuration: RelayConfiguration
+    var logger: Logger
     let quota: QuotaTracker
     let reservations = ReservationTable()
     let nonceKey: [UInt8]
@@ -18,6 +20,8 @@ public final class RelayServer {
     /// Addresses the UDP listeners bind, resolved from `listening-ip` or the interfaces.
     public let listenAddresses: [TransportAddress]
     let loops = SharedState<[UInt]>([])
+    /// One per loop thread: how the main thread hands it a new context.
+    let mailboxes: [LoopMailbox]
     let threadCount: Int
     /// TCP/TLS listeners, the current TLS context and the connection limits, shared by the loops.
     let streams: StreamService
@@ -25,17 +29,33 @@ public final class RelayServer {
     let metrics: MetricsRegistry
     /// What `/readyz` reports.
     public let health = ServiceHealth()
+    /// Per-source-IP limits shared by the loops (`unauth-rate-limit`, `allocate-rate-limit`).
+    var challengeLimiter: SourceRateLimiter
+    var allocationLimiter: SourceRateLimiter
+    /// systemd's notification socket (READY, RELOADING, STOPPING, WATCHDOG), when run under it.
+    public let notifier: SystemdNotifier
+    /// `-c FILE` and options to read again on SIGHUP; nil reloads only the TLS certificate.
+    public var reloadArguments: [String]?
+    /// Runs on the main thread at each SIGHUP before the configuration is read (log reopening).
+    public var onReload: (() -> Void)?
+    /// Runs on the main thread once every listener is up.
+    public var onStarted: (() -> Void)?
+    /// Main-thread state of a drain, the main loop and the HTTP service.
+    var drain = DrainState()
+    var mainBase: OpaquePointer?
+    var http: HTTPService?
 
-    public init(configuration: RelayConfiguration, logger: Logger) {
+    public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
         evthread_use_pthreads()
         let interfaces = InterfaceAddresses.current()
-        var c = configuration
-        if c.listeningIPs.isEmpty { c.listeningIPs = interfaces }
-        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !($0 == .ipv4Any || $0 == .ipv6Any) } }
+        let c = Self.resolve(configuration, interfaces: interfaces)
         self.configuration = c
         self.logger = logger
+        self.notifier = notifier
         self.interfaceAddresses = interfaces
         quota = QuotaTracker(userQuota: c.userQuota, totalQuota: c.totalQuota)
+        challengeLimiter = SourceRateLimiter(perSecond: c.unauthRateLimit)
+        allocationLimiter = SourceRateLimiter(perSecond: c.allocateRateLimit)
         var key = [UInt8](repeating: 0, count: 32)
         var g = SystemRandomNumberGenerator()
         for i in key.indices { key[i] = g.next() }
@@ -44,14 +64,27 @@ public final class RelayServer {
         if let alt = c.altListeningPort { ports.append(alt) }
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
         threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         streams = StreamService(configuration: c, logger: logger)
         metrics = MetricsRegistry(threads: threadCount)
     }
 
+    /// Fills in what the file leaves to the machine: listen on every interface address when no
+    /// `listening-ip` is set, relay on the listening addresses when no `relay-ip` is set.
+    static func resolve(_ configuration: RelayConfiguration, interfaces: [IPAddress]) -> RelayConfiguration {
+        var c = configuration
+        if c.listeningIPs.isEmpty { c.listeningIPs = interfaces }
+        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !($0 == .ipv4Any || $0 == .ipv6Any) } }
+        return c
+    }
+
     func makeContext(thread index: Int) -> CoreContext {
-        CoreContext(
+        var context = CoreContext(
             configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, interfaceAddresses: interfaceAddresses,
-            threadIndex: index, threadCount: threadCount)
+            threadIndex: index, threadCount: threadCount, challengeLimiter: challengeLimiter,
+            allocationLimiter: allocationLimiter)
+        context.draining = drain.active
+        return context
     }
 
     struct StartState: Sendable {
@@ -83,8 +116,9 @@ public final class RelayServer {
             let loops = loops
             let streams = streams
             let slot = metrics.slots[index]
+            let mailbox = mailboxes[index]
             let thread = Thread {
-                let loop = EventLoop(context: context, logger: logger)
+                let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
                 let transport = StreamTransport(loop: loop, service: streams)
                 loop.onPublish = { core in
                     var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
@@ -117,11 +151,19 @@ public final class RelayServer {
             throw StartError(description: failure)
         }
         let base = event_base_new()!
-        defer { event_base_free(base) }
+        mainBase = base
+        defer {
+            mainBase = nil
+            event_base_free(base)
+        }
         let http = HTTPService(
             base: base, configuration: configuration, interfaceAddresses: interfaceAddresses, registry: metrics,
             health: health, logger: logger)
-        defer { http.close() }
+        self.http = http
+        defer {
+            http.close()
+            self.http = nil
+        }
         do {
             for warning in try http.start() { logger.warning("\(warning)", metadata: ["event": "http_warning"]) }
         } catch {
@@ -131,8 +173,11 @@ public final class RelayServer {
         }
         health.markListening()
         logStartup(http: http)
-        waitForSignal(on: base)
+        onStarted?()
+        notifier.notifyReady(status: readyStatus)
+        serveSignals(on: base)
         health.setDraining(true)
+        if !drain.exitWhenDone { notifier.notifyStopping(status: "stopping") }
         logger.info("shutting down", metadata: ["event": "shutdown"])
         stopLoops()
         finished.wait()
@@ -144,20 +189,26 @@ public final class RelayServer {
         }
     }
 
-    /// Runs the main thread's event loop (signals and the HTTP service) until SIGTERM or SIGINT.
-    func waitForSignal(on base: OpaquePointer) {
+    /// Runs the main thread's event loop (signals, the HTTP service, the systemd watchdog) until
+    /// a drain ends or a second SIGTERM/SIGINT.
+    func serveSignals(on base: OpaquePointer) {
         signal(SIGPIPE, SIG_IGN)
-        var events: [OpaquePointer] = []
-        for sig in [SIGTERM, SIGINT] {
-            let event = event_new(base, sig, Int16(EV_SIGNAL | EV_PERSIST), { _, _, arg in
-                event_base_loopexit(OpaquePointer(arg), nil)
-            }, UnsafeMutableRawPointer(base))!
-            event_add(event, nil)
-            events.append(event)
+        var events = [
+            LoopEvent(base: base, signal: SIGTERM) { [unowned self] in stopSignal("SIGTERM") },
+            LoopEvent(base: base, signal: SIGINT) { [unowned self] in stopSignal("SIGINT") },
+            LoopEvent(base: base, signal: SIGUSR1) { [unowned self] in startDrain(exitWhenDone: false, signal: "SIGUSR1") },
+            LoopEvent(base: base, signal: SIGHUP) { [unowned self] in reload() },
+        ]
+        if let interval = notifier.watchdogInterval {
+            let half = interval / 2
+            let micros = half.components.seconds * 1_000_000 + half.components.attoseconds / 1_000_000_000_000
+            let every = timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(max(micros % 1_000_000, 1000)))
+            let notifier = notifier
+            events.append(LoopEvent(base: base, every: every) { notifier.notifyWatchdog() })
         }
-        events.append(addReloadSignal(to: base))
         event_base_dispatch(base)
-        for event in events { event_free(event) }
+        for event in events { event.cancel() }
+        drain.timer = nil
     }
 
     func logStartup(http: HTTPService) {

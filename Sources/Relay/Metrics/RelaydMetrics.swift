@@ -38,6 +38,10 @@ public enum RelaydMetrics {
         p.family("relayd_relayed_packets_total", .counter, help: "Application packets relayed, by direction.")
         p.sample("relayd_relayed_packets_total", [("direction", "client_to_peer")], c.packetsToPeer)
         p.sample("relayd_relayed_packets_total", [("direction", "peer_to_client")], c.packetsToClient)
+        p.family(
+            "relayd_short_circuited_packets_total", .counter,
+            help: "Packets relayed between two allocations of one loop thread without crossing the kernel.")
+        p.sample("relayd_short_circuited_packets_total", [], c.shortCircuited)
         p.family("relayd_relayed_bytes_total", .counter, help: "Application payload bytes relayed, by direction.")
         p.sample("relayd_relayed_bytes_total", [("direction", "client_to_peer")], c.bytesToPeer)
         p.sample("relayd_relayed_bytes_total", [("direction", "peer_to_client")], c.bytesToClient)

@@ -1,0 +1,37 @@
+import CLibevent
+import Glibc
+
+/// A libevent timer or signal event that runs a closure on the thread of its `event_base`.
+/// Freed with the object (or by `cancel()`), so its owner decides its lifetime.
+final class LoopEvent {
+    private var event: OpaquePointer?
+    private let action: () -> Void
+
+    /// A timer firing every `interval` until cancelled.
+    init(base: OpaquePointer, every interval: timeval, action: @escaping () -> Void) {
+        self.action = action
+        event = event_new(base, -1, Int16(EV_PERSIST), LoopEvent.fire, opaqueSelf)
+        var interval = interval
+        event_add(event, &interval)
+    }
+
+    /// A handler for `signal` (libevent turns it into a loop callback, so any code may run in it).
+    init(base: OpaquePointer, signal: Int32, action: @escaping () -> Void) {
+        self.action = action
+        event = event_new(base, signal, Int16(EV_SIGNAL | EV_PERSIST), LoopEvent.fire, opaqueSelf)
+        event_add(event, nil)
+    }
+
+    private var opaqueSelf: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    private static let fire: event_callback_fn = { _, _, arg in
+        Unmanaged<LoopEvent>.fromOpaque(arg!).takeUnretainedValue().action()
+    }
+
+    func cancel() {
+        if let event { event_free(event) }
+        event = nil
+    }
+
+    deinit { cancel() }
+}

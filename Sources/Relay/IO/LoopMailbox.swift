@@ -1,0 +1,43 @@
+import CLibevent
+import Synchronization
+
+/// Hands a new `CoreContext` (a reloaded configuration, the drain flag) from the main thread to
+/// one loop thread. The loop's own thread swaps it into its core between packets, so the core
+/// never sees a half-applied configuration and the data path takes no lock: the configuration
+/// is an immutable value replaced per loop (issue #9).
+final class LoopMailbox: Sendable {
+    private struct State {
+        var context: CoreContext?
+        /// The loop's wake-up event (an `event*` as an integer), 0 while no loop is attached.
+        var event: UInt = 0
+    }
+
+    private let state = Mutex(State())
+
+    init() {}
+
+    /// Called on the loop thread once its event exists.
+    func attach(_ event: OpaquePointer) {
+        state.withLock { $0.event = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(event))) }
+    }
+
+    /// Called on the loop thread before it frees the event; later posts only store the context.
+    func detach() { state.withLock { $0.event = 0 } }
+
+    /// From any thread: the latest context wins; the loop applies it on its next iteration.
+    /// The wake-up happens under the lock, so it never races with `detach` and `event_free`.
+    func post(_ context: CoreContext) {
+        state.withLock { s in
+            s.context = context
+            if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
+        }
+    }
+
+    /// On the loop thread: the context posted since the last call, if any.
+    func take() -> CoreContext? {
+        state.withLock { s in
+            defer { s.context = nil }
+            return s.context
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import Relay
+import StunCodec
+import Testing
+
+/// The relay-to-relay short-circuit (issue #6): traffic between two allocations of one core goes
+/// straight to the other allocation's client, framed as if it had crossed the relay sockets.
+@Suite struct CoreShortCircuitTests {
+    /// Two clients with allocations on one core; returns their relayed (advertised) addresses.
+    private func pair(
+        _ configuration: RelayConfiguration = CoreFixture.configuration()
+    ) throws -> (CoreHarness, TurnTestClient, TurnTestClient, TransportAddress, TransportAddress) {
+        let harness = CoreHarness(configuration: configuration)
+        let a = harness.restClient(at: CoreFixture.clientA, user: "a")
+        let b = harness.restClient(at: CoreFixture.clientB, user: "b")
+        let relayedA = try #require(try a.allocate().xorRelayedAddress)
+        let relayedB = try #require(try b.allocate().xorRelayedAddress)
+        return (harness, a, b, relayedA, relayedB)
+    }
+
+    @Test("ChannelData from A to B's relayed address reaches B's client as ChannelData on B's channel, with no socket send")
+    func channelToChannel() throws {
+        let (harness, a, b, relayedA, relayedB) = try pair()
+        #expect(try a.channelBind(0x4001, to: relayedB).isSuccess)
+        #expect(try b.channelBind(0x4002, to: relayedA).isSuccess)
+        let payload: [UInt8] = Array(0..<100)
+        let sent = harness.receive(StunTestMessages.channelData(0x4001, payload), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].client == CoreFixture.clientB)
+        #expect(sent[0].peer == nil)
+        #expect(sent[0].bytes == StunTestMessages.channelData(0x4002, payload))
+        #expect(harness.counters.shortCircuited == 1)
+        #expect(harness.counters.packetsToPeer == 1)
+        #expect(harness.counters.packetsToClient == 1)
+        #expect(harness.allocation(of: CoreFixture.clientA)?.traffic.bytesToPeer == 100)
+        #expect(harness.allocation(of: CoreFixture.clientB)?.traffic.bytesToClient == 100)
+    }
+
+    @Test("A Send indication to B's relayed address reaches B as a Data indication from A's relayed address")
+    func sendToDataIndication() throws {
+        let (harness, a, b, relayedA, relayedB) = try pair()
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        #expect(try b.createPermission([relayedA]).isSuccess)
+        let payload: [UInt8] = [9, 8, 7, 6, 5]
+        let sent = harness.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: payload), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].client == CoreFixture.clientB)
+        let data = try ReceivedStun(sent[0].bytes)
+        #expect(data.type == MessageType(method: .data, messageClass: .indication))
+        #expect(data.decode(XORPeerAddress.self)?.address == relayedA)
+        #expect(data.decode(DataAttribute.self)?.bytes == payload)
+    }
+
+    @Test("Without B's permission for A, the short-circuited packet is dropped as no_permission, as on the socket path")
+    func permissionChecked() throws {
+        let (harness, a, _, _, relayedB) = try pair()
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        let sent = harness.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
+        #expect(sent.isEmpty)
+        #expect(harness.counters.dropped(.noPermission) == 1)
+        #expect(harness.counters.packetsToClient == 0)
+    }
+
+    @Test("Behind 1:1 NAT: a packet for B's external-ip form reaches B from A's external-ip form, with no hairpin")
+    func externalForm() throws {
+        let config = CoreFixture.configuration {
+            $0.externalIPs = [RelayConfiguration.ExternalIP(publicIP: .literal("203.0.113.7"), privateIP: CoreFixture.relayIP)]
+        }
+        let (harness, a, b, relayedA, relayedB) = try pair(config)
+        #expect(relayedA.ip == .literal("203.0.113.7"))
+        #expect(try a.channelBind(0x4001, to: relayedB).isSuccess)
+        #expect(try b.createPermission([relayedA]).isSuccess)
+        let sent = harness.receive(StunTestMessages.channelData(0x4001, [42, 43]), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].client == CoreFixture.clientB)
+        let data = try ReceivedStun(sent[0].bytes)
+        #expect(data.decode(XORPeerAddress.self)?.address == relayedA)
+        #expect(data.decode(DataAttribute.self)?.bytes == [42, 43])
+    }
+
+    @Test("A peer on another port of the relay address that is no allocation goes out through the socket")
+    func notAnAllocation() throws {
+        let (harness, a, _, _, relayedB) = try pair()
+        let other = TransportAddress(ip: relayedB.ip, port: CoreFixture.maxPort)
+        #expect(try a.createPermission([other]).isSuccess)
+        let sent = harness.receive(
+            try StunTestMessages.sendIndication(to: other, payload: [1, 2]), from: CoreFixture.clientA)
+        #expect(sent.count == 1)
+        #expect(sent.first?.peer?.peer == other)
+        #expect(harness.counters.shortCircuited == 0)
+    }
+
+    @Test("After B's allocation ends, its relayed address is no longer short-circuited")
+    func deletedTarget() throws {
+        let (harness, a, b, _, relayedB) = try pair()
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        #expect(try b.refresh(lifetime: 0).isSuccess)
+        let sent = harness.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
+        #expect(sent.first?.peer?.peer == relayedB)
+        #expect(harness.counters.shortCircuited == 0)
+    }
+}
