@@ -102,3 +102,44 @@ import Testing
         #expect(harness.counters.shortCircuited == 0)
     }
 }
+
+/// Relay-to-relay across loop threads behind 1:1 NAT: no hairpin needed.
+@Suite struct CoreExternalFormTests {
+    static let publicIP = IPAddress.literal("203.0.113.7")
+
+    private func harness() -> CoreHarness {
+        CoreHarness(
+            configuration: CoreFixture.configuration {
+                $0.externalIPs = [RelayConfiguration.ExternalIP(publicIP: Self.publicIP, privateIP: CoreFixture.relayIP)]
+            })
+    }
+
+    @Test("A packet for another thread's allocation in external-ip form leaves towards the bound (private) form")
+    func outgoingUsesBoundForm() throws {
+        let harness = harness()
+        let a = harness.restClient(at: CoreFixture.clientA)
+        #expect(try a.allocate().isSuccess)
+        // A relayed address of this server that no allocation on this core holds (another thread's).
+        let elsewhere = TransportAddress(ip: Self.publicIP, port: CoreFixture.maxPort)
+        #expect(try a.createPermission([elsewhere]).isSuccess)
+        let sent = harness.receive(
+            try StunTestMessages.sendIndication(to: elsewhere, payload: [7]), from: CoreFixture.clientA)
+        #expect(sent.first?.peer?.peer == TransportAddress(ip: CoreFixture.relayIP, port: CoreFixture.maxPort))
+    }
+
+    @Test("A packet from one of the server's own relay sockets is shown to the client in external-ip form")
+    func incomingShowsAdvertisedForm() throws {
+        let harness = harness()
+        let b = harness.restClient(at: CoreFixture.clientB)
+        let relayedB = try #require(try b.allocate().xorRelayedAddress)
+        let socketB = try #require(
+            harness.sockets.descriptor(boundTo: TransportAddress(ip: CoreFixture.relayIP, port: relayedB.port)))
+        let other = TransportAddress(ip: Self.publicIP, port: CoreFixture.maxPort)
+        #expect(try b.createPermission([other]).isSuccess)
+        let atB = harness.receiveFromPeer(
+            [1, 2, 3], from: TransportAddress(ip: CoreFixture.relayIP, port: CoreFixture.maxPort), at: socketB)
+        let data = try ReceivedStun(try #require(atB.first).bytes)
+        #expect(data.xorPeerAddress == other)
+        #expect(data.data == [1, 2, 3])
+    }
+}

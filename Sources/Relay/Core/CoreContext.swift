@@ -38,6 +38,8 @@ public struct CoreContext: Sendable {
     /// EVEN-PORT reservations, shared by all loop threads.
     public var reservationTable: ReservationTable
     public var relayAddresses: [RelayAddress]
+    /// The relay addresses whose advertised form differs from the bound one (`external-ip`).
+    public var externalMappings: [RelayAddress]
     public var threadIndex: Int
     public var threadCount: Int
     /// When true, new allocations are refused (drain before shutdown or maintenance).
@@ -60,9 +62,33 @@ public struct CoreContext: Sendable {
         self.quota = quota
         self.reservationTable = reservationTable
         relayAddresses = RelayAddress.mappings(configuration: configuration)
+        externalMappings = relayAddresses.filter { $0.bound != $0.advertised }
         self.threadIndex = threadIndex
         self.threadCount = threadCount
         self.challengeLimiter = challengeLimiter ?? SourceRateLimiter(perSecond: configuration.unauthRateLimit)
         self.allocationLimiter = allocationLimiter ?? SourceRateLimiter(perSecond: configuration.allocateRateLimit)
+    }
+}
+
+extension CoreContext {
+    /// A peer address given in a relay address's advertised (public) form, turned into the bound
+    /// form, so relay-to-relay traffic across loop threads stays on the host where a 1:1 NAT does
+    /// not hairpin; other addresses are returned unchanged.
+    @inline(__always)
+    func boundForm(of peer: TransportAddress) -> TransportAddress {
+        for mapping in externalMappings where mapping.advertised == peer.ip {
+            return TransportAddress(ip: mapping.bound, port: peer.port)
+        }
+        return peer
+    }
+
+    /// The source of a packet from one of relayd's own relay sockets, in the advertised form its
+    /// clients know (what a hairpinning NAT would have shown); other addresses unchanged.
+    @inline(__always)
+    func advertisedForm(of peer: TransportAddress) -> TransportAddress {
+        for mapping in externalMappings where mapping.bound == peer.ip {
+            return TransportAddress(ip: mapping.advertised, port: peer.port)
+        }
+        return peer
     }
 }

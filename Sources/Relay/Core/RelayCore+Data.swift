@@ -39,8 +39,12 @@ extension RelayCore {
         allocation.traffic.bytesToPeer &+= UInt64(payload.count)
         counters.packetsToPeer &+= 1
         counters.bytesToPeer &+= UInt64(payload.count)
-        if isOwnRelayIP(peer.ip), shortCircuit(payload, from: allocation, to: peer, now: now) { return }
-        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: peer))
+        var destination = peer
+        if isOwnRelayIP(peer.ip) {
+            if shortCircuit(payload, from: allocation, to: peer, now: now) { return }
+            destination = context.boundForm(of: peer)
+        }
+        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: destination))
     }
 
     /// Whether `ip` is one of this server's relay addresses (bound or advertised form): a cheap
@@ -86,7 +90,8 @@ extension RelayCore {
         now: Int64
     ) {
         guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
-        deliverToClient(allocation, from: peer, buffer: buffer, payload: payload, now: now)
+        let source = context.externalMappings.isEmpty ? peer : context.advertisedForm(of: peer)
+        deliverToClient(allocation, from: source, buffer: buffer, payload: payload, now: now)
     }
 
     /// Frames a peer's payload for `allocation`'s client (ChannelData if a channel is bound to
