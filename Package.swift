@@ -60,7 +60,9 @@ let package = Package(
         .target(name: "CMallocCounter"),
         .executableTarget(
             name: "stun-bench",
-            dependencies: ["StunCodec", "CMallocCounter"],
+            dependencies: [
+                "StunCodec", "Relay", "CMallocCounter", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         // TURN load generator for scripts/bench.sh (relayd vs coturn, same run).

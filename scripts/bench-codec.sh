@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Benchmarks StunCodec's per-packet work in a release build: ns/op and heap allocations/op for
+# Benchmarks the per-packet work in a release build: ns/op and heap allocations/op for
 # (a) parsing + verifying a Binding request, (b) parsing ChannelData, (c) writing a Binding
-# success response. Arguments go to stun-bench:
+# success response, and the relay core's data path: (d) client ChannelData -> peer,
+# (e) peer -> client as ChannelData, (f) as a Data indication, (g) the relay-to-relay
+# short-circuit. Arguments go to stun-bench:
 #   ./scripts/bench-codec.sh [ITERATIONS] [--assert-zero-alloc]
-# With --assert-zero-alloc it exits non-zero when (a) or (b) allocates.
+# With --assert-zero-alloc it exits non-zero when (a), (b) or any of (d)-(g) allocates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"

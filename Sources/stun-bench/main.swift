@@ -4,13 +4,14 @@
     import Darwin
 #endif
 
-/// stun-bench: time and heap allocations per operation of StunCodec's per-packet work.
+/// stun-bench: time and heap allocations per operation of StunCodec's per-packet work and of
+/// the relay core's data path (every relayed-packet path must not touch the heap).
 ///
 ///     stun-bench [ITERATIONS] [--assert-zero-alloc]
 ///
 /// ITERATIONS (default 1,000,000) per run; each benchmark reports the median of 5 runs.
-/// With --assert-zero-alloc it exits 1 when parsing a Binding request (a) or ChannelData (b)
-/// touches the heap. Build in release: scripts/bench-codec.sh.
+/// With --assert-zero-alloc it exits 1 when parsing a Binding request (a), ChannelData (b) or
+/// any relayed-packet path of the core (d-g) touches the heap. Build in release: scripts/bench-codec.sh.
 let usage = "usage: stun-bench [ITERATIONS] [--assert-zero-alloc]"
 var iterations = 1_000_000
 var assertZeroAlloc = false
@@ -34,16 +35,19 @@ guard mallocCounterIsLive() else {
 }
 
 let fixture: Fixture
+let relay: RelayFixture
 do {
     fixture = try Fixture()
     try fixture.validate()
+    relay = try RelayFixture()
+    try relay.validate()
 } catch {
     print("stun-bench: cannot build the benchmark inputs: \(error)")
     exit(1)
 }
 
 let runs = 5
-let zeroAllocationGoal = [true, true, false]
+let zeroAllocationGoal = [true, true, false, true, true, true, true]
 let results = [
     Measurement.run("(a) parse Binding request + FINGERPRINT + MI verify", iterations: iterations, runs: runs) {
         parseAndVerifyRequest(fixture, iterations: $0)
@@ -53,6 +57,18 @@ let results = [
     },
     Measurement.run("(c) build Binding success: XOR-MAPPED-ADDRESS+MI+FP", iterations: iterations, runs: runs) {
         buildBindingSuccess(fixture, iterations: $0)
+    },
+    Measurement.run("(d) relay: client ChannelData -> peer (core)", iterations: iterations, runs: runs) {
+        relayClientToPeer(relay, iterations: $0)
+    },
+    Measurement.run("(e) relay: peer -> client as ChannelData (core)", iterations: iterations, runs: runs) {
+        relayPeerToClientChannel(relay, iterations: $0)
+    },
+    Measurement.run("(f) relay: peer -> client as Data indication (core)", iterations: iterations, runs: runs) {
+        relayPeerToClientIndication(relay, iterations: $0)
+    },
+    Measurement.run("(g) relay: client -> client short-circuit (core)", iterations: iterations, runs: runs) {
+        relayShortCircuit(relay, iterations: $0)
     },
 ]
 
@@ -78,5 +94,5 @@ if assertZeroAlloc {
         failed = true
     }
     if failed { exit(1) }
-    print("stun-bench: zero-allocation check passed for (a) and (b)")
+    print("stun-bench: zero-allocation check passed for (a), (b) and the relay data path (d)-(g)")
 }

@@ -1,0 +1,139 @@
+import Logging
+import Relay
+import StunCodec
+
+/// A `RelayCore` set up with real requests (untimed) for the data-path benchmarks: client A with
+/// a channel to a public peer and a permission for a second one, and client B on the same core,
+/// A and B bound to each other's relayed address by channels (relay-to-relay short-circuit).
+final class RelayFixture {
+    let core: RelayCore
+    let provider = BenchSockets()
+    let now: Int64 = 1_700_000_000
+
+    static let server = TransportAddress(ip: IPAddress(ipv4: 0x0A00_0005), port: 3478)
+    static let clientA = TransportAddress(ip: IPAddress(ipv4: 0xC000_0201), port: 40001)
+    static let clientB = TransportAddress(ip: IPAddress(ipv4: 0xC000_0202), port: 40002)
+    static let channelPeer = TransportAddress(ip: IPAddress(ipv4: 0x0102_0304), port: 5000)
+    static let indicationPeer = TransportAddress(ip: IPAddress(ipv4: 0x0506_0708), port: 6000)
+
+    var relayedA = TransportAddress(ip: .ipv4Any, port: 0)
+    var relayedB = TransportAddress(ip: .ipv4Any, port: 0)
+    var socketA: Int32 = -1
+
+    /// ChannelData on 0x4001 (to `channelPeer`) and 0x4002 (to B), 100 bytes, from A.
+    let toPeer: UnsafeRawBufferPointer
+    let toB: UnsafeRawBufferPointer
+    /// A receive buffer laid out as the I/O layer reads into: headroom, 100-byte payload, tailroom.
+    let peerBuffer: UnsafeMutableRawBufferPointer
+    var payloadRange: Range<Int> { RelayCore.peerHeadroom..<RelayCore.peerHeadroom + 100 }
+
+    init() throws {
+        var c = RelayConfiguration()
+        c.noAuth = true
+        c.listeningIPs = [Self.server.ip]
+        c.relayIPs = [Self.server.ip]
+        c.minPort = 50000
+        c.maxPort = 50099
+        let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: QuotaTracker(userQuota: 0, totalQuota: 0))
+        let placeholder = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
+        toPeer = UnsafeRawBufferPointer(placeholder)
+        let second = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
+        toB = UnsafeRawBufferPointer(second)
+        peerBuffer = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: RelayCore.peerHeadroom + 100 + RelayCore.peerTailroom, alignment: 16)
+        core = RelayCore(
+            context: context, sockets: provider, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
+        ChannelDataMessage.writeHeader(into: placeholder, channelNumber: 0x4001, length: 100)
+        ChannelDataMessage.writeHeader(into: second, channelNumber: 0x4002, length: 100)
+        for i in 4..<104 {
+            placeholder[i] = UInt8(truncatingIfNeeded: i)
+            second[i] = UInt8(truncatingIfNeeded: i)
+        }
+        relayedA = try allocate(from: Self.clientA)
+        relayedB = try allocate(from: Self.clientB)
+        socketA = provider.sockets.first { $0.value == relayedA }!.key
+        try request(.channelBind, from: Self.clientA) { w throws(StunEncodeError) in
+            try w.append(ChannelNumber(value: 0x4001))
+            try w.append(XORPeerAddress(address: Self.channelPeer))
+        }
+        try request(.createPermission, from: Self.clientA) { w throws(StunEncodeError) in
+            try w.append(XORPeerAddress(address: Self.indicationPeer))
+        }
+        try request(.channelBind, from: Self.clientA) { w throws(StunEncodeError) in
+            try w.append(ChannelNumber(value: 0x4002))
+            try w.append(XORPeerAddress(address: self.relayedB))
+        }
+        try request(.channelBind, from: Self.clientB) { w throws(StunEncodeError) in
+            try w.append(ChannelNumber(value: 0x4003))
+            try w.append(XORPeerAddress(address: self.relayedA))
+        }
+    }
+
+    func origin(_ client: TransportAddress) -> ClientOrigin {
+        ClientOrigin(fiveTuple: FiveTuple(client: client, server: Self.server, transport: .udp), socket: 3)
+    }
+
+    @discardableResult
+    func request(
+        _ method: Method, from client: TransportAddress, _ body: (inout StunMessageWriter) throws(StunEncodeError) -> Void
+    ) throws -> StunMessage.Copy {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let length = try buffer.withUnsafeMutableBytes { raw throws -> Int in
+            var w = try StunMessageWriter(
+                into: raw, type: MessageType(method: method, messageClass: .request), transactionID: .random())
+            try body(&w)
+            return w.count
+        }
+        buffer.removeSubrange(length...)
+        buffer.withUnsafeBytes { core.handleClientPacket($0, from: origin(client), now: now) }
+        defer { core.outbox.reset() }
+        guard let packet = core.outbox.packets.first else { throw BenchError.invalidFixture("no answer to \(method)") }
+        let copy = try StunMessage.Copy(Array(packet.bytes))
+        guard copy.isSuccess else { throw BenchError.invalidFixture("\(method) failed") }
+        return copy
+    }
+
+    func allocate(from client: TransportAddress) throws -> TransportAddress {
+        let answer = try request(.allocate, from: client) { w throws(StunEncodeError) in
+            try w.append(RequestedTransport.udp)
+        }
+        guard let relayed = answer.relayed else { throw BenchError.invalidFixture("no XOR-RELAYED-ADDRESS") }
+        return relayed
+    }
+
+}
+
+/// Relay "sockets" that are only numbers: the benchmark measures the core, not the kernel.
+final class BenchSockets: RelaySocketProvider {
+    var sockets: [Int32: TransportAddress] = [:]
+    var next: Int32 = 100
+
+    func openRelaySocket(bound address: TransportAddress) -> Int32? {
+        next += 1
+        sockets[next] = address
+        return next
+    }
+
+    func closeRelaySocket(_ socket: Int32) { sockets[socket] = nil }
+}
+
+extension StunMessage {
+    /// A parsed response that owns its bytes, for setup code.
+    struct Copy {
+        let bytes: [UInt8]
+        let isSuccess: Bool
+        let relayed: TransportAddress?
+
+        init(_ bytes: [UInt8]) throws {
+            self.bytes = bytes
+            let (success, relayed) = try bytes.withUnsafeBytes { raw throws -> (Bool, TransportAddress?) in
+                let message = try StunMessage(parsing: raw)
+                return (
+                    message.type.messageClass == .successResponse, try message.decode(XORRelayedAddress.self)?.address
+                )
+            }
+            isSuccess = success
+            self.relayed = relayed
+        }
+    }
+}
