@@ -74,10 +74,9 @@ extension RelayServer {
         }
     }
 
-    /// Live allocations over all loops, from their latest metrics snapshots (at most 250 ms old).
-    func activeAllocations() -> UInt64 {
-        metrics.total().allocationsActive.reduce(0, +)
-    }
+    /// Live allocations over all loops, counted exactly by the quota tracker (taken before an
+    /// allocation is created, released when it is deleted).
+    func activeAllocations() -> Int { quota.total }
 
     func exitMainLoop() {
         if let mainBase { event_base_loopexit(mainBase, nil) }

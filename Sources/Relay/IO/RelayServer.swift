@@ -209,6 +209,9 @@ public final class RelayServer {
         event_base_dispatch(base)
         for event in events { event.cancel() }
         drain.timer = nil
+        // Shutting down already: a late SIGTERM/SIGINT must not kill the process mid-cleanup.
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
     }
 
     func logStartup(http: HTTPService) {
