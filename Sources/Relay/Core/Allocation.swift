@@ -25,6 +25,14 @@ public final class Allocation {
     /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.
     public internal(set) var permissionsUsed = 0
     public internal(set) var channelsUsed = 0
+    /// A random id that ties the allocation's log lines together (`session` in the logs).
+    public var sessionID: UInt64 = 0
+
+    /// `sessionID` as 16 hex digits.
+    public var session: String {
+        let hex = String(sessionID, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
 
     init(
         origin: ClientOrigin, relayedAddress: TransportAddress, advertisedAddress: TransportAddress,

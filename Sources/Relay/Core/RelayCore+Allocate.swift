@@ -80,6 +80,7 @@ extension RelayCore {
                 reservation = value
             }
         }
+        allocation.sessionID = random.next()
         byFiveTuple[fiveTuple] = allocation
         bySocket[socket] = allocation
         byRelayedAddress[relay] = allocation
@@ -97,7 +98,7 @@ extension RelayCore {
         logger.info(
             "allocation created",
             metadata: [
-                "event": "allocation_created", "five_tuple": "\(fiveTuple)", "relayed": "\(advertised)",
+                "event": "allocation_created", "session": "\(allocation.session)", "five_tuple": "\(fiveTuple)", "relayed": "\(advertised)",
                 "bound": "\(relay)", "user": "\(LogSafe.text(userID))", "lifetime_s": "\(lifetime)",
             ])
     }

@@ -205,7 +205,8 @@ public final class RelayCore {
         logger.info(
             "allocation deleted",
             metadata: [
-                "event": "allocation_deleted", "five_tuple": "\(allocation.origin.fiveTuple)",
+                "event": "allocation_deleted", "session": "\(allocation.session)",
+                "five_tuple": "\(allocation.origin.fiveTuple)",
                 "relayed": "\(allocation.advertisedAddress)",
                 "user": "\(LogSafe.text(context.credentials.userID(of: allocation.username)))",
                 "reason": "\(reason.rawValue)", "duration_s": "\(now - allocation.created)",
