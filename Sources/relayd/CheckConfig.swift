@@ -1,18 +1,41 @@
 import ArgumentParser
 import Relay
 
-/// `relayd check-config -c FILE`: validates the configuration and prints the effective values,
-/// secrets masked.
+/// `relayd check-config -c FILE [--self-test]`: validates the configuration, prints the effective
+/// values (secrets masked), then warnings about likely mistakes. Exits 2 on an invalid
+/// configuration (the error names file, line and key), 0 otherwise, warnings or not.
 struct CheckConfig: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "check-config", abstract: "Validate a configuration and print the effective values (secrets masked).")
+        commandName: "check-config",
+        abstract: "Validate a configuration and print the effective values (secrets masked) and warnings.",
+        discussion: """
+            With --self-test, also sends a STUN Binding request from each relay address to the configured \
+            UDP listener (loopback when listening on all addresses) and prints what came back. check-config \
+            starts no server: this tests the server already running with this configuration.
+            """)
+
+    @Flag(
+        name: .customLong("self-test"),
+        help: "Send a STUN Binding from each relay address to the running server's configured UDP listener.")
+    var selfTest = false
 
     @Argument(parsing: .allUnrecognized, help: "-c FILE and coturn-style --key[=value] options.")
     var options: [String] = []
 
     func run() throws {
         let loaded = try LoadedConfiguration.load(options)
-        for warning in loaded.warnings { print("warning: \(warning)") }
-        for (key, value) in loaded.configuration.redactedSummary() { print("\(key)=\(value)") }
+        let configuration = loaded.configuration
+        print("# \(loaded.configFile.map { "\($0): " } ?? "")configuration is valid; effective values:")
+        for (key, value) in configuration.redactedSummary() { print("\(key)=\(value)") }
+        let interfaces = InterfaceAddresses.current()
+        let warnings =
+            loaded.warnings + UnenforcedSettings.warnings(for: configuration)
+            + ConfigAdvisor.warnings(for: configuration, interfaceAddresses: interfaces)
+        for warning in warnings { print("warning: \(warning)") }
+        if selfTest {
+            let results = SelfTest.run(configuration: configuration, interfaceAddresses: interfaces)
+            if results.isEmpty { print("self-test: no relay address to test from") }
+            for result in results { print(result.summary) }
+        }
     }
 }

@@ -7,16 +7,29 @@ import Relay
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the relay: relayd -c conf/relayd.conf [--key=value ...]",
-        discussion: "Options are coturn turnserver.conf keys given as long options, e.g. --listening-port=3478 --use-auth-secret --static-auth-secret=...; -c FILE names the config file."
+        discussion: """
+            Options are coturn turnserver.conf keys given as long options, e.g. --listening-port=3478 \
+            --use-auth-secret --static-auth-secret=...; -c FILE names the config file.
+            """
     )
+
+    @Flag(
+        name: .customLong("self-test"),
+        help: "Once started, send a STUN Binding from each relay address to the UDP listener and log the result.")
+    var selfTest = false
 
     @Argument(parsing: .allUnrecognized, help: "-c FILE and coturn-style --key[=value] options.")
     var options: [String] = []
 
     func run() throws {
         let loaded = try LoadedConfiguration.load(options)
-        let (logger, notes) = RelaydLogging.makeRelaydLogger(configuration: loaded.configuration)
-        for warning in loaded.warnings + notes + UnenforcedSettings.warnings(for: loaded.configuration) { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
+        let logging = RelaydLogging.makeRelaydLogger(configuration: loaded.configuration)
+        let logger = logging.logger
+        let interfaces = InterfaceAddresses.current()
+        let warnings =
+            loaded.warnings + logging.notes + UnenforcedSettings.warnings(for: loaded.configuration)
+            + ConfigAdvisor.warnings(for: loaded.configuration, interfaceAddresses: interfaces)
+        for warning in warnings { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
         if loaded.configuration.noAuth && !loaded.configuration.stunOnly {
             logger.warning(
                 "no-auth without stun-only: anyone can allocate relays on this server",
@@ -25,6 +38,14 @@ struct Serve: ParsableCommand {
         let pidfile = try PIDFile(path: loaded.configuration.pidfile)
         defer { pidfile.remove() }
         let server = RelayServer(configuration: loaded.configuration, logger: logger)
+        server.reloadArguments = options
+        server.onReload = logging.reopenLogFile
+        if selfTest {
+            let configuration = loaded.configuration
+            server.onStarted = {
+                StartupSelfTest.launch(configuration: configuration, interfaceAddresses: interfaces, logger: logger)
+            }
+        }
         do {
             try server.run()
         } catch {

@@ -8,10 +8,6 @@ enum UnenforcedSettings {
         var notes: [String] = []
         if c.maxBPS != defaults.maxBPS { notes.append("max-bps is not enforced yet: allocations are not rate-limited") }
         if c.bpsCapacity != defaults.bpsCapacity { notes.append("bps-capacity is not enforced yet") }
-        if c.logFormat != defaults.logFormat { notes.append("log-format=\(c.logFormat.rawValue) is not supported yet: logging as text") }
-        if c.unauthRateLimit != defaults.unauthRateLimit { notes.append("unauth-rate-limit is not enforced yet") }
-        if c.allocateRateLimit != defaults.allocateRateLimit { notes.append("allocate-rate-limit is not enforced yet") }
-        if c.drainTimeout != defaults.drainTimeout { notes.append("drain-timeout has no effect yet: SIGTERM stops at once") }
         return notes
     }
 }

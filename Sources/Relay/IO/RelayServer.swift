@@ -173,8 +173,6 @@ public final class RelayServer {
         }
         health.markListening()
         logStartup(http: http)
-        onStarted?()
-        notifier.notifyReady(status: readyStatus)
         serveSignals(on: base)
         health.setDraining(true)
         if !drain.exitWhenDone { notifier.notifyStopping(status: "stopping") }
@@ -206,6 +204,9 @@ public final class RelayServer {
             let notifier = notifier
             events.append(LoopEvent(base: base, every: every) { notifier.notifyWatchdog() })
         }
+        // Only now, with every handler in place, may systemd (or anyone) send signals.
+        onStarted?()
+        notifier.notifyReady(status: readyStatus)
         event_base_dispatch(base)
         for event in events { event.cancel() }
         drain.timer = nil
