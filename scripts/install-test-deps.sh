@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Installs what the integration tests (Tests/integration) need on a fresh
 # Debian 12 machine: coturn's turnutils_* (real TURN peers, and the reference
-# server), the C libraries relayd builds against, iproute2, and the Python
-# packages pytest and aiortc. Safe to run again: it installs only what is
-# missing and runs `apt-get update` at most once (skipped if lists are fresh).
+# server), the C libraries relayd builds against, iproute2 and nftables (the
+# NAT test's namespaces), headless Chromium with chromedriver (the browser
+# test), and the Python packages pytest, aiortc and selenium. Safe to run
+# again: it installs only what is missing and runs `apt-get update` at most
+# once (skipped if lists are fresh).
 set -euo pipefail
 
 APT_PACKAGES=(coturn libevent-dev libssl-dev pkg-config iproute2)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
+APT_PACKAGES+=(chromium chromium-driver)  # a real WebRTC stack (Tests/integration/test_browser.py)
+APT_PACKAGES+=(nftables)  # NATs between network namespaces (Tests/integration/test_nat.py)
 # Validated with pytest 9.0.3 and aiortc 1.16.0 (aioice 0.13.0). aiortc 1.16 is
 # the first release with RTCConfiguration.iceTransportPolicy, which
 # test_aiortc.py uses to keep both peers relay-only; the upper bound keeps an
-# untested release out.
-PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17")
+# untested release out. selenium (validated with 4.51.0) talks to Debian's
+# chromedriver, which test_browser.py starts itself: no Selenium Manager download.
+PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17" "selenium>=4.10,<5")
 
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
@@ -94,17 +99,19 @@ else
 fi
 stop_coturn_service
 
-for tool in turnserver turnutils_uclient turnutils_peer ss pkg-config openssl; do
+for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl; do
     command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
 done
 
 PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c 'import pytest, aiortc, aioice; from aiortc import RTCIceTransportPolicy' >/dev/null 2>&1; then
+PY_CHECK='import pytest, aiortc, aioice, selenium; from aiortc import RTCIceTransportPolicy'
+if ! "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1; then
     log "$PYTHON -m pip install ${PIP_PACKAGES[*]}"
     # PyAV (pulled in by aiortc) must come as a wheel: building it needs FFmpeg.
     "$PYTHON" -m pip install -q --disable-pip-version-check --only-binary=av "${PIP_PACKAGES[@]}"
 else
-    log "python packages already installed: pytest aiortc"
+    log "python packages already installed: pytest aiortc selenium"
 fi
-"$PYTHON" -c 'import pytest, aiortc, aioice; print("install-test-deps: pytest", pytest.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__)' >&2
+"$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1 || { log "missing after install: a Python package of: ${PIP_PACKAGES[*]}"; exit 1; }
+"$PYTHON" -c 'import pytest, aiortc, aioice, selenium; print("install-test-deps: pytest", pytest.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__, "selenium", selenium.__version__)' >&2
 log "ok"

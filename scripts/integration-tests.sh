@@ -27,7 +27,16 @@ command -v "$PYTHON" >/dev/null 2>&1 || fail "missing prerequisite: $PYTHON"
     || fail "missing prerequisite: Python package pytest (run scripts/install-test-deps.sh)"
 "$PYTHON" -c 'from aiortc import RTCIceTransportPolicy' >/dev/null 2>&1 \
     || fail "missing prerequisite: Python package aiortc >= 1.16 (run scripts/install-test-deps.sh)"
+"$PYTHON" -c 'import selenium' >/dev/null 2>&1 \
+    || fail "missing prerequisite: Python package selenium (run scripts/install-test-deps.sh)"
 for tool in turnutils_uclient turnutils_peer timeout; do
+    command -v "$tool" >/dev/null 2>&1 \
+        || fail "missing prerequisite: $tool (run scripts/install-test-deps.sh)"
+done
+# The browser test (test_browser.py): Debian packages chromium and chromium-driver.
+# The NAT test (test_nat.py): ip (iproute2) and nft (nftables); it also needs root
+# and fails, saying so, without it.
+for tool in chromium chromedriver ip nft; do
     command -v "$tool" >/dev/null 2>&1 \
         || fail "missing prerequisite: $tool (run scripts/install-test-deps.sh)"
 done
