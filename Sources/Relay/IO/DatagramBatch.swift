@@ -32,16 +32,23 @@ final class DatagramBatch {
         addresses.deallocate()
     }
 
+    /// Relay-socket reads flush first when fewer slots than this are free.
+    static let minimumFreeSlots = 4
+
     /// Receives up to `count` datagrams; returns how many (0 on EAGAIN or error).
-    func receive(from fd: Int32) -> Int {
-        for i in 0..<count {
+    func receive(from fd: Int32) -> Int { receive(from: fd, slots: 0..<count) }
+
+    /// Receives up to `slots.count` datagrams into those slots; returns how many.
+    func receive(from fd: Int32, slots: Range<Int>) -> Int {
+        guard !slots.isEmpty else { return 0 }
+        for i in slots {
             headers[i] = relayd_mmsghdr()
             headers[i].msg_hdr.msg_name = UnsafeMutableRawPointer(addresses + i)
             headers[i].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
             headers[i].msg_hdr.msg_iov = vectors + i
             headers[i].msg_hdr.msg_iovlen = 1
         }
-        let n = relayd_recvmmsg(fd, headers, UInt32(count), 0, nil)
+        let n = relayd_recvmmsg(fd, headers + slots.lowerBound, UInt32(slots.count), 0, nil)
         return n > 0 ? Int(n) : 0
     }
 

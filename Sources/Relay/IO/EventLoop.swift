@@ -29,6 +29,13 @@ final class EventLoop: RelaySocketProvider {
     static let publishInterval = timeval(tv_sec: 0, tv_usec: 250_000)
     /// Reads per readiness event before yielding to other sockets.
     let batchesPerWakeup = 4
+    /// Receive slots holding payloads that queued packets still point into (relay sockets'
+    /// reads since the last flush). Relay sockets read into the slots after them, so the
+    /// answers to every relay socket ready in one loop iteration leave in one sendmmsg.
+    var slotsInUse = 0
+    /// Activated when relay-socket reads queued packets: runs after the iteration's other
+    /// ready events and flushes them all at once.
+    var flushEvent: OpaquePointer?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
         base = event_base_new()
@@ -50,6 +57,7 @@ final class EventLoop: RelaySocketProvider {
         }
         if let timer { event_free(timer) }
         if let publishTimer { event_free(publishTimer) }
+        if let flushEvent { event_free(flushEvent) }
         if let mailboxEvent {
             mailbox.detach()
             event_free(mailboxEvent)
@@ -90,6 +98,9 @@ final class EventLoop: RelaySocketProvider {
         }, opaqueSelf)
         mailbox.attach(mailboxEvent!)
         applyMail()
+        flushEvent = event_new(base, -1, 0, { _, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().flush()
+        }, opaqueSelf)
         event_base_dispatch(base)
         mailbox.detach()
         core.shutdown(now: EventLoop.now())
@@ -118,6 +129,8 @@ final class EventLoop: RelaySocketProvider {
 
     func listenerReadable(_ fd: Int32) {
         guard let listener = listeners.first(where: { $0.fd == fd }) else { return }
+        // The listener reads whole batches from slot 0: send what relay reads queued first.
+        if slotsInUse > 0 { flush() }
         let now = EventLoop.now()
         for _ in 0..<batchesPerWakeup {
             let n = batch.receive(from: fd)
@@ -139,12 +152,19 @@ final class EventLoop: RelaySocketProvider {
         }
     }
 
+    /// A relay socket is readable: peers' datagrams for one allocation, usually one or two. They
+    /// are read into the free slots after `slotsInUse` and framed in place; the packets for the
+    /// clients wait for the flush at the end of the loop iteration (or until slots run out), so
+    /// many allocations' traffic shares one sendmmsg on the listener.
     func relayReadable(_ fd: Int32) {
         let now = EventLoop.now()
         for _ in 0..<batchesPerWakeup {
-            let n = batch.receive(from: fd)
+            if batch.count - slotsInUse < DatagramBatch.minimumFreeSlots { flush() }
+            let first = slotsInUse
+            let n = batch.receive(from: fd, slots: first..<batch.count)
             if n == 0 { break }
-            for i in 0..<n {
+            slotsInUse += n
+            for i in first..<first + n {
                 guard let length = batch.length(i), let peer = SocketAddress.read(batch.source(i)) else {
                     core.counters.drop(.malformed)
                     continue
@@ -154,9 +174,9 @@ final class EventLoop: RelaySocketProvider {
                     now: now)
                 if core.outbox.needsFlush { flush() }
             }
-            flush()
-            if n < batch.count { break }
+            if n < batch.count - first { break }
         }
+        if !core.outbox.packets.isEmpty, let flushEvent { event_active(flushEvent, EV_TIMEOUT, 0) }
     }
 
     // MARK: Writing
@@ -164,6 +184,7 @@ final class EventLoop: RelaySocketProvider {
     /// Sends everything the core queued: runs of packets leaving the same socket go out in one sendmmsg.
     func flush() {
         let outbox = core.outbox
+        slotsInUse = 0
         defer { if !pendingClose.isEmpty { closePending() } }
         let packets = outbox.packets
         guard !packets.isEmpty else { return }
