@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh Debian machine with the Swift toolchain:
-#   1. installs build and test dependencies (apt: libevent-dev libssl-dev coturn ...; PyPI: pytest aiortc),
+# The whole test suite, from a fresh Debian machine with the Swift toolchain (run as root:
+# the NAT tests build network namespaces):
+#   1. installs build and test dependencies (apt: libevent-dev libssl-dev coturn chromium
+#      chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
 #   2. builds everything and runs the Swift unit and daemon tests (swift test),
-#   3. runs the codec fuzzer for a bounded time over the committed corpus,
-#   4. checks the codec's hot paths allocate nothing (release benchmark),
-#   5. runs the real-peer integration suite (turnutils_uclient, aiortc, Python STUN client).
-# Set FUZZ_SECONDS to change the fuzz budget (default 30).
+#   3. runs each libFuzzer target (decoder/framer, core state machine) for a bounded time,
+#   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
+#   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
+#      NATed aiortc peers in network namespaces, adversarial and flood tests, reload/drain,
+#      the Python STUN client).
+# Set FUZZ_SECONDS to change the fuzz budget per target (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -22,10 +26,10 @@ swift build --build-tests
 step "swift test"
 swift test --skip-build
 
-step "fuzz (${FUZZ_SECONDS:-30} s)"
-./scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+step "fuzz (${FUZZ_SECONDS:-60} s per target)"
+./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 
-step "codec allocation check"
+step "allocation check (codec and relay data path)"
 ./scripts/bench-codec.sh --assert-zero-alloc
 
 step "integration (real peers)"
