@@ -8,7 +8,7 @@
 /// to libFuzzer with its usual command line (corpus directories, -max_total_time=...). In an
 /// ordinary build it replays the files and directories it is given through the same checks, so
 /// a crash input from fuzz-artifacts/ reproduces in the debugger:
-/// `swift build --product stun-fuzz && .build/debug/stun-fuzz fuzz-artifacts/crash-...`.
+/// `swift build --product stun-fuzz && .build/debug/stun-fuzz fuzz-artifacts/decoder/crash-...`.
 #if RELAYD_LIBFUZZER
     @_extern(c, "LLVMFuzzerRunDriver")
     func LLVMFuzzerRunDriver(

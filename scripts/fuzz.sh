@@ -1,52 +1,93 @@
 #!/usr/bin/env bash
-# Fuzzes the StunCodec decoders (Fuzz/DecoderFuzzer.swift) with libFuzzer and AddressSanitizer
-# for SECONDS (default 30), starting from a fresh copy of the committed seeds in
-# Fuzz/corpus/decoder/ (the copy, grown by the run, is left in fuzz-artifacts/corpus/; crash
-# inputs go to fuzz-artifacts/ too). Prints one summary line; exits non-zero on a crash.
-#   ./scripts/fuzz.sh [SECONDS]
+# Fuzzes with libFuzzer and AddressSanitizer for SECONDS (default 30) per target:
+#   decoder  the StunCodec decoders (Fuzz/DecoderFuzzer.swift), seeds in Fuzz/corpus/decoder/
+#   core     the RelayCore state machine (FuzzCore/FuzzSession.swift), seeds in FuzzCore/corpus/core/
+# Each target starts from a fresh copy of its committed seeds in fuzz-artifacts/<target>/corpus/
+# (grown by the run and left there); its log and crash inputs go to fuzz-artifacts/<target>/.
+# Prints one summary line per target; exits non-zero if any target crashed.
+#   ./scripts/fuzz.sh [SECONDS] [TARGET...]
 # Reproduce a crash without sanitizers:
-#   swift build --product stun-fuzz && .build/debug/stun-fuzz fuzz-artifacts/crash-<sha1>
+#   swift build --product stun-fuzz && .build/debug/stun-fuzz fuzz-artifacts/decoder/crash-<sha1>
+#   swift build --product core-fuzz && .build/debug/core-fuzz fuzz-artifacts/core/crash-<sha1>
+# A crash input worth keeping goes to the target's corpus directory, which `swift test`
+# replays (CoreFuzzRegressionTests for core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
 seconds="${1:-30}"
 case "$seconds" in
-  '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
+  '' | *[!0-9]*) echo "usage: $0 [SECONDS] [decoder|core ...]" >&2; exit 2 ;;
 esac
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(decoder core)
+
+product_of() {
+  case "$1" in
+    decoder) echo stun-fuzz ;;
+    core) echo core-fuzz ;;
+    *) echo "fuzz: unknown target '$1' (decoder, core)" >&2; exit 2 ;;
+  esac
+}
+
+# The core target runs optimized: its inputs drive the whole protocol (HMACs, allocations), ten
+# times slower under -Onone with AddressSanitizer; the decoder target stays a debug build.
+config_of() {
+  case "$1" in
+    decoder) echo debug ;;
+    core) echo release ;;
+  esac
+}
+
+seeds_of() {
+  case "$1" in
+    decoder) echo Fuzz/corpus/decoder ;;
+    core) echo FuzzCore/corpus/core ;;
+  esac
+}
+
+for target in "${targets[@]}"; do product_of "$target" >/dev/null; done
 
 ./scripts/install-build-deps.sh
 
 # LLVMFuzzerRunDriver is declared with @_extern(c), hence the experimental feature flag.
 flags=(-Xswiftc -sanitize=fuzzer,address -Xswiftc -DRELAYD_LIBFUZZER
        -Xswiftc -enable-experimental-feature -Xswiftc Extern)
-swift build --quiet --scratch-path .build-fuzz -c debug --product stun-fuzz "${flags[@]}" 2>&1 \
-  | grep -v "Cannot export local symbol '__asan" || true
-bin="$(swift build --scratch-path .build-fuzz -c debug --show-bin-path "${flags[@]}")/stun-fuzz"
-[ -x "$bin" ] || { echo "fuzz: build failed" >&2; exit 1; }
+failed=0
+for target in "${targets[@]}"; do
+  product="$(product_of "$target")"
+  config="$(config_of "$target")"
+  swift build --quiet --scratch-path .build-fuzz -c "$config" --product "$product" "${flags[@]}" 2>&1 \
+    | grep -v "Cannot export local symbol '__asan" || true
+  bin="$(swift build --scratch-path .build-fuzz -c "$config" --show-bin-path "${flags[@]}")/$product"
+  [ -x "$bin" ] || { echo "fuzz: $target: build of $product failed" >&2; exit 1; }
 
-out=fuzz-artifacts
-corpus="$out/corpus"
-log="$out/fuzz.log"
-mkdir -p "$out"
-rm -rf "$corpus"
-mkdir -p "$corpus"
-cp Fuzz/corpus/decoder/* "$corpus/"
-seeds=$(find "$corpus" -type f | wc -l)
+  out="fuzz-artifacts/$target"
+  corpus="$out/corpus"
+  log="$out/fuzz.log"
+  mkdir -p "$out"
+  rm -rf "$corpus"
+  mkdir -p "$corpus"
+  cp "$(seeds_of "$target")"/* "$corpus/"
+  seeds=$(find "$corpus" -type f | wc -l)
 
-# Swift's own crash backtracer would race libFuzzer's handler (and can hang under ASan).
-status=0
-SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
-  "$bin" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" \
-  >"$log" 2>&1 || status=$?
+  # Swift's own crash backtracer would race libFuzzer's handler (and can hang under ASan).
+  status=0
+  SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
+    "$bin" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" \
+    >"$log" 2>&1 || status=$?
 
-runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
-size=$(find "$corpus" -type f | wc -l)
-if [ "$status" -ne 0 ]; then
-  tail -n 60 "$log" >&2
-  artifact=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -n 1)
-  echo "fuzz: FAILED (exit $status) after ${runs:-?} runs in ${seconds}s;" \
-    "input: ${artifact:-none written}; log: $log" >&2
-  exit 1
-fi
-echo "fuzz: ${runs:-?} runs in ${seconds}s, no crash; corpus ${seeds} seeds -> ${size} inputs"
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  size=$(find "$corpus" -type f | wc -l)
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "$log" >&2
+    artifact=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -n 1)
+    echo "fuzz: $target: FAILED (exit $status) after ${runs:-?} runs in ${seconds}s;" \
+      "input: ${artifact:-none written}; log: $log" >&2
+    failed=1
+    continue
+  fi
+  echo "fuzz: $target: ${runs:-?} runs in ${seconds}s, no crash; corpus ${seeds} seeds -> ${size} inputs"
+done
+exit "$failed"

@@ -18,8 +18,10 @@ extension RelayCore {
             sendChallenge(.unauthorized, to: message, origin: origin, now: now)
             return nil
         }
-        guard let usernameAttribute = message.attribute(.username), message.attribute(.realm) != nil,
-            let nonce = message.attribute(.nonce)
+        // USERNAME and REALM longer than RFC 8489 §14.3 / §14.9 allow (763 bytes) are malformed: 400.
+        guard let usernameAttribute = message.attribute(.username), let realm = message.attribute(.realm),
+            let nonce = message.attribute(.nonce), usernameAttribute.value.count <= Username.maxDecodedBytes,
+            realm.value.count <= Realm.maxDecodedBytes
         else {
             sendError(.badRequest, to: message, origin: origin, key: nil)
             return nil

@@ -1,0 +1,33 @@
+import Foundation
+import StunCodec
+import Testing
+
+/// The core fuzzer's corpus as a regression suite (issue #8): every file in FuzzCore/corpus/core
+/// (seeds and committed crash inputs) replayed through the same operation decoder and
+/// invariants as core-fuzz (FuzzSession.swift), without sanitizers.
+@Suite struct CoreFuzzRegressionTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let corpus = root.appendingPathComponent("FuzzCore/corpus/core")
+
+    static var inputs: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: corpus.path)) ?? []).sorted()
+    }
+
+    @Test("The corpus is there") func corpusPresent() {
+        #expect(Self.inputs.count >= 5, "FuzzCore/corpus/core holds \(Self.inputs.count) files")
+    }
+
+    @Test("Every corpus input keeps the core's invariants", arguments: inputs)
+    func replay(name: String) throws {
+        let bytes = try [UInt8](Data(contentsOf: Self.corpus.appendingPathComponent(name)))
+        let failures = bytes.withUnsafeBytes { FuzzSession().run($0) }
+        #expect(failures.isEmpty, "\(name): \(failures)")
+    }
+
+    @Test("The two copies of FuzzSession.swift are identical") func sharedDecoderInSync() throws {
+        let fuzzer = try Data(contentsOf: Self.root.appendingPathComponent("FuzzCore/FuzzSession.swift"))
+        let tests = try Data(contentsOf: Self.root.appendingPathComponent("Tests/RelayTests/Support/FuzzSession.swift"))
+        #expect(fuzzer == tests, "copy FuzzCore/FuzzSession.swift over Tests/RelayTests/Support/FuzzSession.swift")
+    }
+}

@@ -1,0 +1,304 @@
+import Logging
+import Relay
+import StunCodec
+
+// Shared verbatim by FuzzCore/ (core-fuzz) and Tests/RelayTests/Support/ (the corpus replay in
+// CoreFuzzRegressionTests, which also checks the two copies are identical): a test target
+// cannot import an executable target.
+
+/// One fuzz input driving a fresh `RelayCore` (RFC 8656 state machine) with fake relay sockets
+/// and a manual clock. The first byte holds flags (bit 0: authenticated prefix for clients 0
+/// and 2, bit 1: an IPv6 allocation for client 3); then each operation is an opcode byte:
+///
+/// - `0`, `1`: raw client packet: tuple byte, 16-bit length, bytes
+/// - `2`: signed request (valid MESSAGE-INTEGRITY, RFC 8489 §9.2): tuple, method, peer,
+///   channel, lifetime (16 bits), then raw extra attributes (16-bit length, bytes)
+/// - `3`: peer datagram: socket byte, peer byte, 16-bit length, bytes
+/// - `4`: advance the clock (byte: seconds, or minutes above 199); `5`: sweep
+/// - `6`: the tuple's TCP/TLS connection closes; `7`: ChannelData: tuple, channel 0x4000+(byte & 3),
+///   16-bit length, payload (padded on streams)
+///
+/// After every operation `checkInvariants` judges the outbox and the core's bookkeeping.
+final class FuzzSession {
+    static let realm = "fuzz.test"
+    static let secret = "core-fuzz-secret"
+    static let start: Int64 = 1_700_000_000
+    static let server = TransportAddress("192.0.2.100:3478")!
+    static let tuples: [(TransportAddress, TransportProtocol)] = [
+        (TransportAddress("198.51.100.1:40001")!, .udp), (TransportAddress("198.51.100.2:40002")!, .udp),
+        (TransportAddress("198.51.100.3:40003")!, .tcp), (TransportAddress("[2001:db8::7]:40004")!, .tls),
+    ]
+    static let peers: [TransportAddress] = [
+        "1.2.3.4:5000", "5.6.7.8:6000", "10.0.0.5:50001", "10.1.2.3:53", "192.0.2.100:3478", "[2606:4700::1]:443",
+        "[::ffff:127.0.0.1]:80", "[2001:db8::5]:50002",
+    ].map { TransportAddress($0)! }
+    static let totalPorts = 2 * 8
+
+    let sockets = FuzzSockets()
+    let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+    let core: RelayCore
+    var now = FuzzSession.start
+    var nonces: [Int: String] = [:]
+    var serial: UInt64 = 0
+    private(set) var failures: [String] = []
+
+    init() {
+        var c = RelayConfiguration()
+        c.realm = Self.realm
+        c.useAuthSecret = true
+        c.staticAuthSecrets = [Self.secret]
+        c.listeningIPs = [Self.server.ip]
+        c.listeningPort = Self.server.port
+        c.relayIPs = [IPAddress("10.0.0.5")!, IPAddress("2001:db8::5")!]
+        c.minPort = 50000
+        c.maxPort = 50007
+        let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: quota)
+        core = RelayCore(
+            context: context, sockets: sockets, logger: Logger(label: "core-fuzz") { _ in SwiftLogNoOpLogHandler() })
+    }
+
+    /// Runs `input` and ends every allocation; returns the broken invariants (empty when none).
+    func run(_ input: UnsafeRawBufferPointer) -> [String] {
+        var r = FuzzReader(input)
+        let flags = r.byte()
+        if flags & 1 != 0 {
+            for t in [0, 2] { prefix(tuple: t, family: .ipv4) }
+        }
+        if flags & 2 != 0 { prefix(tuple: 3, family: .ipv6) }
+        while !r.atEnd {
+            let op = r.byte()
+            switch op & 7 {
+            case 0, 1: let t = tuple(r.byte()); client(t, r.chunk())
+            case 2:
+                signed(
+                    tuple: tuple(r.byte()), method: r.byte(), peer: r.byte(), channel: r.byte(), lifetime: r.u16(),
+                    extra: r.chunk())
+            case 3: peerPacket(socket: r.byte(), peer: r.byte(), r.chunk())
+            case 4: let k = Int64(r.byte()); now += k < 200 ? k : (k - 199) * 60
+            case 5: core.sweep(now: now)
+            case 6: core.connectionClosed(origin(tuple(r.byte())), now: now)
+            default:
+                let t = tuple(r.byte())
+                let channel = r.byte() & 3
+                let payload = r.chunk()
+                let padded = Self.tuples[t].1.isStream
+                var frame: [UInt8] = [0x40, channel, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload
+                while padded && frame.count % 4 != 0 { frame.append(0) }
+                client(t, frame)
+            }
+            checkInvariants()
+        }
+        core.shutdown(now: now)
+        core.sweep(now: now + 3600)
+        require(sockets.bound.isEmpty, "\(sockets.bound.count) relay sockets open after shutdown")
+        require(core.relayPortsInUse == 0, "\(core.relayPortsInUse) relay ports in use after shutdown and sweep")
+        require(quota.total == 0, "quota still counts \(quota.total) allocations after shutdown")
+        return failures
+    }
+
+    func tuple(_ b: UInt8) -> Int { Int(b) % Self.tuples.count }
+
+    func origin(_ t: Int) -> ClientOrigin {
+        ClientOrigin(
+            fiveTuple: FiveTuple(client: Self.tuples[t].0, server: Self.server, transport: Self.tuples[t].1), socket: 3)
+    }
+
+    /// One client packet in a buffer of exactly its size, so AddressSanitizer sees an over-read.
+    func client(_ t: Int, _ bytes: [UInt8]) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 8)
+        defer { buffer.deallocate() }
+        buffer.copyBytes(from: bytes)
+        core.handleClientPacket(UnsafeRawBufferPointer(buffer), from: origin(t), now: now)
+        learnNonces(for: t)
+    }
+
+    func peerPacket(socket: UInt8, peer: UInt8, _ payload: [UInt8]) {
+        let open = core.allocations.map(\.relaySocket).sorted()
+        let fd = open.isEmpty || socket == 0xFF ? 9999 : open[Int(socket) % open.count]
+        let candidates = Self.peers + core.allocations.map(\.relayedAddress)
+        let head = RelayCore.peerHeadroom
+        let buffer = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: head + payload.count + RelayCore.peerTailroom, alignment: 8)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0xA5)
+        UnsafeMutableRawBufferPointer(rebasing: buffer[head...]).copyBytes(from: payload)
+        core.handlePeerPacket(
+            relaySocket: fd, from: candidates[Int(peer) % candidates.count], buffer: buffer,
+            payload: head..<head + payload.count, now: now)
+        checkInvariants()
+    }
+
+    /// The long-term key of tuple `t`'s REST username (RFC 8489 §9.2.2, coturn use-auth-secret).
+    func credentials(_ t: Int) -> (username: String, key: [UInt8]) {
+        let username = "\(Self.start + 3_650 * 86_400):fuzz\(t)"
+        let password = KeyDerivation.restPassword(secret: Self.secret, username: username)
+        return (username, KeyDerivation.longTermKeyMD5(username: username, realm: Self.realm, password: password))
+    }
+
+    /// A request signed with the tuple's credentials and last nonce: methods Allocate, Refresh,
+    /// CreatePermission, ChannelBind or Binding, with fuzzed fields and extra attributes before
+    /// MESSAGE-INTEGRITY.
+    func signed(tuple t: Int, method: UInt8, peer: UInt8, channel: UInt8, lifetime: UInt16, extra: [UInt8]) {
+        let methods: [Method] = [.allocate, .refresh, .createPermission, .channelBind, .binding]
+        let m = methods[Int(method & 7) % methods.count]
+        let (username, key) = credentials(t)
+        serial += 1
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count: Int? = buffer.withUnsafeMutableBytes { raw in
+            do throws(StunEncodeError) {
+                var w = try StunMessageWriter(
+                    into: raw, type: MessageType(method: m, messageClass: .request),
+                    transactionID: TransactionID(high: 0xF022, low: serial))
+                let target = Self.peers[Int(peer) % Self.peers.count]
+                switch m {
+                case .allocate:
+                    try w.append(
+                        RequestedTransport(
+                            protocolNumber: method & 0x80 != 0 ? UInt8(truncatingIfNeeded: lifetime) : 17))
+                    if method & 0x40 != 0 { try w.append(EvenPort(reservePair: method & 0x20 != 0)) }
+                    if method & 0x10 != 0 { try w.append(RequestedAddressFamily(family: .ipv6)) }
+                    try w.append(Lifetime(seconds: UInt32(lifetime) * 16))
+                case .refresh: try w.append(Lifetime(seconds: method & 0x80 != 0 ? 0 : UInt32(lifetime)))
+                case .createPermission:
+                    try w.append(XORPeerAddress(address: target))
+                    if method & 0x80 != 0 {
+                        try w.append(XORPeerAddress(address: Self.peers[Int(channel) % Self.peers.count]))
+                    }
+                case .channelBind:
+                    try w.append(ChannelNumber(value: 0x4000 &+ UInt16(channel) &* (method & 0x80 != 0 ? 0x101 : 1)))
+                    try w.append(XORPeerAddress(address: target))
+                default: break
+                }
+                extra.withUnsafeBytes { value in
+                    if !value.isEmpty {
+                        try? w.append(
+                            AttributeType(rawValue: UInt16(extra[0]) << 8 | UInt16(channel)),
+                            value: UnsafeRawBufferPointer(rebasing: value[1...]))
+                    }
+                }
+                try w.append(Username(value: username))
+                try w.append(Realm(value: Self.realm))
+                try w.append(Nonce(value: nonces[t] ?? "none"))
+                try w.appendMessageIntegrity(key: key)
+                if method & 0x08 != 0 { try w.appendFingerprint() }
+                return w.count
+            } catch {
+                return nil
+            }
+        }
+        if let count { client(t, Array(buffer[0..<count])) }
+    }
+
+    /// The 401 dance, then CreatePermission for peers 0-2 and ChannelBind 0x4000 and 0x4001:
+    /// deep state for the data path; it must succeed.
+    func prefix(tuple t: Int, family: IPAddress.Family) {
+        signed(tuple: t, method: family == .ipv6 ? 0x10 : 0, peer: 0, channel: 0, lifetime: 0, extra: [])
+        let steps: [(method: UInt8, peer: UInt8, channel: UInt8)] =
+            family == .ipv6
+            ? [(0x10, 0, 0), (2, 5, 0), (3, 5, 0), (3, 7, 1)] : [(0, 0, 0), (0x82, 1, 2), (3, 0, 0), (3, 2, 1)]
+        for step in steps {
+            signed(tuple: t, method: step.method, peer: step.peer, channel: step.channel, lifetime: 0, extra: [])
+        }
+        require(
+            core.allocation(for: origin(t).fiveTuple)?.channels.count == 2,
+            "prefix for tuple \(t) did not reach two channels")
+        checkInvariants()
+    }
+
+    /// Remembers NONCE from the answers queued for tuple `t` (401, 438).
+    func learnNonces(for t: Int) {
+        for packet in core.outbox.packets {
+            guard case .client(let o) = packet.route, o == origin(t),
+                let message = try? StunMessage(parsing: packet.bytes), let nonce = try? message.decode(Nonce.self)
+            else { continue }
+            nonces[t] = nonce.value
+        }
+    }
+
+    /// What must hold after every operation; then the outbox is reset as the I/O layer would.
+    func checkInvariants() {
+        let allocations = Array(core.allocations)
+        for packet in core.outbox.packets {
+            switch packet.route {
+            case .client(let o):
+                require(Self.tuples.indices.contains { origin($0) == o }, "packet to unknown client \(o)")
+                let first = packet.bytes.first ?? 0xFF
+                if first < 4 {
+                    let parsed = try? StunMessage(parsing: packet.bytes)
+                    require(
+                        parsed != nil && parsed?.type.messageClass != .request,
+                        "core sent a malformed STUN message or a request")
+                } else {
+                    let parsed = try? ChannelDataMessage(parsing: packet.bytes, padded: o.fiveTuple.transport.isStream)
+                    require(parsed != nil, "core sent malformed ChannelData to \(o)")
+                }
+            case .peer(let fd, let peer):
+                let owner = allocations.first { $0.relaySocket == fd }
+                require(owner != nil, "packet from relay socket \(fd) that no allocation owns")
+                require(owner?.hasPermission(for: peer.ip, now: now) == true, "packet to \(peer) without a permission")
+                require(core.context.policy.isAllowed(peer), "packet to \(peer), which the peer policy denies")
+            }
+        }
+        core.outbox.reset()
+        require(core.outbox.packets.isEmpty, "outbox not empty after reset")
+        require(
+            core.allocationCount == sockets.bound.count,
+            "\(core.allocationCount) allocations but \(sockets.bound.count) sockets")
+        for a in allocations {
+            require(
+                sockets.bound[a.relaySocket] == a.relayedAddress,
+                "allocation's socket is not bound to \(a.relayedAddress)")
+        }
+        require(core.relayPortsInUse >= core.allocationCount, "fewer ports in use than allocations")
+        require(core.relayPortsInUse + core.relayPortsFree == Self.totalPorts, "port accounting lost ports")
+        require(
+            quota.total == core.allocationCount, "quota counts \(quota.total) for \(core.allocationCount) allocations")
+    }
+
+    func require(_ condition: Bool, _ message: @autoclosure () -> String) {
+        if !condition && failures.count < 8 { failures.append(message()) }
+    }
+}
+
+/// Relay sockets without the network: fake descriptors, one per bound address; port 50003 is
+/// always refused, as if another process held it.
+final class FuzzSockets: RelaySocketProvider {
+    private(set) var bound: [Int32: TransportAddress] = [:]
+    private var next: Int32 = 100
+
+    func openRelaySocket(bound address: TransportAddress) -> Int32? {
+        if address.port == 50003 || bound.values.contains(address) { return nil }
+        next += 1
+        bound[next] = address
+        return next
+    }
+
+    func closeRelaySocket(_ socket: Int32) {
+        precondition(bound.removeValue(forKey: socket) != nil, "closing relay socket \(socket) that is not open")
+    }
+}
+
+/// Reads operations; past the end every read is zero.
+struct FuzzReader {
+    let bytes: UnsafeRawBufferPointer
+    var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    var atEnd: Bool { offset >= bytes.count }
+
+    mutating func byte() -> UInt8 {
+        guard offset < bytes.count else { return 0 }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func u16() -> UInt16 { UInt16(byte()) << 8 | UInt16(byte()) }
+
+    /// A 16-bit length, then that many bytes (fewer at the end of the input).
+    mutating func chunk() -> [UInt8] {
+        let n = min(Int(u16()), bytes.count - min(offset, bytes.count))
+        defer { offset += n }
+        return Array(bytes[offset..<offset + n])
+    }
+}
