@@ -168,4 +168,35 @@ import Testing
         }
         #expect(refused.errorCode == 403)
     }
+
+    @Test(
+        "USERNAME or REALM over 763 bytes gets 400 even with a valid MESSAGE-INTEGRITY (RFC 8489 §14.3, §14.9)",
+        arguments: [(753, 0), (1200, 0), (0, 1000)])
+    func oversizeUsernameOrRealm(usernamePadding: Int, realmLength: Int) throws {
+        let harness = CoreHarness()
+        let probe = harness.restClient(at: CoreFixture.clientA)
+        try probe.challenge()
+        let username = CoreFixture.restUsername(String(repeating: "u", count: max(1, usernamePadding)))
+        let realm = realmLength > 0 ? String(repeating: "r", count: realmLength) : CoreFixture.realm
+        let key = KeyDerivation.longTermKeyMD5(
+            username: username, realm: CoreFixture.realm, password: CoreFixture.restPassword(username))
+        let request = try StunTestMessages.build(MessageType(method: .allocate, messageClass: .request)) { w in
+            try w.append(RequestedTransport.udp)
+            try appendRaw(&w, .username, Array(username.utf8))
+            try appendRaw(&w, .realm, Array(realm.utf8))
+            try w.append(Nonce(value: try #require(probe.nonce)))
+            try w.appendMessageIntegrity(key: key)
+        }
+        let answer = try ReceivedStun(try #require(harness.receive(request, from: CoreFixture.clientA).first).bytes)
+        #expect(answer.errorCode == 400)
+        #expect(harness.core.allocationCount == 0)
+    }
+}
+
+/// Appends an attribute of any length, bypassing the typed encoders' limits (test inputs only).
+private func appendRaw(_ w: inout StunMessageWriter, _ type: AttributeType, _ bytes: [UInt8]) throws {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+    defer { buffer.deallocate() }
+    buffer.copyBytes(from: bytes)
+    try w.append(type, value: UnsafeRawBufferPointer(buffer))
 }
