@@ -53,7 +53,7 @@ public struct CredentialStore: Sendable {
     /// The unix expiry of a REST username `<expiry>[<separator><user id>]`, nil when malformed.
     public static func restExpiry(of username: String, separator: String) -> Int64? {
         let stamp: Substring
-        if !separator.isEmpty, let range = username.range(of: separator) {
+        if let range = firstRange(of: separator, in: username) {
             stamp = username[..<range.lowerBound]
         } else {
             stamp = Substring(username)
@@ -66,11 +66,34 @@ public struct CredentialStore: Sendable {
 
     /// The user id part of a REST username (after the separator), or the whole name; used for quotas and logs.
     public func userID(of username: String) -> Substring {
-        if !restSecrets.isEmpty, !separator.isEmpty, let range = username.range(of: separator),
+        if !restSecrets.isEmpty, let range = CredentialStore.firstRange(of: separator, in: username),
             CredentialStore.restExpiry(of: username, separator: separator) != nil
         {
             return username[range.upperBound...]
         }
         return Substring(username)
+    }
+
+    /// The first occurrence of `separator` in `text`, compared byte for byte in UTF-8 (no
+    /// Foundation: this runs for every authenticated request). Nil for an empty separator.
+    static func firstRange(of separator: String, in text: String) -> Range<String.Index>? {
+        let needle = Array(separator.utf8)
+        guard let first = needle.first else { return nil }
+        let utf8 = text.utf8
+        var i = utf8.startIndex
+        while let start = utf8[i...].firstIndex(of: first) {
+            var end = start
+            var matched = true
+            for byte in needle {
+                guard end != utf8.endIndex, utf8[end] == byte else {
+                    matched = false
+                    break
+                }
+                end = utf8.index(after: end)
+            }
+            if matched { return start..<end }
+            i = utf8.index(after: start)
+        }
+        return nil
     }
 }
