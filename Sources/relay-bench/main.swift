@@ -1,2 +1,54 @@
-// relay-bench: the TURN load generator (issue #6). Work in progress.
-print("relay-bench: not implemented yet")
+import Glibc
+
+/// relay-bench: a TURN load generator for relayd and coturn (issue #6). See BenchOptions.usage.
+let options: BenchOptions
+do {
+    options = try BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    if error.isHelp {
+        Output.out(error.message)
+        exit(0)
+    }
+    Output.err("relay-bench: \(error.message)")
+    exit(2)
+}
+signal(SIGPIPE, SIG_IGN)
+let descriptors = UDPEndpoint.raiseDescriptorLimit()
+let needed = max(options.idleAllocations, options.setupOnly ? options.allocations : 2 * options.pairs) + 64
+if descriptors < needed {
+    Report.note("descriptor limit \(descriptors) is below the \(needed) needed; raise ulimit -n")
+}
+
+var report = Report()
+report.set("label", options.label)
+report.set("server", "\(options.server)")
+report.set("transport", options.transport.rawValue)
+let human: String
+do {
+    if options.idleAllocations > 0 {
+        report.set("mode", "idle")
+        report.set("allocations", options.idleAllocations)
+        human = BenchModes.idle(options, report: &report)
+    } else if options.setupOnly {
+        report.set("mode", "setup")
+        report.set("allocations", options.allocations)
+        report.set("window", options.window)
+        human = BenchModes.setupOnly(options, report: &report)
+    } else {
+        report.set("mode", "traffic")
+        report.set("pattern", options.pattern.rawValue)
+        report.set("framing", options.sendIndications ? "send-indication" : "channel-data")
+        report.set("pairs", options.pairs)
+        report.set("payload", options.payloadSize)
+        report.set("rate", options.rate)
+        report.set("duration", options.duration)
+        human = try BenchModes.traffic(options, report: &report)
+    }
+} catch let error as OptionError {
+    Output.err("relay-bench: \(error.message)")
+    exit(1)
+} catch {
+    Output.err("relay-bench: \(error)")
+    exit(1)
+}
+report.emit(human: human)

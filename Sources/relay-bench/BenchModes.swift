@@ -1,0 +1,103 @@
+import Glibc
+import StunCodec
+
+/// The three things relay-bench can do: traffic, allocation setup rate, idle allocations.
+enum BenchModes {
+    /// Allocations per second for `options.allocations` fresh clients (401 + authenticated Allocate).
+    static func setupOnly(_ options: BenchOptions, report: inout Report) -> String {
+        let clients = ClientFleet.make(count: options.allocations, options: options, bufferBytes: 65_536)
+        let setup = SetupPhase(clients: clients, options: options)
+        let tally = setup.allocate(Array(clients.indices), bufferBytes: 65_536)
+        record(tally, as: "setup", into: &report)
+        let ok = clients.indices.filter { clients[$0].relayed != nil }
+        record(setup.release(ok), as: "release", into: &report)
+        ClientFleet.close(clients)
+        return "setup \(tally.succeeded)/\(options.allocations) allocations at \(fmt(tally.ratePerSecond, 0))/s, "
+            + "failures \(tally.failuresJSON), retransmits \(tally.retransmits)"
+    }
+
+    /// Creates `options.idleAllocations` allocations, refreshes them once, signals readiness,
+    /// holds them (refreshing at half the lifetime), then deletes them.
+    static func idle(_ options: BenchOptions, report: inout Report) -> String {
+        let clients = ClientFleet.make(count: options.idleAllocations, options: options, bufferBytes: 16_384)
+        let setup = SetupPhase(clients: clients, options: options)
+        let tally = setup.allocate(Array(clients.indices), bufferBytes: 16_384)
+        record(tally, as: "setup", into: &report)
+        let ok = clients.indices.filter { clients[$0].relayed != nil }
+        let refreshed = setup.refresh(ok)
+        record(refreshed, as: "refresh", into: &report)
+        if !options.readyFile.isEmpty, let f = fopen(options.readyFile, "w") {
+            fputs("\(ok.count)\n", f)
+            fclose(f)
+        }
+        Report.note("holding \(ok.count) allocations for \(fmt(options.hold))s")
+        let end = Clock.now() + UInt64(options.hold * 1e9)
+        let refreshEvery = UInt64(max(Double(options.lifetime) / 2, 1) * 1e9)
+        var nextRefresh = Clock.now() + refreshEvery
+        while Clock.now() < end {
+            Clock.sleep(until: min(end, nextRefresh))
+            if Clock.now() >= nextRefresh && Clock.now() < end {
+                _ = setup.refresh(ok)
+                nextRefresh = Clock.now() + refreshEvery
+            }
+        }
+        report.set("held", ok.count)
+        record(setup.release(ok, seconds: 5), as: "release", into: &report)
+        ClientFleet.close(clients)
+        return "idle: \(ok.count)/\(options.idleAllocations) allocations up at \(fmt(tally.ratePerSecond, 0))/s, "
+            + "refresh ok \(refreshed.succeeded), failures \(tally.failuresJSON)"
+    }
+
+    /// Sets up the pairs, runs paced traffic, reports it, deletes the allocations.
+    static func traffic(_ options: BenchOptions, report: inout Report) throws -> String {
+        let clients = ClientFleet.make(count: 2 * options.pairs, options: options, bufferBytes: 4 << 20)
+        let setup = SetupPhase(clients: clients, options: options)
+        var echo: EchoPeer? = nil
+        if options.pattern == .externalPeer {
+            guard let peer = EchoPeer(ip: options.server.ip) else {
+                throw OptionError("cannot open the echo peer socket")
+            }
+            echo = peer
+        }
+        let all = Array(clients.indices)
+        let allocated = setup.allocate(all, bufferBytes: 4 << 20)
+        record(allocated, as: "setup", into: &report)
+        for c in clients {
+            if let echo { c.peer = echo.address } else { c.peer = clients[c.index ^ 1].relayed }
+        }
+        // Pairs (or, with an echo peer, single clients) whose allocations all succeeded.
+        let usable = all.filter { i in
+            clients[i].relayed != nil && (echo != nil || (clients[i ^ 1].relayed != nil))
+        }
+        let connected = setup.connect(usable, channels: !options.sendIndications)
+        record(connected, as: "connect", into: &report)
+        let active = usable.map { clients[$0] }
+        var position: [Int: Int] = [:]
+        for (p, c) in active.enumerated() { position[c.index] = p }
+        let expected = active.map { c in echo != nil ? position[c.index]! : position[c.index ^ 1] ?? -1 }
+        report.set("active_clients", active.count)
+        guard !active.isEmpty else {
+            ClientFleet.close(clients)
+            return "no client finished setup: allocate failures \(allocated.failuresJSON), "
+                + "permission/channel failures \(connected.failuresJSON)"
+        }
+        let summary = try DataPhase(options: options, clients: active, expectedFlow: expected).run(
+            into: &report, echo: echo)
+        record(setup.release(usable), as: "release", into: &report)
+        ClientFleet.close(clients)
+        let failures = allocated.failed + connected.failed
+        return "\(options.pattern.rawValue) \(options.payloadSize)B @\(fmt(options.rate, 0))/s, "
+            + "\(active.count) clients (setup failures \(failures)): " + summary
+    }
+
+    /// Adds a tally's fields under `prefix`.
+    static func record(_ tally: SetupTally, as prefix: String, into report: inout Report) {
+        report.set("\(prefix)_ok", tally.succeeded)
+        report.set("\(prefix)_failed", tally.failed)
+        report.setRaw("\(prefix)_failures", tally.failuresJSON)
+        report.set("\(prefix)_retransmits", tally.retransmits)
+        report.set("\(prefix)_reopened_after_437", tally.reopened)
+        report.set("\(prefix)_rate", tally.ratePerSecond)
+        report.set("\(prefix)_seconds", Double(tally.elapsedNs) / 1e9)
+    }
+}

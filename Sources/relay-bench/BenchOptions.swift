@@ -1,0 +1,130 @@
+import StunCodec
+
+/// relay-bench's command line.
+struct BenchOptions {
+    enum Pattern: String { case clientToClient = "client-to-client", externalPeer = "external-peer" }
+    enum Transport: String { case udp, tls }
+
+    var server = TransportAddress(ip: IPAddress(ipv4: 0x7F00_0001), port: 3478)
+    var secret = ""
+    var realm = ""
+    var pairs = 50
+    var payloadSize = 100
+    var rate = 10_000.0
+    var duration = 5.0
+    var warmup = 1.0
+    var pattern = Pattern.clientToClient
+    var sendIndications = false
+    var idleAllocations = 0
+    var hold = 10.0
+    var setupOnly = false
+    var allocations = 0
+    var window = 64
+    var lifetime: UInt32 = 600
+    var serverPID: Int32 = 0
+    var readyFile = ""
+    var transport = Transport.udp
+    var drainMs = 300
+    var label = ""
+
+    static let usage = """
+        usage: relay-bench --server IP:PORT --secret SECRET [options]
+          --pattern client-to-client|external-peer   traffic pattern (default client-to-client)
+          --pairs N            client pairs, each client with its own socket (default 50)
+          --payload BYTES      application payload per packet, >= 32 (default 100)
+          --rate PPS           messages per second, all clients together (default 10000)
+          --duration S         measured seconds (default 5); --warmup S before it (default 1)
+          --send-indications   Send/Data indications instead of ChannelData
+          --setup-only         only measure allocation setup rate (401 + authenticated Allocate)
+          --allocations N      allocations for --setup-only (default 2 x pairs)
+          --idle-allocations N create N allocations, refresh them once, hold them --hold S (default 10)
+          --ready-file PATH    written once the idle allocations are all up
+          --window N           TURN transactions in flight during setup (default 64)
+          --lifetime S         requested allocation lifetime (default 600)
+          --server-pid PID     sample this process's CPU over the measurement window
+          --realm REALM        expected realm (informational; the 401's realm is used)
+          --transport udp|tls  client transport; with tls, --server is the TLS port and each client
+                               has its own TLS connection (single-threaded send/receive loop)
+          --drain-ms MS        wait after the last send before counting (default 300)
+          --label TEXT         copied into the JSON line
+        Output: one JSON line (starts with '{') and one human-readable line.
+        """
+
+    /// Parses `arguments` (without the program name); throws a message on bad input.
+    static func parse(_ arguments: [String]) throws(OptionError) -> BenchOptions {
+        var o = BenchOptions()
+        var it = arguments.makeIterator()
+        func value(_ name: String) throws(OptionError) -> String {
+            guard let v = it.next() else { throw OptionError("\(name) needs a value") }
+            return v
+        }
+        func number(_ name: String) throws(OptionError) -> Double {
+            let text = try value(name)
+            guard let v = Double(text), v >= 0 else { throw OptionError("\(name): not a number: \(text)") }
+            return v
+        }
+        while let raw = it.next() {
+            // Accept --key=value as well as --key value.
+            var arg = raw
+            if raw.hasPrefix("--"), let eq = raw.firstIndex(of: "=") {
+                arg = String(raw[..<eq])
+                var rest = [String(raw[raw.index(after: eq)...])]
+                rest.append(contentsOf: Array(IteratorSequence(it)))
+                it = rest.makeIterator()
+            }
+            switch arg {
+            case "--server":
+                let text = try value(arg)
+                guard let a = TransportAddress(text), a.ip.family == .ipv4 else {
+                    throw OptionError("--server: want IPv4:PORT, got \(text)")
+                }
+                o.server = a
+            case "--secret": o.secret = try value(arg)
+            case "--realm": o.realm = try value(arg)
+            case "--pairs": o.pairs = Int(try number(arg))
+            case "--payload": o.payloadSize = Int(try number(arg))
+            case "--rate": o.rate = try number(arg)
+            case "--duration": o.duration = try number(arg)
+            case "--warmup": o.warmup = try number(arg)
+            case "--pattern":
+                let text = try value(arg)
+                guard let p = Pattern(rawValue: text) else { throw OptionError("--pattern: \(text)?") }
+                o.pattern = p
+            case "--send-indications": o.sendIndications = true
+            case "--idle-allocations": o.idleAllocations = Int(try number(arg))
+            case "--hold": o.hold = try number(arg)
+            case "--setup-only": o.setupOnly = true
+            case "--allocations": o.allocations = Int(try number(arg))
+            case "--window": o.window = max(1, Int(try number(arg)))
+            case "--lifetime": o.lifetime = UInt32(try number(arg))
+            case "--server-pid": o.serverPID = Int32(try number(arg))
+            case "--ready-file": o.readyFile = try value(arg)
+            case "--transport":
+                let text = try value(arg)
+                guard let t = Transport(rawValue: text) else { throw OptionError("--transport: \(text)?") }
+                o.transport = t
+            case "--drain-ms": o.drainMs = Int(try number(arg))
+            case "--label": o.label = try value(arg)
+            case "-h", "--help": throw OptionError(usage, isHelp: true)
+            default: throw OptionError("unknown option \(raw)\n\(usage)")
+            }
+        }
+        guard !o.secret.isEmpty else { throw OptionError("--secret is required\n\(usage)") }
+        guard o.payloadSize >= PayloadFormat.minimumSize, o.payloadSize <= 1400 else {
+            throw OptionError("--payload must be within \(PayloadFormat.minimumSize)...1400")
+        }
+        guard o.pairs >= 1, o.rate > 0 else { throw OptionError("--pairs and --rate must be positive") }
+        if o.allocations == 0 { o.allocations = 2 * o.pairs }
+        return o
+    }
+}
+
+/// A command-line problem (or the help text).
+struct OptionError: Error {
+    let message: String
+    let isHelp: Bool
+    init(_ message: String, isHelp: Bool = false) {
+        self.message = message
+        self.isHelp = isHelp
+    }
+}

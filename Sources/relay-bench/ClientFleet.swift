@@ -1,0 +1,54 @@
+import COpenSSL
+import Glibc
+import StunCodec
+
+/// Creates the benchmark's clients: one UDP socket (or TLS connection) each, connected to the server, with
+/// REST credentials of their own.
+enum ClientFleet {
+    /// `count` clients; stops early (and says so) if the system runs out of sockets.
+    static func make(count: Int, options: BenchOptions, bufferBytes: Int32) -> [TurnClient] {
+        var clients: [TurnClient] = []
+        clients.reserveCapacity(count)
+        let expiry = 86_400
+        if options.transport == .tls {
+            guard let context = TLSStream.makeContext() else {
+                Report.note("cannot create a TLS client context")
+                return []
+            }
+            for i in 0..<count {
+                guard let stream = TLSStream(context: context, server: options.server) else {
+                    Report.note("TLS connection \(i + 1) of \(count) to \(options.server) failed (errno \(errno))")
+                    break
+                }
+                let credentials = RestCredentials(secret: options.secret, user: "bench\(i)", validForSeconds: expiry)
+                let client = TurnClient(index: i, fd: stream.fd, credentials: credentials)
+                client.stream = stream
+                clients.append(client)
+            }
+            SSL_CTX_free(context)  // reference-counted: the connections keep it alive
+            return clients
+        }
+        for i in 0..<count {
+            guard let fd = UDPEndpoint.open(ip: options.server.ip, bufferBytes: bufferBytes),
+                UDPEndpoint.connect(fd, to: options.server)
+            else {
+                Report.note("could only open \(i) of \(count) client sockets (errno \(errno)); raise ulimit -n")
+                break
+            }
+            let credentials = RestCredentials(secret: options.secret, user: "bench\(i)", validForSeconds: expiry)
+            clients.append(TurnClient(index: i, fd: fd, credentials: credentials))
+        }
+        return clients
+    }
+
+    /// Closes every client's socket.
+    static func close(_ clients: [TurnClient]) {
+        for client in clients {
+            if client.stream != nil {
+                client.stream = nil  // TLSStream closes its socket
+            } else {
+                _ = Glibc.close(client.fd)
+            }
+        }
+    }
+}

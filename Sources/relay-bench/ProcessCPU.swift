@@ -1,0 +1,54 @@
+import Glibc
+
+/// CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID).
+enum ThreadCPU {
+    static func seconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// CPU time and memory of a process, read from /proc (the server's) or getrusage (our own).
+enum ProcessCPU {
+    /// utime + stime of process `pid` in seconds (all threads), from /proc/PID/stat.
+    static func seconds(pid: Int32) -> Double? {
+        guard let text = readFile("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+        // Fields after "comm)": state is field 3; utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let utime = Double(fields[11]), let stime = Double(fields[12]) else { return nil }
+        return (utime + stime) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// VmRSS of process `pid` in bytes, from /proc/PID/status.
+    static func residentBytes(pid: Int32) -> Int? {
+        guard let text = readFile("/proc/\(pid)/status") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            if parts.count >= 2, let kb = Int(parts[1]) { return kb * 1024 }
+        }
+        return nil
+    }
+
+    /// This process's user + system CPU seconds (all threads).
+    static func ownSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// A small text file's contents.
+    static func readFile(_ path: String) -> String? {
+        guard let f = fopen(path, "r") else { return nil }
+        defer { fclose(f) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, f)
+            if n <= 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

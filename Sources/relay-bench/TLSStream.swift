@@ -1,0 +1,101 @@
+import COpenSSL
+import Glibc
+import StunCodec
+
+/// One client's TURN-over-TLS connection (RFC 8656 §3.1): STUN messages and ChannelData (padded
+/// to 4 bytes, RFC 8656 §12.5) back to back in the TLS byte stream. The server's certificate is
+/// not verified (loopback benchmark with a throwaway self-signed certificate).
+///
+/// An SSL object must not be used from two threads at once, so TLS runs send and receive on
+/// one thread (see `TLSDataLoop`).
+final class TLSStream {
+    let ssl: OpaquePointer
+    let fd: Int32
+    private let buffer: UnsafeMutableRawBufferPointer
+    private var filled = 0
+
+    /// A client context shared by all connections (no verification, TLS 1.2+).
+    static func makeContext() -> OpaquePointer? {
+        guard let ctx = SSL_CTX_new(TLS_client_method()) else { return nil }
+        SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
+        return ctx
+    }
+
+    /// Connects (TCP, then the TLS handshake, both blocking) and leaves the socket non-blocking.
+    init?(context: OpaquePointer, server: TransportAddress) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
+        var sa = UDPEndpoint.sockaddrIn(server)
+        let connected = withUnsafePointer(to: &sa) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected, let ssl = SSL_new(context) else {
+            close(fd)
+            return nil
+        }
+        SSL_set_fd(ssl, fd)
+        guard SSL_connect(ssl) == 1 else {
+            SSL_free(ssl)
+            close(fd)
+            return nil
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        self.ssl = ssl
+        self.fd = fd
+        buffer = .allocate(byteCount: 1 << 17, alignment: 16)
+    }
+
+    deinit {
+        SSL_free(ssl)
+        close(fd)
+        buffer.deallocate()
+    }
+
+    /// Writes all of `bytes` as one TLS record, waiting (up to 1 s) while the socket is full;
+    /// false on error or timeout.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        for _ in 0..<100 {
+            let n = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
+            if n == bytes.count { return true }
+            let error = SSL_get_error(ssl, n)
+            guard error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ else { return false }
+            var pfd = pollfd(fd: fd, events: Int16(error == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN), revents: 0)
+            _ = poll(&pfd, 1, 10)
+        }
+        return false
+    }
+
+    /// Reads whatever has arrived and calls `body` with each whole frame (a STUN message or a
+    /// padded ChannelData message). Returns false when the connection is closed or broken.
+    @discardableResult
+    func readFrames(_ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        while true {
+            if filled == buffer.count { return false }  // a frame larger than the buffer: broken
+            let n = SSL_read(ssl, buffer.baseAddress! + filled, Int32(buffer.count - filled))
+            if n <= 0 {
+                let error = SSL_get_error(ssl, n)
+                return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+            }
+            filled += Int(n)
+            var start = 0
+            while filled - start >= 4 {
+                let base = buffer.baseAddress! + start
+                let length = Int(UInt16(bigEndian: base.loadUnaligned(fromByteOffset: 2, as: UInt16.self)))
+                let first = base.load(as: UInt8.self)
+                let size = first & 0xC0 == 0 ? 20 + length : 4 + ((length + 3) & ~3)
+                guard filled - start >= size else { break }
+                body(UnsafeRawBufferPointer(start: base, count: size))
+                start += size
+            }
+            if start > 0 {
+                if start < filled { memmove(buffer.baseAddress!, buffer.baseAddress! + start, filled - start) }
+                filled -= start
+            }
+        }
+    }
+}

@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# relayd vs coturn, side by side on loopback (issue #6). Builds release binaries, then for each
+# repetition starts relayd and coturn in turn (the order alternates between repetitions; the
+# two servers never run at the same time) with equivalent settings and drives each with the
+# same relay-bench workloads:
+#   - memory per allocation: RSS delta (VmRSS) with 10,000 idle allocations;
+#   - allocation setup rate: 401 + authenticated Allocate, N fresh clients, 64 in flight;
+#   - per pattern (client-to-client, external-peer) and payload (100 B, 1200 B) over UDP, and
+#     client-to-client 100 B over TLS (one TLS connection per client):
+#       * a fixed moderate load: server CPU seconds per million relayed packets (utime+stime
+#         from /proc/PID/stat over the measurement window) and p99 latency;
+#       * a bounded step search for the highest paced rate with loss <= 0.1 %.
+# It prints one table of medians with the ratio relayd/coturn.
+#
+#   scripts/bench.sh [--quick] [--reps N] [--skip-build] [--out DIR]
+#
+# --quick: one repetition, shorter runs, fewer rate steps (about 5 minutes).
+# Default: 3 repetitions (about 20-25 minutes). RELAYD_BIN overrides the relayd binary.
+# Only loopback is used. Servers are stopped by PID on exit.
+#
+# Equivalence notes:
+# - Both: REST auth (use-auth-secret, same secret and realm), listener 127.0.0.1 on a free
+#   port (never 3478), relay-ip 127.0.0.1, the same relay port range, allow-loopback-peers,
+#   UDP plus a TLS listener (self-signed P-256 certificate from conf/make-test-cert.sh, no
+#   plain TCP listener), default relay threads (relayd: one per CPU; coturn: one
+#   general relay thread per CPU), logs to a file in the work directory.
+# - The relay port range sits just below the kernel's ephemeral range, so relay-bench's own
+#   client sockets (ephemeral ports) never take the servers' relay ports.
+# - relayd limits 401s and new allocations per source IP (unauth-rate-limit,
+#   allocate-rate-limit); every bench client is 127.0.0.1, so relayd gets 1,000,000/s for both.
+#   coturn 4.6 has no equivalent per-IP limit, so it needs nothing. relayd also gets
+#   drain-timeout=0 so SIGTERM stops it at once, as it does coturn.
+# - relayd's HTTP API gets a free loopback port; prometheus stays off (its default).
+# - Nothing is pinned to CPUs: the 2-core VM runs server and load generator together, as a
+#   pinned layout would only hide the contention both servers face equally.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export PATH="/opt/swift/usr/bin:$PATH"
+
+QUICK=0
+REPS=3
+BUILD=1
+OUT=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=1; REPS=1 ;;
+        --reps) REPS="$2"; shift ;;
+        --reps=*) REPS="${1#*=}" ;;
+        --skip-build) BUILD=0 ;;
+        --out) OUT="$2"; shift ;;
+        --out=*) OUT="${1#*=}" ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+log() { printf 'bench.sh: %s\n' "$*" >&2; }
+
+# --- parameters --------------------------------------------------------------------------
+IDLE_ALLOCATIONS=10000
+PAIRS=50                 # 100 clients, each with its own socket
+FIXED_RATE=20000         # messages/s for the CPU and latency measurement (40,000 relayed pkt/s)
+if [ "$QUICK" = 1 ]; then
+    SETUP_ALLOCATIONS=2000
+    FIXED_DURATION=3
+    STEP_DURATION=1.5
+    RATE_STEPS="20000 40000 60000 90000 130000"
+    TLS_STEPS="10000 20000 40000"
+    IDLE_HOLD=2
+else
+    SETUP_ALLOCATIONS=5000
+    FIXED_DURATION=5
+    STEP_DURATION=3
+    RATE_STEPS="20000 40000 60000 80000 100000 130000 160000 200000"
+    TLS_STEPS="10000 20000 30000 40000 60000 80000"
+    IDLE_HOLD=3
+fi
+PATTERNS="client-to-client external-peer"
+PAYLOADS="100 1200"
+TLS_RATE=10000           # the TLS workload's fixed load (client-to-client, 100 B)
+SECRET="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+REALM="bench.local"
+
+# --- build and tools -----------------------------------------------------------------------
+if [ "$BUILD" = 1 ]; then
+    log "building release binaries in .build-bench"
+    swift build --quiet -c release --scratch-path .build-bench --product relayd
+    swift build --quiet -c release --scratch-path .build-bench --product relay-bench
+fi
+BIN=$(swift build -c release --scratch-path .build-bench --show-bin-path)
+RELAYD="${RELAYD_BIN:-$BIN/relayd}"
+BENCH="$BIN/relay-bench"
+[ -x "$RELAYD" ] || { log "relayd not found at $RELAYD"; exit 1; }
+[ -x "$BENCH" ] || { log "relay-bench not found at $BENCH"; exit 1; }
+if ! command -v turnserver >/dev/null 2>&1; then
+    log "installing coturn (apt-get)"
+    apt-get install -y coturn >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y coturn >/dev/null; }
+fi
+command -v python3 >/dev/null || { log "python3 is needed for the table"; exit 1; }
+
+# 10,000 allocations need 10,000 relay sockets in the server and 10,000 client sockets here.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((IDLE_ALLOCATIONS + 1000)) ]; then
+    log "ulimit -n is $(ulimit -n): too low for $IDLE_ALLOCATIONS allocations"
+fi
+
+WORK=$(mktemp -d /tmp/relayd-bench.XXXXXX)
+# Private copies: a rebuild in the shared tree during the run cannot swap binaries under it.
+mkdir -p "$WORK/bin"
+cp "$RELAYD" "$WORK/bin/relayd"
+cp "$BENCH" "$WORK/bin/relay-bench"
+RELAYD="$WORK/bin/relayd"
+BENCH="$WORK/bin/relay-bench"
+OUT="${OUT:-$WORK}"
+mkdir -p "$OUT"
+RESULTS="$OUT/results.jsonl"
+: > "$RESULTS"
+"$ROOT/conf/make-test-cert.sh" "$WORK/tls" >/dev/null
+
+# --- ports ---------------------------------------------------------------------------------
+free_port() {
+    python3 - "$@" <<'EOF'
+import socket, sys
+lo, hi = int(sys.argv[1]), int(sys.argv[2])
+for _ in range(200):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]; s.close()
+    if port == 3478 or lo <= port <= hi: continue
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try: t.bind(("127.0.0.1", port)); print(port); break
+    except OSError: pass
+    finally: t.close()
+EOF
+}
+read -r EPHEMERAL_LOW _ < /proc/sys/net/ipv4/ip_local_port_range
+MAX_PORT=$((EPHEMERAL_LOW - 1))
+MIN_PORT=$((MAX_PORT - 19999))
+[ "$MIN_PORT" -ge 1024 ] || MIN_PORT=1024
+IN_USE=$(ss -Huan 2>/dev/null | awk -v lo="$MIN_PORT" -v hi="$MAX_PORT" \
+    '{n=split($4,a,":"); p=a[n]+0; if (p>=lo && p<=hi) c++} END {print c+0}')
+log "relay port range $MIN_PORT-$MAX_PORT ($((MAX_PORT - MIN_PORT + 1)) ports, $IN_USE in use by others)"
+
+# --- servers -------------------------------------------------------------------------------
+SERVER_PID=""
+cleanup() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    SERVER_PID=""
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start_server KIND: starts relayd or coturn on fresh ports and waits until it listens.
+start_server() {
+    local kind=$1 dir="$WORK/$1"
+    mkdir -p "$dir"
+    PORT=$(free_port "$MIN_PORT" "$MAX_PORT")
+    TLS_PORT=$(free_port "$MIN_PORT" "$MAX_PORT")
+    while [ "$TLS_PORT" = "$PORT" ]; do TLS_PORT=$(free_port "$MIN_PORT" "$MAX_PORT"); done
+    local common=(
+        --listening-ip=127.0.0.1 "--listening-port=$PORT" --relay-ip=127.0.0.1
+        "--min-port=$MIN_PORT" "--max-port=$MAX_PORT"
+        --use-auth-secret "--static-auth-secret=$SECRET" "--realm=$REALM"
+        --allow-loopback-peers --no-tcp
+        "--tls-listening-port=$TLS_PORT" "--cert=$WORK/tls/cert.pem" "--pkey=$WORK/tls/pkey.pem"
+    )
+    if [ "$kind" = relayd ]; then
+        local api
+        api=$(free_port "$MIN_PORT" "$MAX_PORT")
+        while [ "$api" = "$PORT" ] || [ "$api" = "$TLS_PORT" ]; do api=$(free_port "$MIN_PORT" "$MAX_PORT"); done
+        : > "$dir/relayd.conf"
+        "$RELAYD" -c "$dir/relayd.conf" "${common[@]}" \
+            --api-listening-ip=127.0.0.1 "--api-listening-port=$api" \
+            --unauth-rate-limit=1000000 --allocate-rate-limit=1000000 --drain-timeout=0 \
+            "--log-file=$dir/relayd-file.log" >>"$dir/relayd.log" 2>&1 &
+    else
+        rm -f "$dir/turndb"
+        turnserver -n "${common[@]}" --no-dtls --no-cli --no-rfc5780 \
+            "--log-file=$dir/coturn.log" --simple-log --no-stdout-log \
+            "--pidfile=$dir/turnserver.pid" "--userdb=$dir/turndb" >>"$dir/coturn.out" 2>&1 &
+    fi
+    SERVER_PID=$!
+    for _ in $(seq 100); do
+        if ss -Huln "sport = :$PORT" 2>/dev/null | grep -q .; then sleep 0.3; return 0; fi
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    log "$kind did not start; see $dir"
+    tail -5 "$dir"/*.log "$dir"/*.out 2>/dev/null >&2 || true
+    exit 1
+}
+
+# bench KIND REP WORKLOAD ARGS...: one relay-bench run; its JSON line (tagged) goes to RESULTS
+# and is also echoed to stdout.
+bench() {
+    local kind=$1 rep=$2 workload=$3
+    shift 3
+    local line target="127.0.0.1:$PORT"
+    [ "${1:-}" = "--transport" ] && [ "${2:-}" = tls ] && target="127.0.0.1:$TLS_PORT"
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+        log "$kind (pid $SERVER_PID) is gone before $workload"
+        return 1
+    fi
+    line=$("$BENCH" --server "$target" --secret "$SECRET" --realm "$REALM" \
+        --server-pid "$SERVER_PID" --label "$kind/$workload" "$@" 2>>"$WORK/relay-bench.err" | grep '^{' || true)
+    if [ -z "$line" ]; then
+        log "relay-bench gave no result for $kind $workload"
+        return 1
+    fi
+    python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d.update(server=sys.argv[2], rep=int(sys.argv[3]), workload=sys.argv[4]); print(json.dumps(d))' \
+        "$line" "$kind" "$rep" "$workload" >>"$RESULTS"
+    LAST="$line"
+}
+
+jfield() { python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], ""))' "$LAST" "$1"; }
+
+# run_server KIND REP: every workload against a fresh KIND.
+run_server() {
+    local kind=$1 rep=$2
+    log "rep $rep: $kind"
+
+    # Memory with idle allocations (fresh server, baseline after start-up).
+    start_server "$kind"
+    local ready="$WORK/ready.$kind.$rep" base held rss
+    rm -f "$ready"
+    base=$(awk '/^VmRSS:/ {print $2}' "/proc/$SERVER_PID/status")
+    "$BENCH" --server "127.0.0.1:$PORT" --secret "$SECRET" --idle-allocations "$IDLE_ALLOCATIONS" \
+        --hold "$IDLE_HOLD" --window 256 --ready-file "$ready" --label "$kind/idle" \
+        >"$WORK/idle.$kind.$rep.out" 2>>"$WORK/relay-bench.err" &
+    local bpid=$!
+    while [ ! -f "$ready" ] && kill -0 "$bpid" 2>/dev/null; do sleep 0.1; done
+    sleep 1
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$SERVER_PID/status" 2>/dev/null || echo 0)
+    wait "$bpid" || true
+    held=$(cat "$ready" 2>/dev/null || echo 0)
+    python3 - "$kind" "$rep" "$base" "$rss" "$held" "$WORK/idle.$kind.$rep.out" >>"$RESULTS" <<'EOF'
+import json, sys
+kind, rep, base, rss, held, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+d = {}
+for line in open(path):
+    if line.startswith("{"): d = json.loads(line)
+d.update(server=kind, rep=rep, workload="idle", rss_base_kb=base, rss_held_kb=rss, held=held,
+         bytes_per_allocation=(rss - base) * 1024 / held if held else None)
+print(json.dumps(d))
+EOF
+    cleanup
+
+    start_server "$kind"
+    bench "$kind" "$rep" setup --setup-only --allocations "$SETUP_ALLOCATIONS" --window 64 || true
+    local pattern payload rate loss failed
+    for pattern in $PATTERNS; do
+        for payload in $PAYLOADS; do
+            bench "$kind" "$rep" "fixed/$pattern/$payload" --pattern "$pattern" --payload "$payload" \
+                --pairs "$PAIRS" --rate "$FIXED_RATE" --duration "$FIXED_DURATION" --warmup 1 || true
+            for rate in $RATE_STEPS; do
+                bench "$kind" "$rep" "step/$pattern/$payload/$rate" --pattern "$pattern" --payload "$payload" \
+                    --pairs "$PAIRS" --rate "$rate" --duration "$STEP_DURATION" --warmup 0.5 --drain-ms 200 || break
+                loss=$(jfield loss_pct)
+                failed=$(jfield setup_failed)
+                log "  $kind $pattern ${payload}B @$rate/s: loss $loss%"
+                python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 0.1 and sys.argv[2] in ("0","") else 1)' \
+                    "$loss" "$failed" || break
+            done
+        done
+    done
+    bench "$kind" "$rep" "fixed/tls-client-to-client/100" --transport tls --pattern client-to-client \
+        --payload 100 --pairs "$PAIRS" --rate "$TLS_RATE" --duration "$FIXED_DURATION" --warmup 1 || true
+    for rate in $TLS_STEPS; do
+        bench "$kind" "$rep" "step/tls-client-to-client/100/$rate" --transport tls --pattern client-to-client \
+            --payload 100 --pairs "$PAIRS" --rate "$rate" --duration "$STEP_DURATION" --warmup 0.5 --drain-ms 300 || break
+        loss=$(jfield loss_pct)
+        failed=$(jfield setup_failed)
+        log "  $kind TLS client-to-client 100B @$rate/s: loss $loss%"
+        python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 0.1 and sys.argv[2] in ("0","") else 1)' \
+            "$loss" "$failed" || break
+    done
+    cleanup
+}
+
+START=$(date +%s)
+for rep in $(seq "$REPS"); do
+    if [ $((rep % 2)) = 1 ]; then order="relayd coturn"; else order="coturn relayd"; fi
+    for kind in $order; do run_server "$kind" "$rep"; done
+done
+ELAPSED=$(( $(date +%s) - START ))
+
+# --- table ---------------------------------------------------------------------------------
+COTURN_VERSION=$(turnserver --version 2>/dev/null | head -1 || echo "?")
+python3 - "$RESULTS" "$REPS" "$FIXED_RATE" "$IDLE_ALLOCATIONS" "$SETUP_ALLOCATIONS" "$RATE_STEPS" "$TLS_RATE" "$TLS_STEPS" <<'EOF'
+import json, statistics, sys
+path, reps, fixed, idle, setup_n, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6].split()
+tls_rate, tls_steps = int(sys.argv[7]), sys.argv[8].split()
+rows = [json.loads(l) for l in open(path) if l.strip()]
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+def pick(server, workload, key):
+    return med([r.get(key) for r in rows if r["server"] == server and r["workload"] == workload])
+def maxrate(server, pattern, payload):
+    best = []
+    for rep in range(1, reps + 1):
+        ok = 0
+        for r in rows:
+            if r["server"] != server or r["rep"] != rep or not r["workload"].startswith(f"step/{pattern}/{payload}/"):
+                continue
+            if r.get("loss_pct", 100) <= 0.1 and r.get("setup_failed", 0) == 0:
+                ok = max(ok, int(r["workload"].rsplit("/", 1)[1]))
+        best.append(ok)
+    return med(best)
+table = []
+def row(name, fn, unit, better):
+    a, b = fn("relayd"), fn("coturn")
+    ratio = f"{a / b:.2f}" if a is not None and b else "-"
+    f = lambda v: "-" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}")
+    table.append((name, f(a), f(b), ratio, unit, better))
+row(f"allocation setup rate ({setup_n} allocs, 401+Allocate)", lambda s: pick(s, "setup", "setup_rate"), "allocs/s", "higher")
+row(f"memory per idle allocation ({idle} held)", lambda s: (lambda v: v / 1024 if v is not None else None)(pick(s, "idle", "bytes_per_allocation")), "KiB", "lower")
+row(f"idle allocation setup rate ({idle})", lambda s: pick(s, "idle", "setup_rate"), "allocs/s", "higher")
+for pattern, payload in [(p, s) for p in ("client-to-client", "external-peer") for s in ("100", "1200")] + [("tls-client-to-client", "100")]:
+        w = f"fixed/{pattern}/{payload}"
+        basis = "rtt/2" if pattern == "external-peer" else "one-way"
+        fixed = tls_rate if pattern.startswith("tls") else int(sys.argv[3])
+        steps = tls_steps if pattern.startswith("tls") else sys.argv[6].split()
+        row(f"{pattern} {payload}B: server CPU per 1M relayed pkts @{fixed}/s", lambda s: pick(s, w, "server_cpu_s_per_mpkt"), "cpu-s", "lower")
+        row(f"{pattern} {payload}B: p99 latency ({basis}) @{fixed}/s", lambda s: pick(s, w, "lat_p99_us"), "us", "lower")
+        row(f"{pattern} {payload}B: p50 latency ({basis}) @{fixed}/s", lambda s: pick(s, w, "lat_p50_us"), "us", "lower")
+        row(f"{pattern} {payload}B: loss @{fixed}/s", lambda s: pick(s, w, "loss_pct"), "%", "lower")
+        row(f"{pattern} {payload}B: max paced rate, loss <= 0.1% (steps to {steps[-1]})", lambda s: maxrate(s, pattern, payload), "msg/s", "higher")
+        row(f"{pattern} {payload}B: relay-bench own CPU @{fixed}/s", lambda s: pick(s, w, "bench_cpu_pct"), "% of 1 core", "info")
+widths = [max(len(str(r[i])) for r in table + [("metric", "relayd", "coturn", "relayd/coturn", "unit", "better")]) for i in range(6)]
+def line(r): return "| " + " | ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)) + " |"
+print(line(("metric", "relayd", "coturn", "relayd/coturn", "unit", "better")))
+print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+for r in table: print(line(r))
+print(f"\nmedians of {reps} repetition(s); tls-client-to-client: every client on its own TLS connection (relay side UDP), relay-bench single-threaded for TLS")
+print("client-to-client: each message crosses the relay twice (2 relayed packets); external-peer: a round trip through relay-bench's own UDP echo peer (2 relayed packets), latency = RTT/2")
+EOF
+echo
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
+echo "coturn: $COTURN_VERSION; relayd: $("$RELAYD" --version 2>/dev/null | head -1)"
+echo "runtime ${ELAPSED}s; raw results: $RESULTS"
