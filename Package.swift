@@ -48,10 +48,17 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What the fuzz targets share: the libFuzzer driver/replay main, input files, the core
+        // fuzzer's operation decoder (also replayed over the corpus by RelayTests).
+        .target(
+            name: "RelayFuzzing",
+            dependencies: ["Relay", "StunCodec", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         // Decoder fuzzer: libFuzzer entry in Fuzz/; scripts/fuzz.sh builds it with -sanitize=fuzzer,address.
         .executableTarget(
             name: "stun-fuzz",
-            dependencies: ["StunCodec"],
+            dependencies: ["StunCodec", "RelayFuzzing"],
             path: "Fuzz",
             exclude: ["corpus", "make_corpus.py"],
             swiftSettings: strict
@@ -74,12 +81,12 @@ let package = Package(
         // Core state-machine fuzzer: arbitrary datagrams from arbitrary 5-tuples, manual clock.
         .executableTarget(
             name: "core-fuzz",
-            dependencies: ["Relay", "StunCodec"],
+            dependencies: ["Relay", "StunCodec", "RelayFuzzing"],
             path: "FuzzCore",
             exclude: ["corpus"],
             swiftSettings: strict
         ),
         .testTarget(name: "StunCodecTests", dependencies: ["StunCodec"], swiftSettings: strict),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "StunCodec"], swiftSettings: strict),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "StunCodec", "RelayFuzzing"], swiftSettings: strict),
     ]
 )

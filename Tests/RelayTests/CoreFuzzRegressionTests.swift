@@ -1,4 +1,5 @@
 import Foundation
+import RelayFuzzing
 import StunCodec
 import Testing
 
@@ -23,11 +24,5 @@ import Testing
         let bytes = try [UInt8](Data(contentsOf: Self.corpus.appendingPathComponent(name)))
         let failures = bytes.withUnsafeBytes { FuzzSession().run($0) }
         #expect(failures.isEmpty, "\(name): \(failures)")
-    }
-
-    @Test("The two copies of FuzzSession.swift are identical") func sharedDecoderInSync() throws {
-        let fuzzer = try Data(contentsOf: Self.root.appendingPathComponent("FuzzCore/FuzzSession.swift"))
-        let tests = try Data(contentsOf: Self.root.appendingPathComponent("Tests/RelayTests/Support/FuzzSession.swift"))
-        #expect(fuzzer == tests, "copy FuzzCore/FuzzSession.swift over Tests/RelayTests/Support/FuzzSession.swift")
     }
 }

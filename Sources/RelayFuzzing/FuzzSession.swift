@@ -2,9 +2,7 @@ import Logging
 import Relay
 import StunCodec
 
-// Shared verbatim by FuzzCore/ (core-fuzz) and Tests/RelayTests/Support/ (the corpus replay in
-// CoreFuzzRegressionTests, which also checks the two copies are identical): a test target
-// cannot import an executable target.
+// Used by core-fuzz (FuzzCore/) and by the corpus replay in CoreFuzzRegressionTests.
 
 /// One fuzz input driving a fresh `RelayCore` (RFC 8656 state machine) with fake relay sockets
 /// and a manual clock. The first byte holds flags (bit 0: authenticated prefix for clients 0
@@ -19,7 +17,7 @@ import StunCodec
 ///   16-bit length, payload (padded on streams)
 ///
 /// After every operation `checkInvariants` judges the outbox and the core's bookkeeping.
-final class FuzzSession {
+public final class FuzzSession {
     static let realm = "fuzz.test"
     static let secret = "core-fuzz-secret"
     static let start: Int64 = 1_700_000_000
@@ -42,7 +40,7 @@ final class FuzzSession {
     var serial: UInt64 = 0
     private(set) var failures: [String] = []
 
-    init() {
+    public init() {
         var c = RelayConfiguration()
         c.realm = Self.realm
         c.useAuthSecret = true
@@ -58,7 +56,7 @@ final class FuzzSession {
     }
 
     /// Runs `input` and ends every allocation; returns the broken invariants (empty when none).
-    func run(_ input: UnsafeRawBufferPointer) -> [String] {
+    public func run(_ input: UnsafeRawBufferPointer) -> [String] {
         var r = FuzzReader(input)
         let flags = r.byte()
         if flags & 1 != 0 {

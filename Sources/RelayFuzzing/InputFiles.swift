@@ -5,9 +5,9 @@
 #endif
 
 /// Reading replay inputs without Foundation: a path is a file, or a directory of files.
-enum InputFiles {
+public enum InputFiles {
     /// `path` itself, or the regular files directly inside it, sorted.
-    static func list(_ path: String) -> [String] {
+    public static func list(_ path: String) -> [String] {
         guard let dir = opendir(path) else { return [path] }
         defer { closedir(dir) }
         var files: [String] = []
@@ -21,7 +21,7 @@ enum InputFiles {
         return files.sorted()
     }
 
-    static func read(_ path: String) -> [UInt8]? {
+    public static func read(_ path: String) -> [UInt8]? {
         guard let file = fopen(path, "rb") else { return nil }
         defer { fclose(file) }
         var bytes: [UInt8] = []
