@@ -1,6 +1,6 @@
 /// CONNECTION-ID: identifies a TCP peer connection of a TCP allocation in Connect,
 /// ConnectionBind and ConnectionAttempt (RFC 6062 §6.2.1). Exactly 4 bytes, else `.badAttributeLength`.
-public struct ConnectionID: StunAttributeValue, Hashable {
+public struct ConnectionID: UInt32Attribute, Hashable {
     public var value: UInt32
 
     @inlinable
@@ -8,18 +8,4 @@ public struct ConnectionID: StunAttributeValue, Hashable {
 
     @inlinable
     public static var attributeType: AttributeType { .connectionID }
-
-    @inlinable
-    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
-        guard value.count == 4 else { throw .badAttributeLength(Self.attributeType) }
-        self.value = value.loadUnaligned(as: UInt32.self).bigEndian
-    }
-
-    @inlinable
-    public var encodedLength: Int { 4 }
-
-    @inlinable
-    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
-        value.storeBytes(of: self.value.bigEndian, as: UInt32.self)
-    }
 }

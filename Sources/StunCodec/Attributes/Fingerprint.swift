@@ -2,7 +2,7 @@
 ///
 /// For inspection: `StunMessage(parsing:)` already verified it, and
 /// `StunMessageWriter.appendFingerprint()` computes it.
-public struct Fingerprint: StunAttributeValue, Hashable {
+public struct Fingerprint: UInt32Attribute, Hashable {
     public var value: UInt32
 
     @inlinable
@@ -10,18 +10,4 @@ public struct Fingerprint: StunAttributeValue, Hashable {
 
     @inlinable
     public static var attributeType: AttributeType { .fingerprint }
-
-    @inlinable
-    public init(decoding value: UnsafeRawBufferPointer, transactionID: TransactionID) throws(StunDecodeError) {
-        guard value.count == 4 else { throw .badAttributeLength(Self.attributeType) }
-        self.value = value.loadUnaligned(as: UInt32.self).bigEndian
-    }
-
-    @inlinable
-    public var encodedLength: Int { 4 }
-
-    @inlinable
-    public func encode(into value: UnsafeMutableRawBufferPointer, transactionID: TransactionID) {
-        value.storeBytes(of: self.value.bigEndian, as: UInt32.self)
-    }
 }
