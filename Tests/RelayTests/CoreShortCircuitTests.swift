@@ -81,8 +81,11 @@ import Testing
 
     @Test("A peer on another port of the relay address that is no allocation goes out through the socket")
     func notAnAllocation() throws {
-        let (harness, a, _, _, relayedB) = try pair()
-        let other = TransportAddress(ip: relayedB.ip, port: CoreFixture.maxPort)
+        let (harness, a, _, relayedA, relayedB) = try pair()
+        // A relay port neither allocation holds (ports are picked at random).
+        let port = try #require(
+            (CoreFixture.minPort...CoreFixture.maxPort).first { $0 != relayedA.port && $0 != relayedB.port })
+        let other = TransportAddress(ip: relayedB.ip, port: port)
         #expect(try a.createPermission([other]).isSuccess)
         let sent = harness.receive(
             try StunTestMessages.sendIndication(to: other, payload: [1, 2]), from: CoreFixture.clientA)
