@@ -35,19 +35,19 @@ final class RelayFixture {
         c.minPort = 50000
         c.maxPort = 50099
         let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: QuotaTracker(userQuota: 0, totalQuota: 0))
-        let placeholder = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
-        toPeer = UnsafeRawBufferPointer(placeholder)
-        let second = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
-        toB = UnsafeRawBufferPointer(second)
+        let channelDataToPeer = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
+        toPeer = UnsafeRawBufferPointer(channelDataToPeer)
+        let channelDataToB = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
+        toB = UnsafeRawBufferPointer(channelDataToB)
         peerBuffer = UnsafeMutableRawBufferPointer.allocate(
             byteCount: RelayCore.peerHeadroom + 100 + RelayCore.peerTailroom, alignment: 16)
         core = RelayCore(
             context: context, sockets: provider, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
-        ChannelDataMessage.writeHeader(into: placeholder, channelNumber: 0x4001, length: 100)
-        ChannelDataMessage.writeHeader(into: second, channelNumber: 0x4002, length: 100)
+        ChannelDataMessage.writeHeader(into: channelDataToPeer, channelNumber: 0x4001, length: 100)
+        ChannelDataMessage.writeHeader(into: channelDataToB, channelNumber: 0x4002, length: 100)
         for i in 4..<104 {
-            placeholder[i] = UInt8(truncatingIfNeeded: i)
-            second[i] = UInt8(truncatingIfNeeded: i)
+            channelDataToPeer[i] = UInt8(truncatingIfNeeded: i)
+            channelDataToB[i] = UInt8(truncatingIfNeeded: i)
         }
         relayedA = try allocate(from: Self.clientA)
         relayedB = try allocate(from: Self.clientB)

@@ -101,14 +101,20 @@ extension RelayCore {
         _ allocation: Allocation, from peer: TransportAddress, buffer: UnsafeMutableRawBufferPointer,
         payload: Range<Int>, now: Int64
     ) -> Bool {
-        guard allocation.hasPermission(for: peer.ip, now: now) else { counters.drop(.noPermission)
-            return false }
+        guard allocation.hasPermission(for: peer.ip, now: now) else {
+            counters.drop(.noPermission)
+            return false
+        }
         // A permission is per IP (RFC 8656 §9), but the policy judges the whole transport address:
         // e.g. a permission for a relay address must not let the host's other ports in.
-        guard context.policy.isAllowed(peer) else { counters.drop(.policy)
-            return false }
-        guard outbox.packets.count < outbox.packetCapacity else { counters.drop(.outboxFull)
-            return false }
+        guard context.policy.isAllowed(peer) else {
+            counters.drop(.policy)
+            return false
+        }
+        guard outbox.packets.count < outbox.packetCapacity else {
+            counters.drop(.outboxFull)
+            return false
+        }
         precondition(payload.lowerBound >= RelayCore.peerHeadroom && payload.upperBound + RelayCore.peerTailroom <= buffer.count)
         let stream = allocation.origin.fiveTuple.transport.isStream
         let framed: UnsafeRawBufferPointer
@@ -135,7 +141,7 @@ extension RelayCore {
                 framed = UnsafeRawBufferPointer(rebasing: buffer[start..<start + w.count])
             } catch {
                 counters.drop(.outboxFull)
-            return false
+                return false
             }
         }
         outbox.enqueue(framed, route: .client(allocation.origin))

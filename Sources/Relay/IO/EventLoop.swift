@@ -15,14 +15,14 @@ final class EventLoop: RelaySocketProvider {
     let sender: SendBatch
     var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
     var relayEvents: [Int32: OpaquePointer] = [:]
-    var timer: OpaquePointer?
+    var timer: LoopEvent?
     var pendingClose: [Int32] = []
     /// Called after each sweep with the core, for publishing metrics snapshots.
     var onTick: ((RelayCore) -> Void)?
     /// Called on this thread every `publishInterval` and once at the end of `run()`, to publish
     /// a metrics snapshot of the core (the scrape shows traffic within that interval).
     var onPublish: ((RelayCore) -> Void)?
-    var publishTimer: OpaquePointer?
+    var publishTimer: LoopEvent?
     /// New contexts from the main thread (reload, drain), and the event that wakes this loop for them.
     let mailbox: LoopMailbox
     var mailboxEvent: OpaquePointer?
@@ -35,7 +35,7 @@ final class EventLoop: RelaySocketProvider {
     var slotsInUse = 0
     /// Activated when relay-socket reads queued packets: runs after the iteration's other
     /// ready events and flushes them all at once.
-    var flushEvent: OpaquePointer?
+    var flushEvent: LoopEvent?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
         base = event_base_new()
@@ -55,9 +55,9 @@ final class EventLoop: RelaySocketProvider {
             event_free(event)
             close(fd)
         }
-        if let timer { event_free(timer) }
-        if let publishTimer { event_free(publishTimer) }
-        if let flushEvent { event_free(flushEvent) }
+        timer = nil
+        publishTimer = nil
+        flushEvent = nil
         if let mailboxEvent {
             mailbox.detach()
             event_free(mailboxEvent)
@@ -80,27 +80,16 @@ final class EventLoop: RelaySocketProvider {
 
     /// Runs until `stop()`; sweeps expired state once a second.
     func run() {
-        timer = event_new(base, -1, Int16(EV_PERSIST), { _, _, arg in
-            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().tick()
-        }, opaqueSelf)
-        var second = timeval(tv_sec: 1, tv_usec: 0)
-        event_add(timer, &second)
-        if onPublish != nil {
-            publishTimer = event_new(base, -1, Int16(EV_PERSIST), { _, _, arg in
-                let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue()
-                loop.onPublish?(loop.core)
-            }, opaqueSelf)
-            var interval = EventLoop.publishInterval
-            event_add(publishTimer, &interval)
+        timer = LoopEvent(base: base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in tick() }
+        if let onPublish {
+            publishTimer = LoopEvent(base: base, every: EventLoop.publishInterval) { [unowned self] in onPublish(core) }
         }
         mailboxEvent = event_new(base, -1, 0, { _, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().applyMail()
         }, opaqueSelf)
         mailbox.attach(mailboxEvent!)
         applyMail()
-        flushEvent = event_new(base, -1, 0, { _, _, arg in
-            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().flush()
-        }, opaqueSelf)
+        flushEvent = LoopEvent(base: base) { [unowned self] in flush() }
         event_base_dispatch(base)
         mailbox.detach()
         core.shutdown(now: EventLoop.now())
@@ -163,7 +152,6 @@ final class EventLoop: RelaySocketProvider {
             let first = slotsInUse
             let n = batch.receive(from: fd, slots: first..<batch.count)
             if n == 0 { break }
-            slotsInUse += n
             for i in first..<first + n {
                 guard let length = batch.length(i), let peer = SocketAddress.read(batch.source(i)) else {
                     core.counters.drop(.malformed)
@@ -174,9 +162,12 @@ final class EventLoop: RelaySocketProvider {
                     now: now)
                 if core.outbox.needsFlush { flush() }
             }
+            // Set after the loop: a flush inside it resets the count while later packets of
+            // this batch, queued after it, still point into slots up to `first + n`.
+            slotsInUse = first + n
             if n < batch.count - first { break }
         }
-        if !core.outbox.packets.isEmpty, let flushEvent { event_active(flushEvent, EV_TIMEOUT, 0) }
+        if !core.outbox.packets.isEmpty { flushEvent?.activate() }
     }
 
     // MARK: Writing

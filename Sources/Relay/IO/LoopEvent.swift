@@ -1,7 +1,8 @@
 import CLibevent
 import Glibc
 
-/// A libevent timer or signal event that runs a closure on the thread of its `event_base`.
+/// A libevent timer, signal or manually activated event that runs a closure on the thread of
+/// its `event_base`.
 /// Freed with the object (or by `cancel()`), so its owner decides its lifetime.
 final class LoopEvent {
     private var event: OpaquePointer?
@@ -20,6 +21,17 @@ final class LoopEvent {
         self.action = action
         event = event_new(base, signal, Int16(EV_SIGNAL | EV_PERSIST), LoopEvent.fire, opaqueSelf)
         event_add(event, nil)
+    }
+
+    /// An event that runs only when `activate()` is called (on the loop's thread): after the
+    /// other events already active in this loop iteration.
+    init(base: OpaquePointer, action: @escaping () -> Void) {
+        self.action = action
+        event = event_new(base, -1, 0, LoopEvent.fire, opaqueSelf)
+    }
+
+    func activate() {
+        if let event { event_active(event, EV_TIMEOUT, 0) }
     }
 
     private var opaqueSelf: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
