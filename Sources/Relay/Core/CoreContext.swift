@@ -37,6 +37,8 @@ public struct CoreContext: Sendable {
     public var quota: QuotaTracker
     /// EVEN-PORT reservations, shared by all loop threads.
     public var reservationTable: ReservationTable
+    /// UDP allocations of every loop thread by relayed address, for the cross-thread short-circuit.
+    public var directory: RelayedAddressDirectory
     public var relayAddresses: [RelayAddress]
     /// The relay addresses whose advertised form differs from the bound one (`external-ip`).
     public var externalMappings: [RelayAddress]
@@ -51,7 +53,8 @@ public struct CoreContext: Sendable {
 
     public init(
         configuration: RelayConfiguration, nonceKey: [UInt8], quota: QuotaTracker,
-        reservationTable: ReservationTable = ReservationTable(), interfaceAddresses: [IPAddress] = [],
+        reservationTable: ReservationTable = ReservationTable(),
+        directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
         threadIndex: Int = 0, threadCount: Int = 1, challengeLimiter: SourceRateLimiter? = nil,
         allocationLimiter: SourceRateLimiter? = nil
     ) {
@@ -61,6 +64,7 @@ public struct CoreContext: Sendable {
         policy = PeerPolicy(configuration: configuration, interfaceAddresses: interfaceAddresses)
         self.quota = quota
         self.reservationTable = reservationTable
+        self.directory = directory
         relayAddresses = RelayAddress.mappings(configuration: configuration)
         externalMappings = relayAddresses.filter { $0.bound != $0.advertised }
         self.threadIndex = threadIndex

@@ -85,6 +85,7 @@ extension RelayCore {
         bySocket[socket] = allocation
         byRelayedAddress[relay] = allocation
         byRelayedAddress[advertised] = allocation
+        publish(allocation)
         counters.allocationsCreated += 1
         let response = respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) {
             w throws(StunEncodeError) in

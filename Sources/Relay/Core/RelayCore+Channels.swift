@@ -31,6 +31,7 @@ extension RelayCore {
         }
         allocation.bindChannel(number.value, to: peer.address, until: now + Int64(configuration.channelLifetime))
         allocation.installPermission(peer.address.ip, until: now + Int64(configuration.permissionLifetime))
+        publish(allocation)
         respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
             try appendSoftware(&w)
         }

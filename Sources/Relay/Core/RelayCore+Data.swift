@@ -43,6 +43,7 @@ extension RelayCore {
         if isOwnRelayIP(peer.ip) {
             if shortCircuit(payload, from: allocation, to: peer, now: now) { return }
             destination = context.boundForm(of: peer)
+            if deliverAcrossLoops(payload, from: allocation, to: peer, bound: destination, now: now) { return }
         }
         outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: destination))
     }
@@ -115,40 +116,52 @@ extension RelayCore {
             counters.drop(.outboxFull)
             return false
         }
-        precondition(payload.lowerBound >= RelayCore.peerHeadroom && payload.upperBound + RelayCore.peerTailroom <= buffer.count)
-        let stream = allocation.origin.fiveTuple.transport.isStream
-        let framed: UnsafeRawBufferPointer
-        if let channel = allocation.channel(peer: peer, now: now) {
-            let start = payload.lowerBound - ChannelDataMessage.headerLength
-            ChannelDataMessage.writeHeader(
-                into: UnsafeMutableRawBufferPointer(rebasing: buffer[start...]), channelNumber: channel.number,
-                length: payload.count)
-            let end = start + ChannelDataMessage.encodedLength(dataLength: payload.count, padded: stream)
-            for i in payload.upperBound..<end { buffer[i] = 0 }
-            framed = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
-        } else {
-            let addressLength = peer.ip.family == .ipv4 ? 8 : 20
-            let start = payload.lowerBound - StunConstants.headerLength - 4 - addressLength - 4
-            let region = UnsafeMutableRawBufferPointer(rebasing: buffer[start...])
-            let transactionID = TransactionID(high: UInt32(truncatingIfNeeded: random.next()), low: random.next())
-            do {
-                var w = try StunMessageWriter(
-                    into: region, type: MessageType(method: .data, messageClass: .indication),
-                    transactionID: transactionID)
-                try w.append(XORPeerAddress(address: peer))
-                try w.appendAttribute(.data, length: payload.count) { _ in }
-                if configuration.fingerprint { try w.appendFingerprint() }
-                framed = UnsafeRawBufferPointer(rebasing: buffer[start..<start + w.count])
-            } catch {
-                counters.drop(.outboxFull)
-                return false
-            }
-        }
+        let channel = allocation.channel(peer: peer, now: now)?.number
+        guard
+            let framed = frameForClient(
+                buffer: buffer, payload: payload, from: peer, channelNumber: channel,
+                stream: allocation.origin.fiveTuple.transport.isStream)
+        else { return false }
         outbox.enqueue(framed, route: .client(allocation.origin))
         allocation.traffic.packetsToClient &+= 1
         allocation.traffic.bytesToClient &+= UInt64(payload.count)
         counters.packetsToClient &+= 1
         counters.bytesToClient &+= UInt64(payload.count)
         return true
+    }
+
+    /// Writes the header for a payload from `peer` in front of it, in place in `buffer`
+    /// (`peerHeadroom` bytes free before `payload`, `peerTailroom` after): ChannelData when
+    /// `channelNumber` is given (RFC 8656 §12.7, padded to 4 bytes over streams), else a Data
+    /// indication (RFC 8656 §11.3). Nil (counted) if the indication does not fit.
+    func frameForClient(
+        buffer: UnsafeMutableRawBufferPointer, payload: Range<Int>, from peer: TransportAddress, channelNumber: UInt16?,
+        stream: Bool
+    ) -> UnsafeRawBufferPointer? {
+        precondition(payload.lowerBound >= RelayCore.peerHeadroom && payload.upperBound + RelayCore.peerTailroom <= buffer.count)
+        if let channelNumber {
+            let start = payload.lowerBound - ChannelDataMessage.headerLength
+            ChannelDataMessage.writeHeader(
+                into: UnsafeMutableRawBufferPointer(rebasing: buffer[start...]), channelNumber: channelNumber,
+                length: payload.count)
+            let end = start + ChannelDataMessage.encodedLength(dataLength: payload.count, padded: stream)
+            for i in payload.upperBound..<end { buffer[i] = 0 }
+            return UnsafeRawBufferPointer(rebasing: buffer[start..<end])
+        }
+        let addressLength = peer.ip.family == .ipv4 ? 8 : 20
+        let start = payload.lowerBound - StunConstants.headerLength - 4 - addressLength - 4
+        let region = UnsafeMutableRawBufferPointer(rebasing: buffer[start...])
+        let transactionID = TransactionID(high: UInt32(truncatingIfNeeded: random.next()), low: random.next())
+        do {
+            var w = try StunMessageWriter(
+                into: region, type: MessageType(method: .data, messageClass: .indication), transactionID: transactionID)
+            try w.append(XORPeerAddress(address: peer))
+            try w.appendAttribute(.data, length: payload.count) { _ in }
+            if configuration.fingerprint { try w.appendFingerprint() }
+            return UnsafeRawBufferPointer(rebasing: buffer[start..<start + w.count])
+        } catch {
+            counters.drop(.outboxFull)
+            return nil
+        }
     }
 }

@@ -30,6 +30,7 @@ extension RelayCore {
             delete(allocation, reason: .refreshedToZero, now: now)
         } else {
             allocation.expiry = now + lifetime
+            publish(allocation)
         }
     }
 }

@@ -19,6 +19,9 @@ public final class RelayCore {
     var bySocket: [Int32: Allocation] = [:]
     /// Allocations by relayed address, bound and advertised forms, for the relay-to-relay short-circuit.
     var byRelayedAddress: [TransportAddress: Allocation] = [:]
+    /// This thread's UDP listener socket for each listening address: where packets handed across
+    /// threads leave from (the same address the target's client talks to).
+    public internal(set) var udpListeners: [(address: TransportAddress, socket: Int32)] = []
     var ports: [IPAddress: PortAllocator] = [:]
     var reservations: [UInt64: Reservation] = [:]
     var relayCursor = 0
@@ -68,6 +71,9 @@ public final class RelayCore {
         }
         ports = fresh
     }
+
+    /// Registers this thread's UDP listener on `address` (called by the I/O layer as it opens it).
+    public func addUDPListener(_ address: TransportAddress, socket: Int32) { udpListeners.append((address, socket)) }
 
     /// Live allocations on this thread.
     public var allocationCount: Int { byFiveTuple.count }
@@ -191,11 +197,22 @@ public final class RelayCore {
         for allocation in Array(byFiveTuple.values) { delete(allocation, reason: .shutdown, now: now) }
     }
 
+    /// Lists `allocation`'s current state for the other loop threads (after a change to its
+    /// permissions, channels or expiry); nothing to do with a single loop.
+    func publish(_ allocation: Allocation) {
+        if context.threadCount > 1 { context.directory.publish(allocation) }
+    }
+
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {
         byFiveTuple[allocation.origin.fiveTuple] = nil
         bySocket[allocation.relaySocket] = nil
         byRelayedAddress[allocation.relayedAddress] = nil
         byRelayedAddress[allocation.advertisedAddress] = nil
+        if context.threadCount > 1 && !allocation.origin.fiveTuple.transport.isStream {
+            let delivered = context.directory.remove(allocation.relayedAddress)
+            allocation.traffic.packetsToClient &+= delivered.packets
+            allocation.traffic.bytesToClient &+= delivered.bytes
+        }
         sockets.closeRelaySocket(allocation.relaySocket)
         ports[allocation.relayedAddress.ip]?.release(allocation.relayedAddress.port)
         context.quota.release(user: String(context.credentials.userID(of: allocation.username)))

@@ -75,6 +75,7 @@ final class EventLoop: RelaySocketProvider {
         }, opaqueSelf)!
         event_add(event, nil)
         listeners.append((fd, address, event))
+        core.addUDPListener(address, socket: fd)
         return true
     }
 

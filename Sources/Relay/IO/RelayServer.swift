@@ -15,6 +15,7 @@ public final class RelayServer {
     var logger: Logger
     let quota: QuotaTracker
     let reservations = ReservationTable()
+    let directory = RelayedAddressDirectory()
     let nonceKey: [UInt8]
     let interfaceAddresses: [IPAddress]
     /// Addresses the UDP listeners bind, resolved from `listening-ip` or the interfaces.
@@ -80,7 +81,8 @@ public final class RelayServer {
 
     func makeContext(thread index: Int) -> CoreContext {
         var context = CoreContext(
-            configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, interfaceAddresses: interfaceAddresses,
+            configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, directory: directory,
+            interfaceAddresses: interfaceAddresses,
             threadIndex: index, threadCount: threadCount, challengeLimiter: challengeLimiter,
             allocationLimiter: allocationLimiter)
         context.draining = drain.active

@@ -80,22 +80,36 @@ final class CoreHarness {
 
     init(
         configuration: RelayConfiguration = CoreFixture.configuration(), now: Int64 = CoreFixture.start,
-        interfaceAddresses: [IPAddress] = []
+        interfaceAddresses: [IPAddress] = [], loop: LoopPlacement? = nil
     ) {
         self.configuration = configuration
         self.now = now
-        quota = QuotaTracker(userQuota: configuration.userQuota, totalQuota: configuration.totalQuota)
+        quota = loop?.quota ?? QuotaTracker(userQuota: configuration.userQuota, totalQuota: configuration.totalQuota)
         let context = CoreContext(
-            configuration: configuration, nonceKey: Array(0..<32), quota: quota, interfaceAddresses: interfaceAddresses)
+            configuration: configuration, nonceKey: Array(0..<32), quota: quota,
+            directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
+            threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1)
         core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger)
+        core.addUDPListener(CoreFixture.server, socket: listenerSocket)
     }
+
+    /// One of several loop threads sharing a quota tracker and the relayed-address directory.
+    struct LoopPlacement {
+        var index: Int
+        var count: Int
+        var quota: QuotaTracker
+        var directory: RelayedAddressDirectory
+    }
+
+    /// The UDP listener descriptor this harness's loop answers from (one per loop, as with SO_REUSEPORT).
+    var listenerSocket: Int32 { CoreFixture.listenerSocket + Int32(core.context.threadIndex) }
 
     var counters: CoreCounters { core.counters }
 
     func origin(_ client: TransportAddress, transport: TransportProtocol = .udp) -> ClientOrigin {
         ClientOrigin(
             fiveTuple: FiveTuple(client: client, server: CoreFixture.server, transport: transport),
-            socket: CoreFixture.listenerSocket)
+            socket: listenerSocket)
     }
 
     /// Hands `bytes` to the core as one datagram (or stream frame) from `client`; returns what it queued.

@@ -1,0 +1,66 @@
+import StunCodec
+
+extension RelayCore {
+    /// The relay-to-relay short-circuit across loop threads (issue #6): `peer` (in the form the
+    /// sender addressed it; `bound` is its bound form) is the relayed address of a UDP allocation
+    /// on another loop. Instead of leaving through `from`'s relay socket and waking the other
+    /// loop at the target's relay socket, the payload is framed here exactly as the target would
+    /// frame it (source = `from`'s relayed address in the form the target knows, ChannelData if
+    /// the target bound a channel to it, else a Data indication) and leaves through this loop's
+    /// own SO_REUSEPORT listener on the target client's server address: the same 5-tuple the
+    /// target's answers use. The checks are the target's: a live allocation, a live permission
+    /// for the source's IP (RFC 8656 §9), and the peer policy for the source address.
+    ///
+    /// Returns false when no other loop has such an allocation, or this loop has no listener on
+    /// its server address: the caller then sends through the socket as before.
+    func deliverAcrossLoops(
+        _ payload: UnsafeRawBufferPointer, from: Allocation, to peer: TransportAddress, bound: TransportAddress,
+        now: Int64
+    ) -> Bool {
+        guard context.threadCount > 1 else { return false }
+        let source = peer == bound ? from.relayedAddress : from.advertisedAddress
+        let headroom = RelayCore.peerHeadroom
+        let total = headroom + payload.count + RelayCore.peerTailroom
+        // The outbox's arena is full: the plain socket path needs no copy.
+        guard let region = outbox.scratch(count: total) else { return false }
+        let delivery: RelayedAddressDirectory.Delivery
+        switch context.directory.deliver(
+            to: bound, from: source, allowed: context.policy.isAllowed(source), bytes: payload.count, now: now)
+        {
+        case .notFound:
+            return false
+        case .noPermission:
+            counters.drop(.noPermission)
+            return true
+        case .policy:
+            counters.drop(.policy)
+            return true
+        case .deliver(let found):
+            delivery = found
+        }
+        guard let socket = udpListener(for: delivery.server) else { return false }
+        if let base = payload.baseAddress {
+            (region.baseAddress! + headroom).copyMemory(from: base, byteCount: payload.count)
+        }
+        guard
+            let framed = frameForClient(
+                buffer: region, payload: headroom..<headroom + payload.count, from: source,
+                channelNumber: delivery.channelNumber, stream: false)
+        else { return true }
+        outbox.claim(total)
+        let origin = ClientOrigin(
+            fiveTuple: FiveTuple(client: delivery.client, server: delivery.server, transport: .udp), socket: socket)
+        outbox.enqueue(framed, route: .client(origin))
+        counters.shortCircuited &+= 1
+        counters.packetsToClient &+= 1
+        counters.bytesToClient &+= UInt64(payload.count)
+        return true
+    }
+
+    /// This loop's UDP listener socket on `server`.
+    @inline(__always)
+    func udpListener(for server: TransportAddress) -> Int32? {
+        for listener in udpListeners where listener.address == server { return listener.socket }
+        return nil
+    }
+}

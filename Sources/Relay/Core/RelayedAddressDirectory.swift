@@ -1,0 +1,113 @@
+import StunCodec
+import Synchronization
+
+/// The UDP allocations of every loop thread by relayed transport address (bound form), with what
+/// another thread needs to hand a relay-to-relay packet straight to the allocation's client: the
+/// client's address and listener, its permissions and channels (RFC 8656 §9, §12) and its expiry.
+///
+/// It extends the relay-to-relay short-circuit (issue #6) across loop threads. SO_REUSEPORT
+/// spreads the two clients of a call over the loops at random, so with N loops only 1/N of the
+/// pairs meet on one thread. The owning thread writes an entry whenever that state changes
+/// (Allocate, CreatePermission, ChannelBind, Refresh, deletion: the control plane); the other
+/// threads read it once per relayed packet. Entries are sharded by port so two loops rarely
+/// meet on one lock, and a reader copies out only a few value fields: no heap traffic.
+public final class RelayedAddressDirectory: Sendable {
+    struct Entry: Sendable {
+        var client: TransportAddress
+        var server: TransportAddress
+        var expiry: Int64
+        var permissions: [Permission]
+        var channels: [ChannelBinding]
+        /// Packets and bytes other threads delivered to the client; the owner adds them to the
+        /// allocation's totals when it deletes the allocation.
+        var packetsDelivered: UInt64 = 0
+        var bytesDelivered: UInt64 = 0
+    }
+
+    /// Where the client of the target allocation is, and the channel to frame the payload with
+    /// (nil: a Data indication), as the target would have framed it (RFC 8656 §11.3, §12.7).
+    struct Delivery {
+        var client: TransportAddress
+        var server: TransportAddress
+        var channelNumber: UInt16?
+    }
+
+    enum Verdict {
+        /// No UDP allocation of another thread has this relayed address.
+        case notFound
+        /// The target has no live permission for the source's IP (RFC 8656 §9): drop.
+        case noPermission
+        /// The peer policy denies the source address (the caller's verdict): drop.
+        case policy
+        case deliver(Delivery)
+    }
+
+    private final class Shard: Sendable {
+        let entries = Mutex<[TransportAddress: Entry]>([:])
+    }
+
+    private let shards: [Shard]
+
+    public init(shardCount: Int = 16) {
+        shards = (0..<max(1, shardCount)).map { _ in Shard() }
+    }
+
+    @inline(__always)
+    private func shard(_ relayed: TransportAddress) -> Shard { shards[Int(relayed.port) % shards.count] }
+
+    /// Writes `allocation`'s current client, permissions, channels and expiry (owner thread only).
+    /// Allocations of TCP/TLS clients are not listed: only their own loop can write to the stream.
+    func publish(_ allocation: Allocation) {
+        guard !allocation.origin.fiveTuple.transport.isStream else { return }
+        let relayed = allocation.relayedAddress
+        shard(relayed).entries.withLock { entries in
+            if entries[relayed] == nil {
+                entries[relayed] = Entry(
+                    client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
+                    expiry: allocation.expiry, permissions: allocation.permissions, channels: allocation.channels)
+            } else {
+                entries[relayed]!.expiry = allocation.expiry
+                entries[relayed]!.permissions = allocation.permissions
+                entries[relayed]!.channels = allocation.channels
+            }
+        }
+    }
+
+    /// Removes the entry of a deleted allocation; returns what other threads delivered to its client.
+    func remove(_ relayed: TransportAddress) -> (packets: UInt64, bytes: UInt64) {
+        let entry = shard(relayed).entries.withLock { $0.removeValue(forKey: relayed) }
+        return (entry?.packetsDelivered ?? 0, entry?.bytesDelivered ?? 0)
+    }
+
+    /// Decides a packet from `source` (another allocation's relayed address, in the form the
+    /// target knows it by) to the allocation at `relayed` (bound form), and counts it when it is
+    /// to be delivered. The same checks as the target's own relay socket path: a live allocation
+    /// and a live permission for the source's IP, then the caller's peer-policy verdict `allowed`.
+    func deliver(
+        to relayed: TransportAddress, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
+    ) -> Verdict {
+        shard(relayed).entries.withLock { entries in
+            guard let index = entries.index(forKey: relayed) else { return .notFound }
+            let entry = entries.values[index]
+            guard entry.expiry > now else { return .notFound }
+            var permitted = false
+            for p in entry.permissions where p.peer == source.ip {
+                permitted = p.expiry > now
+                break
+            }
+            guard permitted else { return .noPermission }
+            guard allowed else { return .policy }
+            var channelNumber: UInt16? = nil
+            for c in entry.channels where c.peer == source && c.expiry > now {
+                channelNumber = c.number
+                break
+            }
+            entries.values[index].packetsDelivered &+= 1
+            entries.values[index].bytesDelivered &+= UInt64(bytes)
+            return .deliver(Delivery(client: entry.client, server: entry.server, channelNumber: channelNumber))
+        }
+    }
+
+    /// Number of listed allocations (tests and metrics).
+    public var count: Int { shards.reduce(0) { $0 + $1.entries.withLock { $0.count } } }
+}

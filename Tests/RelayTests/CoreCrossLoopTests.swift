@@ -1,0 +1,145 @@
+import Relay
+import StunCodec
+import Testing
+
+/// The relay-to-relay short-circuit across loop threads (issue #6): a packet for the relayed
+/// address of a UDP allocation on another loop is framed by the sending loop from the shared
+/// directory and leaves through its own listener, as if it had crossed both relay sockets.
+@Suite struct CoreCrossLoopTests {
+    /// Two loops sharing a directory and a quota; A allocates on loop 0, B on loop 1.
+    private func pair(
+        _ configuration: RelayConfiguration = CoreFixture.configuration(), transportB: TransportProtocol = .udp
+    ) throws -> (loop0: CoreHarness, loop1: CoreHarness, a: TurnTestClient, b: TurnTestClient,
+        relayedA: TransportAddress, relayedB: TransportAddress)
+    {
+        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let directory = RelayedAddressDirectory()
+        let loop0 = CoreHarness(
+            configuration: configuration, loop: .init(index: 0, count: 2, quota: quota, directory: directory))
+        let loop1 = CoreHarness(
+            configuration: configuration, loop: .init(index: 1, count: 2, quota: quota, directory: directory))
+        let a = loop0.restClient(at: CoreFixture.clientA, user: "a")
+        let b = loop1.restClient(at: CoreFixture.clientB, user: "b", transport: transportB)
+        let relayedA = try #require(try a.allocate().xorRelayedAddress)
+        let relayedB = try #require(try b.allocate().xorRelayedAddress)
+        #expect(directory.count == (transportB == .udp ? 2 : 1))
+        return (loop0, loop1, a, b, relayedA, relayedB)
+    }
+
+    private func socket(of packet: SentPacket) -> Int32? {
+        if case .client(let origin) = packet.route { return origin.socket }
+        return nil
+    }
+
+    @Test("ChannelData from A (loop 0) to B's relayed address (loop 1) leaves loop 0's listener as B's ChannelData")
+    func channelToChannel() throws {
+        let (loop0, loop1, a, b, relayedA, relayedB) = try pair()
+        #expect(try a.channelBind(0x4001, to: relayedB).isSuccess)
+        #expect(try b.channelBind(0x4002, to: relayedA).isSuccess)
+        let payload: [UInt8] = Array(0..<100)
+        let sent = loop0.receive(StunTestMessages.channelData(0x4001, payload), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].client == CoreFixture.clientB)
+        #expect(socket(of: sent[0]) == loop0.listenerSocket)
+        #expect(sent[0].bytes == StunTestMessages.channelData(0x4002, payload))
+        #expect(loop0.counters.shortCircuited == 1)
+        #expect(loop0.counters.packetsToPeer == 1 && loop0.counters.packetsToClient == 1)
+        #expect(loop1.counters.packetsToClient == 0)
+
+        // B's deletion summary counts what loop 0 delivered for it.
+        let allocationB = try #require(loop1.allocation(of: CoreFixture.clientB))
+        #expect(try b.refresh(lifetime: 0).isSuccess)
+        #expect(allocationB.traffic.packetsToClient == 1 && allocationB.traffic.bytesToClient == 100)
+        #expect(loop0.core.context.directory.count == 1)
+        // Gone from the directory: the next packet takes the socket path (bound form).
+        let after = loop0.receive(StunTestMessages.channelData(0x4001, payload), from: CoreFixture.clientA)
+        try #require(after.count == 1)
+        #expect(after[0].peer?.peer == relayedB)
+    }
+
+    @Test("A Send indication across loops reaches B as a Data indication from A's relayed address")
+    func sendToDataIndication() throws {
+        let (loop0, _, a, b, relayedA, relayedB) = try pair()
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        #expect(try b.createPermission([relayedA]).isSuccess)
+        let payload: [UInt8] = [9, 8, 7, 6, 5]
+        let sent = loop0.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: payload), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].client == CoreFixture.clientB)
+        let data = try ReceivedStun(sent[0].bytes)
+        #expect(data.type == MessageType(method: .data, messageClass: .indication))
+        #expect(data.decode(XORPeerAddress.self)?.address == relayedA)
+        #expect(data.decode(DataAttribute.self)?.bytes == payload)
+    }
+
+    @Test("Without B's permission for A the packet is dropped as no_permission on loop 0, and nothing is sent")
+    func permissionChecked() throws {
+        let (loop0, _, a, _, _, relayedB) = try pair()
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        let sent = loop0.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
+        #expect(sent.isEmpty)
+        #expect(loop0.counters.dropped(.noPermission) == 1)
+        #expect(loop0.counters.packetsToClient == 0)
+    }
+
+    @Test("B's permission expiring on loop 1 stops loop 0's deliveries (RFC 8656 §9 lifetime)")
+    func permissionExpiry() throws {
+        let (loop0, loop1, a, b, relayedA, relayedB) = try pair()
+        #expect(try b.createPermission([relayedA]).isSuccess)
+        loop0.advance(by: 250)
+        loop1.advance(by: 250)
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        #expect(try b.refresh(lifetime: 600).isSuccess)
+        let early = loop0.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
+        #expect(early.count == 1 && early[0].client == CoreFixture.clientB)
+        loop0.advance(by: 60)
+        let late = loop0.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: [2]), from: CoreFixture.clientA)
+        #expect(late.isEmpty)
+        #expect(loop0.counters.dropped(.noPermission) == 1)
+    }
+
+    @Test("Behind 1:1 NAT: a packet for B's external-ip form on loop 1 reaches B from A's external-ip form")
+    func externalForm() throws {
+        let config = CoreFixture.configuration {
+            $0.externalIPs = [RelayConfiguration.ExternalIP(publicIP: .literal("203.0.113.7"), privateIP: CoreFixture.relayIP)]
+        }
+        let (loop0, _, a, b, relayedA, relayedB) = try pair(config)
+        #expect(relayedB.ip == .literal("203.0.113.7"))
+        #expect(try a.channelBind(0x4001, to: relayedB).isSuccess)
+        #expect(try b.createPermission([relayedA]).isSuccess)
+        let sent = loop0.receive(StunTestMessages.channelData(0x4001, [42, 43]), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].client == CoreFixture.clientB)
+        let data = try ReceivedStun(sent[0].bytes)
+        #expect(data.decode(XORPeerAddress.self)?.address == relayedA)
+        #expect(data.decode(DataAttribute.self)?.bytes == [42, 43])
+        #expect(loop0.counters.shortCircuited == 1)
+    }
+
+    @Test("A TCP client's allocation is not listed: its loop alone writes to the stream, so the socket path is used")
+    func streamTargetNotListed() throws {
+        let (loop0, _, a, b, relayedA, relayedB) = try pair(transportB: .tcp)
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        #expect(try b.createPermission([relayedA]).isSuccess)
+        let sent = loop0.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: [7]), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].peer?.peer == relayedB)
+        #expect(loop0.counters.shortCircuited == 0)
+        #expect(loop0.core.context.directory.count == 1)
+    }
+
+    @Test("With one loop nothing is published to the directory")
+    func singleLoopPublishesNothing() throws {
+        let harness = CoreHarness()
+        let a = harness.restClient(at: CoreFixture.clientA, user: "a")
+        _ = try #require(try a.allocate().xorRelayedAddress)
+        #expect(try a.createPermission([CoreFixture.peer1]).isSuccess)
+        #expect(harness.allocation(of: CoreFixture.clientA) != nil)
+        #expect(harness.core.context.directory.count == 0)
+    }
+}
