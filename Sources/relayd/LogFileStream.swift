@@ -16,9 +16,23 @@ final class LogFileStream: TextOutputStream, @unchecked Sendable {
     }
 
     func write(_ string: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        handle.write(Data(string.utf8))
+        var line = string
+        line.withUTF8 { bytes in
+            lock.lock()
+            defer { lock.unlock() }
+            // One write(2) per line on an O_APPEND descriptor; a short write is finished, EINTR retried.
+            var offset = 0
+            while offset < bytes.count {
+                let n = Glibc.write(handle.fileDescriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if n > 0 {
+                    offset += n
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+        }
     }
 
     /// Opens `path` again (creating it if it was moved away) and appends there from now on.
@@ -34,13 +48,11 @@ final class LogFileStream: TextOutputStream, @unchecked Sendable {
         return true
     }
 
-    /// `path` opened for appending, created when missing.
+    /// `path` opened for appending (O_APPEND: every line lands at the end, also after logrotate's
+    /// copytruncate), created with mode 0644 when missing.
     private static func open(_ path: String) -> FileHandle? {
-        if !FileManager.default.fileExists(atPath: path) {
-            guard FileManager.default.createFile(atPath: path, contents: nil) else { return nil }
-        }
-        guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
-        handle.seekToEndOfFile()
-        return handle
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return nil }
+        return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }
 }

@@ -44,7 +44,7 @@ enum RelaydLogging {
         let destination = stream
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler =
-                json ? JSONLogHandler(stream: destination) : StreamLogHandler(label: label, stream: destination)
+                json ? JSONLogHandler(stream: destination) : TextLogHandler(label: label, stream: destination)
             handler.logLevel = level
             return handler
         }
