@@ -3,9 +3,9 @@
 # (a) parsing + verifying a Binding request, (b) parsing ChannelData, (c) writing a Binding
 # success response, and the relay core's data path: (d) client ChannelData -> peer,
 # (e) peer -> client as ChannelData, (f) as a Data indication, (g) the relay-to-relay
-# short-circuit. Arguments go to stun-bench:
+# short-circuit, (h) the same across loop threads. Arguments go to stun-bench:
 #   ./scripts/bench-codec.sh [ITERATIONS] [--assert-zero-alloc]
-# With --assert-zero-alloc it exits non-zero when (a), (b) or any of (d)-(g) allocates.
+# With --assert-zero-alloc it exits non-zero when (a), (b) or any of (d)-(h) allocates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"

@@ -27,14 +27,20 @@ final class RelayFixture {
     let peerBuffer: UnsafeMutableRawBufferPointer
     var payloadRange: Range<Int> { RelayCore.peerHeadroom..<RelayCore.peerHeadroom + 100 }
 
-    init() throws {
+    /// `loop` of `loops` loop threads sharing `directory` (the cross-thread short-circuit).
+    init(
+        loop: Int = 0, of loops: Int = 1, directory: RelayedAddressDirectory = RelayedAddressDirectory(),
+        quota: QuotaTracker = QuotaTracker(userQuota: 0, totalQuota: 0)
+    ) throws {
         var c = RelayConfiguration()
         c.noAuth = true
         c.listeningIPs = [Self.server.ip]
         c.relayIPs = [Self.server.ip]
         c.minPort = 50000
         c.maxPort = 50099
-        let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: QuotaTracker(userQuota: 0, totalQuota: 0))
+        let context = CoreContext(
+            configuration: c, nonceKey: Array(0..<32), quota: quota, directory: directory, threadIndex: loop,
+            threadCount: loops)
         let channelDataToPeer = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
         toPeer = UnsafeRawBufferPointer(channelDataToPeer)
         let channelDataToB = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
@@ -43,6 +49,7 @@ final class RelayFixture {
             byteCount: RelayCore.peerHeadroom + 100 + RelayCore.peerTailroom, alignment: 16)
         core = RelayCore(
             context: context, sockets: provider, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
+        core.addUDPListener(Self.server, socket: 3 + Int32(loop))
         ChannelDataMessage.writeHeader(into: channelDataToPeer, channelNumber: 0x4001, length: 100)
         ChannelDataMessage.writeHeader(into: channelDataToB, channelNumber: 0x4002, length: 100)
         for i in 4..<104 {
@@ -70,7 +77,9 @@ final class RelayFixture {
     }
 
     func origin(_ client: TransportAddress) -> ClientOrigin {
-        ClientOrigin(fiveTuple: FiveTuple(client: client, server: Self.server, transport: .udp), socket: 3)
+        ClientOrigin(
+            fiveTuple: FiveTuple(client: client, server: Self.server, transport: .udp),
+            socket: 3 + Int32(core.context.threadIndex))
     }
 
     @discardableResult

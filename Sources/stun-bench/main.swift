@@ -36,18 +36,21 @@ guard mallocCounterIsLive() else {
 
 let fixture: Fixture
 let relay: RelayFixture
+let crossLoop: CrossLoopFixture
 do {
     fixture = try Fixture()
     try fixture.validate()
     relay = try RelayFixture()
     try relay.validate()
+    crossLoop = try CrossLoopFixture()
+    try crossLoop.validate()
 } catch {
     print("stun-bench: cannot build the benchmark inputs: \(error)")
     exit(1)
 }
 
 let runs = 5
-let zeroAllocationGoal = [true, true, false, true, true, true, true]
+let zeroAllocationGoal = [true, true, false, true, true, true, true, true]
 let results = [
     Measurement.run("(a) parse Binding request + FINGERPRINT + MI verify", iterations: iterations, runs: runs) {
         parseAndVerifyRequest(fixture, iterations: $0)
@@ -69,6 +72,9 @@ let results = [
     },
     Measurement.run("(g) relay: client -> client short-circuit (core)", iterations: iterations, runs: runs) {
         relayShortCircuit(relay, iterations: $0)
+    },
+    Measurement.run("(h) relay: client -> client on another loop (core)", iterations: iterations, runs: runs) {
+        relayCrossLoop(crossLoop, iterations: $0)
     },
 ]
 
@@ -94,5 +100,5 @@ if assertZeroAlloc {
         failed = true
     }
     if failed { exit(1) }
-    print("stun-bench: zero-allocation check passed for (a), (b) and the relay data path (d)-(g)")
+    print("stun-bench: zero-allocation check passed for (a), (b) and the relay data path (d)-(h)")
 }

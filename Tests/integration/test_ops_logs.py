@@ -7,6 +7,7 @@ with its per-allocation summary), and no secret, password or API token ever reac
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -209,3 +210,36 @@ def test_sighup_reopens_the_log_file_for_logrotate(tmp_path):
         problems = server.stop()
     if problems:
         pytest.fail("server problems:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+TEXT_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (trace|debug|info|notice|warning|error|critical) relayd:"
+    r"((?: [a-z_.]+=[^ ]*(?: [^ =\[]+)*)*) \[Relay\] (.+)$")
+
+
+def test_text_log_lines_keep_swift_log_stream_format(tmp_path):
+    """The default text format (relayd's own handler): `<local time> <level> relayd: k=v ... [Relay]
+    <message>`, one line per event, metadata keys in sorted order, written to log-file."""
+    log_file = tmp_path / "relayd.log"
+    server = RelayServer("relayd", tmp_path / "server", extra_args=[f"--log-file={log_file}"])
+    server.start()
+    try:
+        with udp_socket() as peer:
+            with TurnClient(server.address) as client:
+                client.allocate(*server.credentials("erin"))
+                relay_traffic(client, peer)
+                client.refresh(0)
+        assert eventually(lambda: "allocation deleted" in log_file.read_text()), log_file.read_text()
+    finally:
+        problems = server.stop()
+    if problems:
+        pytest.fail("server problems:\n  " + "\n  ".join(problems), pytrace=False)
+    lines = log_file.read_text().splitlines()
+    assert lines
+    for line in lines:
+        assert TEXT_LINE.match(line), line
+    deleted = [line for line in lines if line.endswith("[Relay] allocation deleted")]
+    assert len(deleted) == 1, lines
+    keys = re.findall(r" ([a-z_]+)=", deleted[0].split(" [Relay] ")[0])
+    assert keys == sorted(keys) and "bytes_to_client" in keys and "session" in keys, keys
+    assert "packets_to_client=1 " in deleted[0] and "packets_to_peer=1 " in deleted[0], deleted[0]

@@ -41,12 +41,20 @@ extension RelayCore {
         counters.bytesToPeer &+= UInt64(payload.count)
         var destination = peer
         if isOwnRelayIP(peer.ip) {
-            if shortCircuit(payload, from: allocation, to: peer, now: now) { return }
+            let relayPort = isRelayPort(peer.port)
+            if relayPort && shortCircuit(payload, from: allocation, to: peer, now: now) { return }
             destination = context.boundForm(of: peer)
-            if deliverAcrossLoops(payload, from: allocation, to: peer, bound: destination, now: now) { return }
+            if relayPort && deliverAcrossLoops(payload, from: allocation, to: peer, bound: destination, now: now) {
+                return
+            }
         }
         outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: destination))
     }
+
+    /// Whether `port` is in the relay port range: other ports of a relay address (a peer that
+    /// shares the host, as a loopback echo peer does) skip the short-circuit lookups.
+    @inline(__always)
+    func isRelayPort(_ port: UInt16) -> Bool { port >= configuration.minPort && port <= configuration.maxPort }
 
     /// Whether `ip` is one of this server's relay addresses (bound or advertised form): a cheap
     /// test before the short-circuit's table lookup, over a handful of addresses.

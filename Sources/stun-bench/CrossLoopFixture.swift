@@ -1,0 +1,62 @@
+import Relay
+import StunCodec
+
+/// Two loop threads' cores sharing a relayed-address directory: client A on loop 0 bound by
+/// channel 0x4004 to the relayed address of client B on loop 1, which bound 0x4005 back. A's
+/// ChannelData is framed by loop 0 for B's client and queued on loop 0's listener (the
+/// relay-to-relay short-circuit across threads).
+final class CrossLoopFixture {
+    let loop0: RelayFixture
+    let loop1: RelayFixture
+    /// ChannelData on 0x4004, 100 bytes, from A on loop 0.
+    let toRemoteB: UnsafeRawBufferPointer
+
+    init() throws {
+        let directory = RelayedAddressDirectory()
+        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        loop0 = try RelayFixture(loop: 0, of: 2, directory: directory, quota: quota)
+        loop1 = try RelayFixture(loop: 1, of: 2, directory: directory, quota: quota)
+        let frame = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
+        ChannelDataMessage.writeHeader(into: frame, channelNumber: 0x4004, length: 100)
+        for i in 4..<104 { frame[i] = UInt8(truncatingIfNeeded: i) }
+        toRemoteB = UnsafeRawBufferPointer(frame)
+        let remoteB = loop1.relayedB
+        let localA = loop0.relayedA
+        try loop0.request(.channelBind, from: RelayFixture.clientA) { w throws(StunEncodeError) in
+            try w.append(ChannelNumber(value: 0x4004))
+            try w.append(XORPeerAddress(address: remoteB))
+        }
+        try loop1.request(.channelBind, from: RelayFixture.clientB) { w throws(StunEncodeError) in
+            try w.append(ChannelNumber(value: 0x4005))
+            try w.append(XORPeerAddress(address: localA))
+        }
+    }
+
+    /// Checks once, outside timing, that A's ChannelData leaves loop 0's listener (socket 3) for
+    /// B's client as ChannelData on B's channel 0x4005, with nothing sent to a relay socket.
+    func validate() throws {
+        let core = loop0.core
+        core.handleClientPacket(toRemoteB, from: loop0.origin(RelayFixture.clientA), now: loop0.now)
+        defer { core.outbox.reset() }
+        let expected = ClientOrigin(
+            fiveTuple: FiveTuple(client: RelayFixture.clientB, server: RelayFixture.server, transport: .udp), socket: 3)
+        guard core.outbox.packets.count == 1, core.outbox.packets[0].route == .client(expected),
+            core.outbox.packets[0].bytes.count == 104, core.outbox.packets[0].bytes[1] == 0x05
+        else { throw BenchError.invalidFixture("cross-loop short-circuit") }
+    }
+}
+
+/// (h) Client A's ChannelData to the relayed address of client B on another loop: looked up in
+/// the shared directory and delivered to B as ChannelData from loop 0's listener.
+@inline(never)
+func relayCrossLoop(_ f: CrossLoopFixture, iterations: Int) -> UInt64 {
+    let origin = f.loop0.origin(RelayFixture.clientA)
+    let core = f.loop0.core
+    var sum: UInt64 = 0
+    for _ in 0..<iterations {
+        core.handleClientPacket(opaque(f.toRemoteB), from: origin, now: f.loop0.now)
+        sum &+= UInt64(core.outbox.packets.count)
+        core.outbox.reset()
+    }
+    return sum
+}
