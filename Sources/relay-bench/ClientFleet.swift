@@ -1,4 +1,3 @@
-import COpenSSL
 import Glibc
 import StunCodec
 
@@ -25,7 +24,7 @@ enum ClientFleet {
                 client.stream = stream
                 clients.append(client)
             }
-            SSL_CTX_free(context)  // reference-counted: the connections keep it alive
+            TLSStream.releaseContext(context)
             return clients
         }
         for i in 0..<count {

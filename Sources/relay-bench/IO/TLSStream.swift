@@ -22,6 +22,9 @@ final class TLSStream {
         return ctx
     }
 
+    /// Drops the creator's reference to a context from `makeContext` (connections keep their own).
+    static func releaseContext(_ context: OpaquePointer) { SSL_CTX_free(context) }
+
     /// Connects (TCP, then the TLS handshake, both blocking) and leaves the socket non-blocking.
     init?(context: OpaquePointer, server: TransportAddress) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
