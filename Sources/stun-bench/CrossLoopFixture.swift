@@ -50,13 +50,5 @@ final class CrossLoopFixture {
 /// the shared directory and delivered to B as ChannelData from loop 0's listener.
 @inline(never)
 func relayCrossLoop(_ f: CrossLoopFixture, iterations: Int) -> UInt64 {
-    let origin = f.loop0.origin(RelayFixture.clientA)
-    let core = f.loop0.core
-    var sum: UInt64 = 0
-    for _ in 0..<iterations {
-        core.handleClientPacket(opaque(f.toRemoteB), from: origin, now: f.loop0.now)
-        sum &+= UInt64(core.outbox.packets.count)
-        core.outbox.reset()
-    }
-    return sum
+    relayClientPackets(f.toRemoteB, on: f.loop0, iterations: iterations)
 }

@@ -5,10 +5,17 @@ import StunCodec
 /// the channel and permission, queue the payload for the relay socket (RFC 8656 §12.6).
 @inline(never)
 func relayClientToPeer(_ f: RelayFixture, iterations: Int) -> UInt64 {
+    relayClientPackets(f.toPeer, on: f, iterations: iterations)
+}
+
+/// Hands `frame` from client A to `f`'s core `iterations` times, resetting the outbox each time;
+/// returns the packets queued (so the work cannot be optimized away).
+@inline(__always)
+func relayClientPackets(_ frame: UnsafeRawBufferPointer, on f: RelayFixture, iterations: Int) -> UInt64 {
     let origin = f.origin(RelayFixture.clientA)
     var sum: UInt64 = 0
     for _ in 0..<iterations {
-        f.core.handleClientPacket(opaque(f.toPeer), from: origin, now: f.now)
+        f.core.handleClientPacket(opaque(frame), from: origin, now: f.now)
         sum &+= UInt64(f.core.outbox.packets.count)
         f.core.outbox.reset()
     }
@@ -45,14 +52,7 @@ func relayPeer(_ f: RelayFixture, from peer: TransportAddress, iterations: Int) 
 /// as ChannelData without a socket (relay-to-relay short-circuit).
 @inline(never)
 func relayShortCircuit(_ f: RelayFixture, iterations: Int) -> UInt64 {
-    let origin = f.origin(RelayFixture.clientA)
-    var sum: UInt64 = 0
-    for _ in 0..<iterations {
-        f.core.handleClientPacket(opaque(f.toB), from: origin, now: f.now)
-        sum &+= UInt64(f.core.outbox.packets.count)
-        f.core.outbox.reset()
-    }
-    return sum
+    relayClientPackets(f.toB, on: f, iterations: iterations)
 }
 
 extension RelayFixture {

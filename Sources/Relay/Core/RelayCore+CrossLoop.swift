@@ -19,10 +19,7 @@ extension RelayCore {
     ) -> Bool {
         guard context.threadCount > 1 else { return false }
         let source = peer == bound ? from.relayedAddress : from.advertisedAddress
-        let headroom = RelayCore.peerHeadroom
-        let total = headroom + payload.count + RelayCore.peerTailroom
-        // The outbox's arena is full: the plain socket path needs no copy.
-        guard let region = outbox.scratch(count: total) else { return false }
+        guard let copy = copyToScratch(payload) else { return false }
         let delivery: RelayedAddressDirectory.Delivery
         switch context.directory.deliver(
             to: bound, from: source, allowed: context.policy.isAllowed(source), bytes: payload.count, now: now)
@@ -39,21 +36,16 @@ extension RelayCore {
             delivery = found
         }
         guard let socket = udpListener(for: delivery.server) else { return false }
-        if let base = payload.baseAddress {
-            (region.baseAddress! + headroom).copyMemory(from: base, byteCount: payload.count)
-        }
         guard
             let framed = frameForClient(
-                buffer: region, payload: headroom..<headroom + payload.count, from: source,
-                channelNumber: delivery.channelNumber, stream: false)
+                buffer: copy.region, payload: copy.payload, from: source, channelNumber: delivery.channelNumber,
+                stream: false)
         else { return true }
-        outbox.claim(total)
+        outbox.claim(copy.region.count)
         let origin = ClientOrigin(
             fiveTuple: FiveTuple(client: delivery.client, server: delivery.server, transport: .udp), socket: socket)
-        outbox.enqueue(framed, route: .client(origin))
+        queueForClient(framed, route: .client(origin), payloadCount: payload.count)
         counters.shortCircuited &+= 1
-        counters.packetsToClient &+= 1
-        counters.bytesToClient &+= UInt64(payload.count)
         return true
     }
 

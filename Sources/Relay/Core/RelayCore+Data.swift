@@ -76,17 +76,26 @@ extension RelayCore {
     {
         guard let target = byRelayedAddress[peer], target !== from else { return false }
         let source = peer == target.relayedAddress ? from.relayedAddress : from.advertisedAddress
+        guard let copy = copyToScratch(payload) else { return false }
+        counters.shortCircuited &+= 1
+        if deliverToClient(target, from: source, buffer: copy.region, payload: copy.payload, now: now) {
+            outbox.claim(copy.region.count)
+        }
+        return true
+    }
+
+    /// `payload` copied into unclaimed outbox scratch with `peerHeadroom`/`peerTailroom` around
+    /// it, laid out as a relay-socket read, so a short-circuited packet is framed in place without
+    /// writing the client's receive buffer; the caller claims the region once the packet is
+    /// queued. Nil when the arena is full (the plain socket path needs no copy).
+    @inline(__always)
+    func copyToScratch(_ payload: UnsafeRawBufferPointer) -> (region: UnsafeMutableRawBufferPointer, payload: Range<Int>)? {
         let headroom = RelayCore.peerHeadroom
-        let total = headroom + payload.count + RelayCore.peerTailroom
-        guard let region = outbox.scratch(count: total) else { return false }
+        guard let region = outbox.scratch(count: headroom + payload.count + RelayCore.peerTailroom) else { return nil }
         if let base = payload.baseAddress {
             (region.baseAddress! + headroom).copyMemory(from: base, byteCount: payload.count)
         }
-        counters.shortCircuited &+= 1
-        if deliverToClient(target, from: source, buffer: region, payload: headroom..<headroom + payload.count, now: now) {
-            outbox.claim(total)
-        }
-        return true
+        return (region, headroom..<headroom + payload.count)
     }
 
     /// A UDP datagram from a peer at an allocation's relay socket (RFC 8656 §11.3, §12.7): relayed
@@ -130,12 +139,18 @@ extension RelayCore {
                 buffer: buffer, payload: payload, from: peer, channelNumber: channel,
                 stream: allocation.origin.fiveTuple.transport.isStream)
         else { return false }
-        outbox.enqueue(framed, route: .client(allocation.origin))
+        queueForClient(framed, route: .client(allocation.origin), payloadCount: payload.count)
         allocation.traffic.packetsToClient &+= 1
         allocation.traffic.bytesToClient &+= UInt64(payload.count)
-        counters.packetsToClient &+= 1
-        counters.bytesToClient &+= UInt64(payload.count)
         return true
+    }
+
+    /// Queues a framed packet for a client and counts its payload as relayed to the client.
+    @inline(__always)
+    func queueForClient(_ framed: UnsafeRawBufferPointer, route: Route, payloadCount: Int) {
+        outbox.enqueue(framed, route: route)
+        counters.packetsToClient &+= 1
+        counters.bytesToClient &+= UInt64(payloadCount)
     }
 
     /// Writes the header for a payload from `peer` in front of it, in place in `buffer`

@@ -208,7 +208,7 @@ public final class RelayCore {
         bySocket[allocation.relaySocket] = nil
         byRelayedAddress[allocation.relayedAddress] = nil
         byRelayedAddress[allocation.advertisedAddress] = nil
-        if context.threadCount > 1 && !allocation.origin.fiveTuple.transport.isStream {
+        if context.threadCount > 1 {
             let delivered = context.directory.remove(allocation.relayedAddress)
             allocation.traffic.packetsToClient &+= delivered.packets
             allocation.traffic.bytesToClient &+= delivered.bytes

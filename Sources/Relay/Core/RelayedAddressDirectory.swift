@@ -88,24 +88,30 @@ public final class RelayedAddressDirectory: Sendable {
     ) -> Verdict {
         shard(relayed).entries.withLock { entries in
             guard let index = entries.index(forKey: relayed) else { return .notFound }
-            let entry = entries.values[index]
-            guard entry.expiry > now else { return .notFound }
-            var permitted = false
-            for p in entry.permissions where p.peer == source.ip {
-                permitted = p.expiry > now
-                break
-            }
-            guard permitted else { return .noPermission }
-            guard allowed else { return .policy }
-            var channelNumber: UInt16? = nil
-            for c in entry.channels where c.peer == source && c.expiry > now {
-                channelNumber = c.number
-                break
-            }
-            entries.values[index].packetsDelivered &+= 1
-            entries.values[index].bytesDelivered &+= UInt64(bytes)
-            return .deliver(Delivery(client: entry.client, server: entry.server, channelNumber: channelNumber))
+            return Self.judge(&entries.values[index], from: source, allowed: allowed, bytes: bytes, now: now)
         }
+    }
+
+    /// `deliver`'s checks on one entry, read and counted in place (no copy of its arrays).
+    private static func judge(
+        _ entry: inout Entry, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
+    ) -> Verdict {
+        guard entry.expiry > now else { return .notFound }
+        var permitted = false
+        for p in entry.permissions where p.peer == source.ip {
+            permitted = p.expiry > now
+            break
+        }
+        guard permitted else { return .noPermission }
+        guard allowed else { return .policy }
+        var channelNumber: UInt16? = nil
+        for c in entry.channels where c.peer == source && c.expiry > now {
+            channelNumber = c.number
+            break
+        }
+        entry.packetsDelivered &+= 1
+        entry.bytesDelivered &+= UInt64(bytes)
+        return .deliver(Delivery(client: entry.client, server: entry.server, channelNumber: channelNumber))
     }
 
     /// Number of listed allocations (tests and metrics).
