@@ -35,5 +35,6 @@ struct JSONLogHandler: LogHandler {
             timestamp: Date().timeIntervalSince1970)
         var output = stream
         output.write(line + "\n")
+        LogFileStream.flushIfUrgent(stream, level: event.level)
     }
 }

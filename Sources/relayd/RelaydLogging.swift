@@ -15,13 +15,15 @@ enum RelaydLogging {
         /// Reopens the `log-file` at its path, for logrotate (SIGHUP); does nothing when logging
         /// goes to stdout or stderr. Safe to call from any thread.
         var reopenLogFile: @Sendable () -> Void
+        /// Writes out what the log file has buffered (at exit).
+        var flushLogFile: @Sendable () -> Void
     }
 
     /// Bootstraps swift-log once for the process and returns relayd's logger, warnings about the
     /// destination, and the hook that reopens the log file.
     static func makeRelaydLogger(configuration: RelayConfiguration) -> Setup {
         var notes: [String] = []
-        let level: Logger.Level = configuration.verbose ? .debug : .info
+        let level: Logger.Level = configuration.logLevel
         var file: LogFileStream? = nil
         var stream: any TextOutputStream & Sendable = StandardStream.error
         switch configuration.logFile {
@@ -49,6 +51,7 @@ enum RelaydLogging {
             return handler
         }
         let reopen: @Sendable () -> Void = { [file] in file?.reopen() }
-        return Setup(logger: Logger(label: "relayd"), notes: notes, reopenLogFile: reopen)
+        let flush: @Sendable () -> Void = { [file] in file?.flush() }
+        return Setup(logger: Logger(label: "relayd"), notes: notes, reopenLogFile: reopen, flushLogFile: flush)
     }
 }

@@ -24,6 +24,7 @@ struct Serve: ParsableCommand {
     func run() throws {
         let loaded = try LoadedConfiguration.load(options)
         let logging = RelaydLogging.makeRelaydLogger(configuration: loaded.configuration)
+        defer { logging.flushLogFile() }
         let logger = logging.logger
         let interfaces = InterfaceAddresses.current()
         let warnings =

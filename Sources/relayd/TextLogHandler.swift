@@ -29,7 +29,9 @@ struct TextLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        var line = Self.timestamp()
+        var line = ""
+        line.reserveCapacity(512)
+        line += Self.timestamp()
         line += " \(event.level)"
         if !label.isEmpty { line += " " + label }
         line += ":"
@@ -50,12 +52,17 @@ struct TextLogHandler: LogHandler {
         line += " [\(event.source)] \(event.message)\n"
         var output = stream
         output.write(line)
+        LogFileStream.flushIfUrgent(stream, level: event.level)
     }
 
     /// ` key=value` for each entry, sorted by key.
     static func append(_ metadata: Logger.Metadata, to line: inout String) {
-        for key in metadata.keys.sorted() {
-            line += " " + key + "=" + metadata[key]!.description
+        // Appended piece by piece: `" " + key + "=" + value` would build three temporaries.
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            line.append(" ")
+            line.append(key)
+            line.append("=")
+            line.append(value.description)
         }
     }
 
@@ -64,8 +71,9 @@ struct TextLogHandler: LogHandler {
         var now = time(nil)
         var local = tm()
         guard localtime_r(&now, &local) != nil else { return "<unknown>" }
-        var buffer = [CChar](repeating: 0, count: 40)
-        let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", &local)
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 40) { buffer in
+            let count = strftime(buffer.baseAddress!, buffer.count, "%Y-%m-%dT%H:%M:%S%z", &local)
+            return String(decoding: UnsafeRawBufferPointer(start: buffer.baseAddress!, count: count), as: UTF8.self)
+        }
     }
 }

@@ -26,7 +26,8 @@ import Testing
         "prometheus", "prometheus-port=9641", "prometheus-address=127.0.0.1",
         "log-file=relayd.log", "syslog", "simple-log", "verbose", "pidfile=relayd.pid", "no-cli",
         "api-listening-ip=127.0.0.1", "api-listening-port=8080", "api-key=ops:token", "credential-ttl=86400",
-        "credential-max-ttl=604800", "advertised-uri=turn:example.org:3478", "log-format=json", "drain-timeout=3600",
+        "credential-max-ttl=604800", "advertised-uri=turn:example.org:3478", "log-format=json", "log-level=notice",
+        "drain-timeout=3600",
         "max-permissions-per-allocation=32", "unauth-rate-limit=20", "allocate-rate-limit=10", "tcp-idle-timeout=30",
         "tls-handshake-timeout=10", "max-connections-per-ip=100", "max-connections=10000",
     ])

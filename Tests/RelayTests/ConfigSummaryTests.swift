@@ -49,6 +49,7 @@ import Testing
         #expect(values("lt-cred-mech") == ["true"])
         #expect(values("realm") == ["relayd"])
         #expect(values("log-format") == ["text"])
+        #expect(values("log-level") == ["info"])
         #expect(values("cert").isEmpty)
     }
 }

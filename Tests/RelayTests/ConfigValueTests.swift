@@ -1,3 +1,4 @@
+import Logging
 import Relay
 import StunCodec
 import Testing
@@ -107,6 +108,8 @@ import Testing
         },
         expect("log-format=json") { $0.logFormat = .json },
         expect("log-format=TEXT") { $0.logFormat = .text },
+        expect("log-level=notice") { $0.minimumLogLevel = .notice },
+        expect("log-level=Warning") { $0.minimumLogLevel = .warning },
         expect("drain-timeout=0") { $0.drainTimeout = 0 },
         expect("max-permissions-per-allocation=8") { $0.maxPermissionsPerAllocation = 8 },
         expect("unauth-rate-limit=5") { $0.unauthRateLimit = 5 },
@@ -130,6 +133,15 @@ import Testing
     ])
     func flagsTakeCoturnBooleans(value: String, on: Bool) throws {
         #expect(try Self.load("verbose=\(value)").configuration.verbose == on)
+    }
+
+    /// `log-level` sets the level; coturn's `verbose` lowers it to debug, never raises it.
+    @Test(arguments: [
+        ("", Logger.Level.info), ("verbose", .debug), ("log-level=warning", .warning),
+        ("log-level=warning\nverbose", .debug), ("log-level=trace\nverbose", .trace), ("log-level=error", .error),
+    ])
+    func logLevelComesFromLogLevelAndVerbose(text: String, level: Logger.Level) throws {
+        #expect(try Self.load(text).configuration.logLevel == level)
     }
 
     @Test func defaultsAreCoturnsAndTheBriefs() {
@@ -210,6 +222,10 @@ import Testing
             "key 'alternate-server': expected 'ip', 'ip:port' or '[ipv6]:port', got '1.2.3.4:0'"
         ),
         ("log-format=xml", "key 'log-format': expected 'text' or 'json', got 'xml'"),
+        (
+            "log-level=verbose",
+            "key 'log-level': expected 'trace', 'debug', 'info', 'notice', 'warning', 'error' or 'critical', got 'verbose'"
+        ),
         (
             "advertised-uri=https://example.org",
             "key 'advertised-uri': expected a stun:, stuns:, turn: or turns: URI, got 'https://example.org'"

@@ -142,6 +142,11 @@ enum ConfigKeyTable {
             support: .implemented { config, text throws(ConfigValueError) in
                 config.logFormat = try ConfigValueParser.logFormat(text)
             }),
+        ConfigKey(
+            "log-level", .logLevel,
+            support: .implemented { config, text throws(ConfigValueError) in
+                config.minimumLogLevel = try ConfigValueParser.logLevel(text)
+            }),
         .integer("drain-timeout", 0...Int(Int32.max), \.drainTimeout),
         .integer("max-permissions-per-allocation", positiveCount, \.maxPermissionsPerAllocation),
         .integer("unauth-rate-limit", 0...Int(Int32.max), \.unauthRateLimit),

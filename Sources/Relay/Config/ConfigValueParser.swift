@@ -1,3 +1,4 @@
+import Logging
 import StunCodec
 
 /// Turns value text into typed values; each function throws the type's "expected" text on failure.
@@ -111,6 +112,13 @@ enum ConfigValueParser {
             throw ConfigValueError(expected: ConfigValueType.logFormat.expected)
         }
         return format
+    }
+
+    static func logLevel(_ text: String?) throws(ConfigValueError) -> Logger.Level {
+        guard let level = Logger.Level(rawValue: try required(text, .logLevel).lowercased()) else {
+            throw ConfigValueError(expected: ConfigValueType.logLevel.expected)
+        }
+        return level
     }
 
     static func uri(_ text: String?) throws(ConfigValueError) -> String {

@@ -26,6 +26,8 @@ enum ConfigValueType: Hashable, Sendable {
     case apiKey
     /// `text` or `json`.
     case logFormat
+    /// A swift-log level name.
+    case logLevel
     /// A `stun:`, `stuns:`, `turn:` or `turns:` URI.
     case uri
     /// Optional text; alone (or a boolean word) it switches a default on or off.
@@ -53,6 +55,7 @@ enum ConfigValueType: Hashable, Sendable {
         case .transportAddress: return "'ip', 'ip:port' or '[ipv6]:port'"
         case .apiKey: return "'name:token'"
         case .logFormat: return "'text' or 'json'"
+        case .logLevel: return "'trace', 'debug', 'info', 'notice', 'warning', 'error' or 'critical'"
         case .uri: return "a stun:, stuns:, turn: or turns: URI"
         case .optionalText(let maxLength): return "text of at most \(maxLength) characters"
         case .ignored: return "any value"

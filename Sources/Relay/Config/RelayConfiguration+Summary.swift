@@ -84,6 +84,7 @@ extension RelayConfiguration {
         add("credential-max-ttl", credentialMaxTTL)
         add("advertised-uri", each: advertisedURIs)
         add("log-format", logFormat.rawValue)
+        add("log-level", minimumLogLevel.rawValue)
         add("drain-timeout", drainTimeout)
         add("max-permissions-per-allocation", maxPermissionsPerAllocation)
         add("unauth-rate-limit", unauthRateLimit)

@@ -1,3 +1,4 @@
+import Logging
 import StunCodec
 
 /// The server's whole configuration: one immutable value built from `turnserver.conf` and the
@@ -94,6 +95,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// URIs the credential service returns; empty means derived from the listeners.
     public var advertisedURIs: [String] = []
     public var logFormat: LogFormat = .text
+    /// `log-level`: the least severe level logged (`info` logs two lines per allocation);
+    /// `verbose` lowers it to at least `debug`.
+    public var minimumLogLevel: Logger.Level = .info
     /// Seconds a draining server waits for allocations to end before it stops.
     public var drainTimeout = 3600
     public var maxPermissionsPerAllocation = 32

@@ -47,6 +47,6 @@ public struct RestartOnlySetting: Sendable {
 }
 
 extension RelayConfiguration {
-    /// The log level `verbose` selects.
-    public var logLevel: Logger.Level { verbose ? .debug : .info }
+    /// The level logged: `log-level`, lowered to debug by `verbose`.
+    public var logLevel: Logger.Level { verbose ? min(.debug, minimumLogLevel) : minimumLogLevel }
 }
