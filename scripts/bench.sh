@@ -23,7 +23,9 @@
 #   port (never 3478), relay-ip 127.0.0.1, the same relay port range, allow-loopback-peers,
 #   UDP plus a TLS listener (self-signed P-256 certificate from conf/make-test-cert.sh, no
 #   plain TCP listener), default relay threads (relayd: one per CPU; coturn: one
-#   general relay thread per CPU), logs to a file in the work directory.
+#   general relay thread per CPU), logs to a file in the work directory, quiet: coturn without
+#   --verbose writes no per-session lines, so relayd gets log-level=notice (its info level
+#   writes two lines per allocation).
 # - The relay port range sits just below the kernel's ephemeral range, so relay-bench's own
 #   client sockets (ephemeral ports) never take the servers' relay ports.
 # - relayd limits 401s and new allocations per source IP (unauth-rate-limit,
@@ -177,7 +179,7 @@ start_server() {
         : > "$dir/relayd.conf"
         "$RELAYD" -c "$dir/relayd.conf" "${common[@]}" \
             --api-listening-ip=127.0.0.1 "--api-listening-port=$api" \
-            --unauth-rate-limit=1000000 --allocate-rate-limit=1000000 --drain-timeout=0 \
+            --unauth-rate-limit=1000000 --allocate-rate-limit=1000000 --drain-timeout=0 --log-level=notice \
             "--log-file=$dir/relayd-file.log" >>"$dir/relayd.log" 2>&1 &
     else
         rm -f "$dir/turndb"
