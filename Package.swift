@@ -26,6 +26,13 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // One libevent call that needs struct bufferevent's fields (bufferevent_struct.h), kept
+        // out of CLibevent so Swift still sees libevent's types as opaque there.
+        .target(
+            name: "CStreamWrite",
+            dependencies: ["CLibevent"],
+            linkerSettings: [.linkedLibrary("event_core")]
+        ),
         .target(
             name: "StunCodec",
             dependencies: ["COpenSSL"],
@@ -34,7 +41,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "CLibevent", "COpenSSL",
+                "StunCodec", "CLibevent", "COpenSSL", "CStreamWrite",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -38,7 +38,7 @@ final class EventLoop: RelaySocketProvider {
     var flushEvent: LoopEvent?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
-        base = event_base_new()
+        base = EventLoop.makeBase()
         self.logger = logger
         self.mailbox = mailbox
         batch = DatagramBatch(headroom: RelayCore.peerHeadroom, tailroom: RelayCore.peerTailroom)
@@ -96,6 +96,17 @@ final class EventLoop: RelaySocketProvider {
         core.shutdown(now: EventLoop.now())
         flush()
         onPublish?(core)
+    }
+
+    /// An event base whose epoll backend batches interest changes (the changelist): an event
+    /// added and removed again in one iteration, as a stream's write event is when its output
+    /// is written at the end of the iteration (`StreamTransport.writeUnflushed`), costs no
+    /// epoll_ctl. relayd never dup(2)s a descriptor it registers, the changelist's one caveat.
+    static func makeBase() -> OpaquePointer {
+        let config = event_config_new()
+        defer { event_config_free(config) }
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST.rawValue))
+        return event_base_new_with_config(config) ?? event_base_new()
     }
 
     /// Asks the loop to return from `run()`; safe from another thread (libevent pthreads locking).

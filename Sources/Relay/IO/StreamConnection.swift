@@ -1,4 +1,5 @@
 import CLibevent
+import CStreamWrite
 import COpenSSL
 import Glibc
 import Logging
@@ -31,6 +32,9 @@ final class StreamConnection {
     /// True once the TLS handshake completed (always for TCP).
     private(set) var handshakeDone: Bool
     private(set) var closeReason: StreamCloseReason?
+    /// True while the connection is on the transport's list of sockets to write at the end of
+    /// this loop iteration.
+    private var awaitingWrite = false
 
     /// A frame is at most a STUN header plus a 16-bit length (ChannelData: 4 + 65535 + padding).
     static let maxFrameLength = StunConstants.headerLength + 65536
@@ -130,7 +134,22 @@ final class StreamConnection {
             return
         }
         let pending = pendingOutput
-        if pending > StreamTransport.maxOutputBytes { close(.slowReader, detail: "\(pending) bytes unread") }
+        if pending > StreamTransport.maxOutputBytes {
+            close(.slowReader, detail: "\(pending) bytes unread")
+        } else if !awaitingWrite {
+            awaitingWrite = true
+            owner.noteUnflushed(self)
+        }
+    }
+
+    /// Hands the socket what is queued (over TLS: the records encrypted so far) in one writev
+    /// now, rather than after libevent's next epoll round reports the socket writable; what the
+    /// socket does not take is left to libevent's write event.
+    func writeNow() {
+        awaitingWrite = false
+        guard state == .open || state == .draining else { return }
+        let socketEvent = transport == .tls ? bufferevent_get_underlying(bufferEvent) : bufferEvent
+        if let socketEvent { _ = relayd_bufferevent_write_now(socketEvent) }
     }
 
     /// Bytes queued and not yet taken by the kernel: plaintext plus, over TLS, ciphertext.

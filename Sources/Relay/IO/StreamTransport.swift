@@ -21,6 +21,10 @@ final class StreamTransport {
     private var releaseEvent: OpaquePointer?
     /// Where a TLS message is staged so it reaches the output as a chunk of its own (one record).
     let recordStaging: OpaquePointer = evbuffer_new()
+    /// Connections written to in this loop iteration; their sockets are written at its end
+    /// (`writeUnflushed`), once each, instead of after the next epoll round.
+    private var unflushed: [StreamConnection] = []
+    private var writeEvent: LoopEvent?
     private(set) var counters = StreamCounters()
 
     /// Pending output beyond which a client that does not read is disconnected.
@@ -53,6 +57,7 @@ final class StreamTransport {
         guard !listeners.isEmpty else { return nil }
         let me = Unmanaged.passUnretained(self).toOpaque()
         loop.streamSender = { [unowned self] origin, bytes in self.send(bytes, to: origin) }
+        writeEvent = LoopEvent(base: loop.base) { [unowned self] in writeUnflushed() }
         sweepTimer = event_new(
             loop.base, -1, Int16(EV_PERSIST),
             { _, _, arg in Unmanaged<StreamTransport>.fromOpaque(arg!).takeUnretainedValue().sweep() }, me)
@@ -140,6 +145,23 @@ final class StreamTransport {
             return
         }
         connection.write(bytes)
+    }
+
+    /// `connection` has new output: it is written once the iteration's other ready events ran.
+    func noteUnflushed(_ connection: StreamConnection) {
+        if unflushed.isEmpty { writeEvent?.activate() }
+        unflushed.append(connection)
+    }
+
+    /// Writes the output of every connection written to in this iteration (one writev each).
+    /// A write may queue more output (a drained callback), so the list is walked by index.
+    private func writeUnflushed() {
+        var index = 0
+        while index < unflushed.count {
+            unflushed[index].writeNow()
+            index += 1
+        }
+        unflushed.removeAll(keepingCapacity: true)
     }
 
     // MARK: Deadlines and closing
