@@ -123,10 +123,12 @@ class StreamTurnClient(TurnClient):
     """stunclient.TurnClient over one TCP or TLS connection."""
 
     def __init__(self, server: tuple[str, int], tls: bool = False, timeout: float = 5.0,
-                 context: ssl.SSLContext | None = None, server_hostname: str | None = None):
+                 context: ssl.SSLContext | None = None, server_hostname: str | None = None,
+                 rcvbuf: int | None = None):
         self.server = server
         self.tls = tls
-        self.sock = connect(server, tls=tls, timeout=timeout, context=context, server_hostname=server_hostname)
+        self.sock = connect(server, tls=tls, timeout=timeout, context=context, server_hostname=server_hostname,
+                            rcvbuf=rcvbuf)
         self.reader = FrameReader(self.sock)
         self.timeout = timeout
         self.inbox = []

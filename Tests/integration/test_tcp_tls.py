@@ -187,6 +187,32 @@ def test_allocation_over_stream_relays_both_ways_with_padded_channel_data(stream
 
 
 @pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_a_burst_the_client_cannot_take_at_once_arrives_whole_and_in_order(stream_relay, transport):
+    """A peer sends 3 MB while the client, with a 4 kB receive buffer, is not reading. The
+    kernel takes about 2.8 MB for the stalled connection on loopback; the server's last writes
+    are partial and the rest waits in its output (below the 1 MiB slow-reader bound) for
+    libevent's write event. Once the client reads, every ChannelData frame arrives, in order
+    and intact."""
+    peer = udp_socket()
+    count, size = 3000, 1000
+    with peer, allocated(stream_relay, transport, rcvbuf=4096) as client:
+        peer_address = peer.getsockname()[:2]
+        client.create_permission(peer_address)
+        client.channel_bind(CHANNEL, peer_address)
+        payloads = [struct.pack("!I", seq) + bytes([seq & 0xFF]) * (size - 4) for seq in range(count)]
+        for start in range(0, count, 20):  # paced, so the relay socket's own buffer never overflows
+            for payload in payloads[start:start + 20]:
+                peer.sendto(payload, client.relayed)
+            time.sleep(0.003)
+        time.sleep(0.5)
+        for seq, payload in enumerate(payloads):
+            frame = client.reader.read_frame(WAIT)
+            assert frame is not None, f"frame {seq} of {count} never arrived"
+            assert struct.unpack("!HH", frame[:4]) == (CHANNEL, size), f"frame {seq}"
+            assert frame[4:4 + size] == payload, f"frame {seq} is not message {seq}"
+
+
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
 def test_closing_the_connection_ends_the_allocation(stream_relay, transport):
     peer = udp_socket()
     with peer:
