@@ -243,3 +243,28 @@ def test_text_log_lines_keep_swift_log_stream_format(tmp_path):
     keys = re.findall(r" ([a-z_]+)=", deleted[0].split(" [Relay] ")[0])
     assert keys == sorted(keys) and "bytes_to_client" in keys and "session" in keys, keys
     assert "packets_to_client=1 " in deleted[0] and "packets_to_peer=1 " in deleted[0], deleted[0]
+
+
+def test_log_level_notice_leaves_out_allocation_lines(tmp_path):
+    """`log-level=notice`: allocations and their traffic write nothing; notice lines (the drain
+    at SIGTERM) still reach the buffered log file, whole, by the time relayd has exited."""
+    log_file = tmp_path / "relayd.log"
+    server = RelayServer("relayd", tmp_path / "server", extra_args=[f"--log-file={log_file}", "--log-level=notice"])
+    server.start()
+    try:
+        with udp_socket() as peer:
+            with TurnClient(server.address) as client:
+                client.allocate(*server.credentials("frank"))
+                relay_traffic(client, peer)
+                client.refresh(0)
+    finally:
+        problems = server.stop()
+    if problems:
+        pytest.fail("server problems:\n  " + "\n  ".join(problems), pytrace=False)
+    lines = log_file.read_text().splitlines()
+    assert any("event=drain_started" in line for line in lines), lines
+    assert any("event=drain_done" in line for line in lines), lines
+    for line in lines:
+        assert TEXT_LINE.match(line), line
+        assert line.split(" ")[1] in ("notice", "warning", "error", "critical"), line
+    assert not any(re.search(r"event=(allocation|permission|channel)_", line) for line in lines), lines
