@@ -113,3 +113,26 @@ def test_restart_only_keys_are_reported_and_live_keys_apply(tmp_path):
         first.refresh(0)
         first.close()
         peer.close()
+
+
+def test_log_level_applies_on_reload(tmp_path):
+    """`log-level=notice` in the file on SIGHUP: allocations made after the reload write no
+    `allocation created` line (one made before did); the next reload's notice line still does."""
+    secret = secrets.token_hex(16)
+    server = FileServer(tmp_path / "srv", conf(secret))
+    with running(server):
+        before, before_peer = allocate_with_channel(server, secret, user="before")
+        wait_for_log(server, r"allocation created")
+        server.rewrite(conf(secret, log_level="notice"))
+        server.proc.send_signal(signal.SIGHUP)
+        wait_for_log(server, r"configuration reloaded")
+        after, after_peer = allocate_with_channel(server, secret, user="after")
+        after.refresh(0)
+        before.refresh(0)
+        server.proc.send_signal(signal.SIGHUP)
+        log = wait_for_log(server, r"configuration reloaded", count=2)
+        between = log.split("configuration reloaded")[1]
+        assert "allocation created" not in between and "allocation deleted" not in between, between
+        assert "user=after" not in log and "tls_reload_skipped" not in between
+        for c in (before, before_peer, after, after_peer):
+            c.close()

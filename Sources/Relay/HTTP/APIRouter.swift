@@ -25,7 +25,7 @@ public final class APIRouter {
     var limiter: RateLimiter
     let registry: MetricsRegistry
     let health: ServiceHealth
-    let logger: Logger
+    var logger: Logger
     public private(set) var service: ServiceMetrics
 
     public init(

@@ -30,6 +30,7 @@ final class HTTPService {
         configuration = c
         router.credentials = CredentialService(configuration: c, interfaceAddresses: interfaceAddresses)
         router.keyring = APIKeyring(keys: c.apiKeys)
+        router.logger.logLevel = c.logLevel
     }
 
     /// The API listener's address, and the metrics listener's when it is a separate one.

@@ -59,6 +59,8 @@ final class StreamService: Sendable {
     /// SIGHUP: reads `cert` and `pkey` again. New connections get the new context; connections
     /// already open keep theirs. A certificate that does not load leaves the old one in place.
     func reloadTLS(using configuration: RelayConfiguration) {
+        var logger = logger
+        logger.logLevel = configuration.logLevel
         guard tls.value != nil else {
             logger.info("SIGHUP: TLS is not served, nothing to reload", metadata: ["event": "tls_reload_skipped"])
             return

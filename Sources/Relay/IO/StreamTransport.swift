@@ -11,7 +11,8 @@ import StunCodec
 final class StreamTransport {
     unowned let loop: EventLoop
     let service: StreamService
-    let logger: Logger
+    /// The loop core's logger, whose level follows reloads (`log-level`, `verbose`).
+    var logger: Logger { loop.core.logger }
     let limits: (idle: Int64, handshake: Int64)
     private(set) var listeners: [StreamListener] = []
     private(set) var connections: [Int32: StreamConnection] = [:]
@@ -37,7 +38,6 @@ final class StreamTransport {
     init(loop: EventLoop, service: StreamService) {
         self.loop = loop
         self.service = service
-        logger = loop.logger
         limits = (Int64(service.configuration.tcpIdleTimeout), Int64(service.configuration.tlsHandshakeTimeout))
     }
 
