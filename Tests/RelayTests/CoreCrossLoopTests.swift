@@ -5,6 +5,8 @@ import Testing
 /// The relay-to-relay short-circuit across loop threads (issue #6): a packet for the relayed
 /// address of a UDP allocation on another loop is framed by the sending loop from the shared
 /// directory and leaves through its own listener, as if it had crossed both relay sockets.
+/// Send → Data indication and the missing-permission drop run on one and two loops in
+/// `CoreShortCircuitTests`.
 @Suite struct CoreCrossLoopTests {
     /// Two loops sharing a directory and a quota; A allocates on loop 0, B on loop 1.
     private func pair(
@@ -12,18 +14,8 @@ import Testing
     ) throws -> (loop0: CoreHarness, loop1: CoreHarness, a: TurnTestClient, b: TurnTestClient,
         relayedA: TransportAddress, relayedB: TransportAddress)
     {
-        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
-        let directory = RelayedAddressDirectory()
-        let loop0 = CoreHarness(
-            configuration: configuration, loop: .init(index: 0, count: 2, quota: quota, directory: directory))
-        let loop1 = CoreHarness(
-            configuration: configuration, loop: .init(index: 1, count: 2, quota: quota, directory: directory))
-        let a = loop0.restClient(at: CoreFixture.clientA, user: "a")
-        let b = loop1.restClient(at: CoreFixture.clientB, user: "b", transport: transportB)
-        let relayedA = try #require(try a.allocate().xorRelayedAddress)
-        let relayedB = try #require(try b.allocate().xorRelayedAddress)
-        #expect(directory.count == (transportB == .udp ? 2 : 1))
-        return (loop0, loop1, a, b, relayedA, relayedB)
+        let pair = try RelayPair(loops: 2, configuration, transportB: transportB)
+        return (pair.sender, pair.receiver, pair.a, pair.b, pair.relayedA, pair.relayedB)
     }
 
     private func socket(of packet: SentPacket) -> Int32? {
@@ -55,33 +47,6 @@ import Testing
         let after = loop0.receive(StunTestMessages.channelData(0x4001, payload), from: CoreFixture.clientA)
         try #require(after.count == 1)
         #expect(after[0].peer?.peer == relayedB)
-    }
-
-    @Test("A Send indication across loops reaches B as a Data indication from A's relayed address")
-    func sendToDataIndication() throws {
-        let (loop0, _, a, b, relayedA, relayedB) = try pair()
-        #expect(try a.createPermission([relayedB]).isSuccess)
-        #expect(try b.createPermission([relayedA]).isSuccess)
-        let payload: [UInt8] = [9, 8, 7, 6, 5]
-        let sent = loop0.receive(
-            try StunTestMessages.sendIndication(to: relayedB, payload: payload), from: CoreFixture.clientA)
-        try #require(sent.count == 1)
-        #expect(sent[0].client == CoreFixture.clientB)
-        let data = try ReceivedStun(sent[0].bytes)
-        #expect(data.type == MessageType(method: .data, messageClass: .indication))
-        #expect(data.decode(XORPeerAddress.self)?.address == relayedA)
-        #expect(data.decode(DataAttribute.self)?.bytes == payload)
-    }
-
-    @Test("Without B's permission for A the packet is dropped as no_permission on loop 0, and nothing is sent")
-    func permissionChecked() throws {
-        let (loop0, _, a, _, _, relayedB) = try pair()
-        #expect(try a.createPermission([relayedB]).isSuccess)
-        let sent = loop0.receive(
-            try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
-        #expect(sent.isEmpty)
-        #expect(loop0.counters.dropped(.noPermission) == 1)
-        #expect(loop0.counters.packetsToClient == 0)
     }
 
     @Test("B's permission expiring on loop 1 stops loop 0's deliveries (RFC 8656 §9 lifetime)")

@@ -9,12 +9,8 @@ import Testing
     private func pair(
         _ configuration: RelayConfiguration = CoreFixture.configuration()
     ) throws -> (CoreHarness, TurnTestClient, TurnTestClient, TransportAddress, TransportAddress) {
-        let harness = CoreHarness(configuration: configuration)
-        let a = harness.restClient(at: CoreFixture.clientA, user: "a")
-        let b = harness.restClient(at: CoreFixture.clientB, user: "b")
-        let relayedA = try #require(try a.allocate().xorRelayedAddress)
-        let relayedB = try #require(try b.allocate().xorRelayedAddress)
-        return (harness, a, b, relayedA, relayedB)
+        let pair = try RelayPair(loops: 1, configuration)
+        return (pair.sender, pair.a, pair.b, pair.relayedA, pair.relayedB)
     }
 
     @Test("ChannelData from A to B's relayed address reaches B's client as ChannelData on B's channel, with no socket send")
@@ -35,9 +31,13 @@ import Testing
         #expect(harness.allocation(of: CoreFixture.clientB)?.traffic.bytesToClient == 100)
     }
 
-    @Test("A Send indication to B's relayed address reaches B as a Data indication from A's relayed address")
-    func sendToDataIndication() throws {
-        let (harness, a, b, relayedA, relayedB) = try pair()
+    /// On one loop (`loops` 1) or across loop threads through the shared directory (2).
+    @Test(
+        "A Send indication to B's relayed address reaches B as a Data indication from A's relayed address",
+        arguments: [1, 2])
+    func sendToDataIndication(loops: Int) throws {
+        let pair = try RelayPair(loops: loops)
+        let (harness, a, b, relayedA, relayedB) = (pair.sender, pair.a, pair.b, pair.relayedA, pair.relayedB)
         #expect(try a.createPermission([relayedB]).isSuccess)
         #expect(try b.createPermission([relayedA]).isSuccess)
         let payload: [UInt8] = [9, 8, 7, 6, 5]
@@ -51,9 +51,12 @@ import Testing
         #expect(data.decode(DataAttribute.self)?.bytes == payload)
     }
 
-    @Test("Without B's permission for A, the short-circuited packet is dropped as no_permission, as on the socket path")
-    func permissionChecked() throws {
-        let (harness, a, _, _, relayedB) = try pair()
+    @Test(
+        "Without B's permission for A, the short-circuited packet is dropped as no_permission, as on the socket path",
+        arguments: [1, 2])
+    func permissionChecked(loops: Int) throws {
+        let pair = try RelayPair(loops: loops)
+        let (harness, a, relayedB) = (pair.sender, pair.a, pair.relayedB)
         #expect(try a.createPermission([relayedB]).isSuccess)
         let sent = harness.receive(
             try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)

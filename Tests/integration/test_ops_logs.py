@@ -217,24 +217,32 @@ TEXT_LINE = re.compile(
     r"((?: [a-z_.]+=[^ ]*(?: [^ =\[]+)*)*) \[Relay\] (.+)$")
 
 
-def test_text_log_lines_keep_swift_log_stream_format(tmp_path):
-    """The default text format (relayd's own handler): `<local time> <level> relayd: k=v ... [Relay]
-    <message>`, one line per event, metadata keys in sorted order, written to log-file."""
+def logged_call(tmp_path, user: str, extra_args: list[str], wait_for: str | None = None) -> list[str]:
+    """Runs relayd with a text `log-file` and `extra_args`; one allocation relays a packet each
+    way and is refreshed to 0; once `wait_for` is in the file (if given), relayd is stopped.
+    Returns the file's lines."""
     log_file = tmp_path / "relayd.log"
-    server = RelayServer("relayd", tmp_path / "server", extra_args=[f"--log-file={log_file}"])
+    server = RelayServer("relayd", tmp_path / "server", extra_args=[f"--log-file={log_file}", *extra_args])
     server.start()
     try:
         with udp_socket() as peer:
             with TurnClient(server.address) as client:
-                client.allocate(*server.credentials("erin"))
+                client.allocate(*server.credentials(user))
                 relay_traffic(client, peer)
                 client.refresh(0)
-        assert eventually(lambda: "allocation deleted" in log_file.read_text()), log_file.read_text()
+        if wait_for is not None:
+            assert eventually(lambda: wait_for in log_file.read_text()), log_file.read_text()
     finally:
         problems = server.stop()
     if problems:
         pytest.fail("server problems:\n  " + "\n  ".join(problems), pytrace=False)
-    lines = log_file.read_text().splitlines()
+    return log_file.read_text().splitlines()
+
+
+def test_text_log_lines_keep_swift_log_stream_format(tmp_path):
+    """The default text format (relayd's own handler): `<local time> <level> relayd: k=v ... [Relay]
+    <message>`, one line per event, metadata keys in sorted order, written to log-file."""
+    lines = logged_call(tmp_path, "erin", [], wait_for="allocation deleted")
     assert lines
     for line in lines:
         assert TEXT_LINE.match(line), line
@@ -248,20 +256,7 @@ def test_text_log_lines_keep_swift_log_stream_format(tmp_path):
 def test_log_level_notice_leaves_out_allocation_lines(tmp_path):
     """`log-level=notice`: allocations and their traffic write nothing; notice lines (the drain
     at SIGTERM) still reach the buffered log file, whole, by the time relayd has exited."""
-    log_file = tmp_path / "relayd.log"
-    server = RelayServer("relayd", tmp_path / "server", extra_args=[f"--log-file={log_file}", "--log-level=notice"])
-    server.start()
-    try:
-        with udp_socket() as peer:
-            with TurnClient(server.address) as client:
-                client.allocate(*server.credentials("frank"))
-                relay_traffic(client, peer)
-                client.refresh(0)
-    finally:
-        problems = server.stop()
-    if problems:
-        pytest.fail("server problems:\n  " + "\n  ".join(problems), pytrace=False)
-    lines = log_file.read_text().splitlines()
+    lines = logged_call(tmp_path, "frank", ["--log-level=notice"])
     assert any("event=drain_started" in line for line in lines), lines
     assert any("event=drain_done" in line for line in lines), lines
     for line in lines:

@@ -54,10 +54,7 @@ public final class Allocation {
 
     /// True when a live permission exists for `peer`'s IP (RFC 8656 §9).
     @inlinable
-    public func hasPermission(for peer: IPAddress, now: Int64) -> Bool {
-        for p in permissions where p.peer == peer { return p.expiry > now }
-        return false
-    }
+    public func hasPermission(for peer: IPAddress, now: Int64) -> Bool { permissions.allows(peer, now: now) }
 
     /// Installs or refreshes the permission for `peer`.
     func installPermission(_ peer: IPAddress, until expiry: Int64) {
@@ -78,10 +75,7 @@ public final class Allocation {
 
     /// The live channel bound to `peer`.
     @inlinable
-    public func channel(peer: TransportAddress, now: Int64) -> ChannelBinding? {
-        for c in channels where c.peer == peer && c.expiry > now { return c }
-        return nil
-    }
+    public func channel(peer: TransportAddress, now: Int64) -> ChannelBinding? { channels.live(for: peer, now: now) }
 
     /// Binds or refreshes `number` to `peer`.
     func bindChannel(_ number: UInt16, to peer: TransportAddress, until expiry: Int64) {

@@ -7,3 +7,13 @@ public struct Permission: Sendable, Hashable {
     /// Monotonic second at which it expires.
     public var expiry: Int64
 }
+
+extension Array where Element == Permission {
+    /// True when the list holds a live permission for `peer` (one entry per IP, RFC 8656 §9):
+    /// the rule an allocation and the cross-thread directory both apply.
+    @inlinable
+    public func allows(_ peer: IPAddress, now: Int64) -> Bool {
+        for p in self where p.peer == peer { return p.expiry > now }
+        return false
+    }
+}

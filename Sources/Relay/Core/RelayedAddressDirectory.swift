@@ -97,21 +97,14 @@ public final class RelayedAddressDirectory: Sendable {
         _ entry: inout Entry, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
     ) -> Verdict {
         guard entry.expiry > now else { return .notFound }
-        var permitted = false
-        for p in entry.permissions where p.peer == source.ip {
-            permitted = p.expiry > now
-            break
-        }
-        guard permitted else { return .noPermission }
+        guard entry.permissions.allows(source.ip, now: now) else { return .noPermission }
         guard allowed else { return .policy }
-        var channelNumber: UInt16? = nil
-        for c in entry.channels where c.peer == source && c.expiry > now {
-            channelNumber = c.number
-            break
-        }
         entry.packetsDelivered &+= 1
         entry.bytesDelivered &+= UInt64(bytes)
-        return .deliver(Delivery(client: entry.client, server: entry.server, channelNumber: channelNumber))
+        return .deliver(
+            Delivery(
+                client: entry.client, server: entry.server,
+                channelNumber: entry.channels.live(for: source, now: now)?.number))
     }
 
     /// Number of listed allocations (tests and metrics).

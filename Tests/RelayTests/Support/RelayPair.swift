@@ -1,0 +1,38 @@
+import Relay
+import StunCodec
+import Testing
+
+/// Two REST clients with UDP (or, for B, stream) allocations for the relay-to-relay
+/// short-circuit tests: A on `sender`, B on `receiver`. With `loops: 1` both are one core; with
+/// `loops: 2` they are loop threads 0 and 1 sharing a relayed-address directory and a quota.
+struct RelayPair {
+    let sender: CoreHarness
+    let receiver: CoreHarness
+    let a: TurnTestClient
+    let b: TurnTestClient
+    /// A's and B's relayed addresses as XOR-RELAYED-ADDRESS gave them (advertised form).
+    let relayedA: TransportAddress
+    let relayedB: TransportAddress
+
+    init(
+        loops: Int, _ configuration: RelayConfiguration = CoreFixture.configuration(),
+        transportB: TransportProtocol = .udp
+    ) throws {
+        if loops == 1 {
+            sender = CoreHarness(configuration: configuration)
+            receiver = sender
+        } else {
+            let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+            let directory = RelayedAddressDirectory()
+            sender = CoreHarness(
+                configuration: configuration, loop: .init(index: 0, count: 2, quota: quota, directory: directory))
+            receiver = CoreHarness(
+                configuration: configuration, loop: .init(index: 1, count: 2, quota: quota, directory: directory))
+        }
+        a = sender.restClient(at: CoreFixture.clientA, user: "a")
+        b = receiver.restClient(at: CoreFixture.clientB, user: "b", transport: transportB)
+        relayedA = try #require(try a.allocate().xorRelayedAddress)
+        relayedB = try #require(try b.allocate().xorRelayedAddress)
+        if loops > 1 { #expect(sender.core.context.directory.count == (transportB == .udp ? 2 : 1)) }
+    }
+}
