@@ -27,11 +27,15 @@ final class RelayFixture {
     let peerBuffer: UnsafeMutableRawBufferPointer
     var payloadRange: Range<Int> { RelayCore.peerHeadroom..<RelayCore.peerHeadroom + 100 }
 
+    /// How client B reaches the server (TCP: its allocation takes handed-off packets).
+    let transportB: TransportProtocol
+
     /// `loop` of `loops` loop threads sharing `directory` (the cross-thread short-circuit).
     init(
         loop: Int = 0, of loops: Int = 1, directory: RelayedAddressDirectory = RelayedAddressDirectory(),
-        quota: QuotaTracker = QuotaTracker(userQuota: 0, totalQuota: 0)
+        quota: QuotaTracker = QuotaTracker(userQuota: 0, totalQuota: 0), transportB: TransportProtocol = .udp
     ) throws {
+        self.transportB = transportB
         var c = RelayConfiguration()
         c.noAuth = true
         c.listeningIPs = [Self.server.ip]
@@ -77,9 +81,10 @@ final class RelayFixture {
     }
 
     func origin(_ client: TransportAddress) -> ClientOrigin {
-        ClientOrigin(
-            fiveTuple: FiveTuple(client: client, server: Self.server, transport: .udp),
-            socket: 3 + Int32(core.context.threadIndex))
+        let transport = client == Self.clientB ? transportB : .udp
+        return ClientOrigin(
+            fiveTuple: FiveTuple(client: client, server: Self.server, transport: transport),
+            socket: transport == .udp ? 3 + Int32(core.context.threadIndex) : 90)
     }
 
     @discardableResult

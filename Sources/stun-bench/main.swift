@@ -11,7 +11,7 @@
 ///
 /// ITERATIONS (default 1,000,000) per run; each benchmark reports the median of 5 runs.
 /// With --assert-zero-alloc it exits 1 when parsing a Binding request (a), ChannelData (b) or
-/// any relayed-packet path of the core (d-g) touches the heap. Build in release: scripts/bench-codec.sh.
+/// any relayed-packet path of the core (d-i) touches the heap. Build in release: scripts/bench-codec.sh.
 let usage = "usage: stun-bench [ITERATIONS] [--assert-zero-alloc]"
 var iterations = 1_000_000
 var assertZeroAlloc = false
@@ -37,6 +37,7 @@ guard mallocCounterIsLive() else {
 let fixture: Fixture
 let relay: RelayFixture
 let crossLoop: CrossLoopFixture
+let handOff: HandOffFixture
 do {
     fixture = try Fixture()
     try fixture.validate()
@@ -44,13 +45,15 @@ do {
     try relay.validate()
     crossLoop = try CrossLoopFixture()
     try crossLoop.validate()
+    handOff = try HandOffFixture()
+    try handOff.validate()
 } catch {
     print("stun-bench: cannot build the benchmark inputs: \(error)")
     exit(1)
 }
 
 let runs = 5
-let zeroAllocationGoal = [true, true, false, true, true, true, true, true]
+let zeroAllocationGoal = [true, true, false, true, true, true, true, true, true]
 let results = [
     Measurement.run("(a) parse Binding request + FINGERPRINT + MI verify", iterations: iterations, runs: runs) {
         parseAndVerifyRequest(fixture, iterations: $0)
@@ -76,6 +79,9 @@ let results = [
     Measurement.run("(h) relay: client -> client on another loop (core)", iterations: iterations, runs: runs) {
         relayCrossLoop(crossLoop, iterations: $0)
     },
+    Measurement.run("(i) relay: client -> TCP client on another loop (core)", iterations: iterations, runs: runs) {
+        relayHandOff(handOff, iterations: $0)
+    },
 ]
 
 print("stun-bench: \(iterations) iterations x \(runs) runs; ns/op is the median run (fastest-slowest)")
@@ -100,5 +106,5 @@ if assertZeroAlloc {
         failed = true
     }
     if failed { exit(1) }
-    print("stun-bench: zero-allocation check passed for (a), (b) and the relay data path (d)-(h)")
+    print("stun-bench: zero-allocation check passed for (a), (b) and the relay data path (d)-(i)")
 }

@@ -11,6 +11,10 @@ extension RelayCore {
     /// target's answers use. The checks are the target's: a live allocation, a live permission
     /// for the source's IP (RFC 8656 §9), and the peer policy for the source address.
     ///
+    /// When the target has a TCP/TLS client, only its own loop may write the stream: the payload
+    /// is posted to that loop's `HandOffInbox`, which delivers it as if it had arrived on the
+    /// target's relay socket (`handleHandOff`).
+    ///
     /// Returns false when no other loop has such an allocation, or this loop has no listener on
     /// its server address: the caller then sends through the socket as before.
     func deliverAcrossLoops(
@@ -34,6 +38,10 @@ extension RelayCore {
             return true
         case .deliver(let found):
             delivery = found
+        case .handOff(let inbox):
+            guard inbox.post(to: bound, from: source, payload: payload) else { return false }
+            counters.shortCircuited &+= 1
+            return true
         }
         guard let socket = udpListener(for: delivery.server) else { return false }
         guard
@@ -54,5 +62,17 @@ extension RelayCore {
     func udpListener(for server: TransportAddress) -> Int32? {
         for listener in udpListeners where listener.address == server { return listener.socket }
         return nil
+    }
+
+    /// A packet another loop handed to this one (`HandOffInbox`) for the allocation at `target`
+    /// (bound form): delivered to its client exactly as a datagram from `source` arriving on its
+    /// relay socket, with the same permission and policy checks (RFC 8656 §9, §11.3, §12.7).
+    /// `payload` sits in `buffer` with `peerHeadroom` and `peerTailroom` free around it.
+    public func handleHandOff(
+        to target: TransportAddress, from source: TransportAddress, buffer: UnsafeMutableRawBufferPointer,
+        payload: Range<Int>, now: Int64
+    ) {
+        guard let allocation = byRelayedAddress[target] else { return counters.drop(.noAllocation) }
+        deliverToClient(allocation, from: source, buffer: buffer, payload: payload, now: now)
     }
 }

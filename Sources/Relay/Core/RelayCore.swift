@@ -200,7 +200,7 @@ public final class RelayCore {
     /// Lists `allocation`'s current state for the other loop threads (after a change to its
     /// permissions, channels or expiry); nothing to do with a single loop.
     func publish(_ allocation: Allocation) {
-        if context.threadCount > 1 { context.directory.publish(allocation) }
+        if context.threadCount > 1 { context.directory.publish(allocation, loop: context.threadIndex) }
     }
 
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {

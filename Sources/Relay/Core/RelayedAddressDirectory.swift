@@ -1,9 +1,11 @@
 import StunCodec
 import Synchronization
 
-/// The UDP allocations of every loop thread by relayed transport address (bound form), with what
-/// another thread needs to hand a relay-to-relay packet straight to the allocation's client: the
-/// client's address and listener, its permissions and channels (RFC 8656 §9, §12) and its expiry.
+/// The allocations of every loop thread by relayed transport address (bound form). For a UDP
+/// client it holds what another thread needs to hand a relay-to-relay packet straight to the
+/// allocation's client: the client's address and listener, its permissions and channels
+/// (RFC 8656 §9, §12) and its expiry. For a TCP/TLS client, whose stream only its own loop may
+/// write, it names that loop, whose `HandOffInbox` takes the packet.
 ///
 /// It extends the relay-to-relay short-circuit (issue #6) across loop threads. SO_REUSEPORT
 /// spreads the two clients of a call over the loops at random, so with N loops only 1/N of the
@@ -22,6 +24,8 @@ public final class RelayedAddressDirectory: Sendable {
         /// allocation's totals when it deletes the allocation.
         var packetsDelivered: UInt64 = 0
         var bytesDelivered: UInt64 = 0
+        /// For a TCP/TLS client: the owning loop, which checks and delivers handed-off packets itself.
+        var handOffLoop: Int?
     }
 
     /// Where the client of the target allocation is, and the channel to frame the payload with
@@ -40,6 +44,8 @@ public final class RelayedAddressDirectory: Sendable {
         /// The peer policy denies the source address (the caller's verdict): drop.
         case policy
         case deliver(Delivery)
+        /// A TCP/TLS client's allocation: post the packet to this loop's inbox (it checks it).
+        case handOff(HandOffInbox)
     }
 
     private final class Shard: Sendable {
@@ -47,24 +53,32 @@ public final class RelayedAddressDirectory: Sendable {
     }
 
     private let shards: [Shard]
+    /// One per loop thread (none: stream targets take the relay socket path).
+    public let inboxes: [HandOffInbox]
 
-    public init(shardCount: Int = 16) {
+    public init(shardCount: Int = 16, loops: Int = 0) {
         shards = (0..<max(1, shardCount)).map { _ in Shard() }
+        inboxes = (0..<max(0, loops)).map { _ in HandOffInbox() }
     }
 
     @inline(__always)
     private func shard(_ relayed: TransportAddress) -> Shard { shards[Int(relayed.port) % shards.count] }
 
-    /// Writes `allocation`'s current client, permissions, channels and expiry (owner thread only).
-    /// Allocations of TCP/TLS clients are not listed: only their own loop can write to the stream.
-    func publish(_ allocation: Allocation) {
-        guard !allocation.origin.fiveTuple.transport.isStream else { return }
+    /// Writes `allocation`'s current client, permissions, channels and expiry (owner thread
+    /// `loop` only). A TCP/TLS client's allocation is listed with its loop alone, and only when
+    /// that loop has an inbox: the rest is checked by the owner when a packet arrives.
+    func publish(_ allocation: Allocation, loop: Int) {
+        let stream = allocation.origin.fiveTuple.transport.isStream
+        guard !stream || loop < inboxes.count else { return }
         let relayed = allocation.relayedAddress
         shard(relayed).entries.withLock { entries in
             if entries[relayed] == nil {
                 entries[relayed] = Entry(
                     client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
-                    expiry: allocation.expiry, permissions: allocation.permissions, channels: allocation.channels)
+                    expiry: allocation.expiry, permissions: stream ? [] : allocation.permissions,
+                    channels: stream ? [] : allocation.channels, handOffLoop: stream ? loop : nil)
+            } else if stream {
+                entries[relayed]!.expiry = allocation.expiry
             } else {
                 entries[relayed]!.expiry = allocation.expiry
                 entries[relayed]!.permissions = allocation.permissions
@@ -83,11 +97,15 @@ public final class RelayedAddressDirectory: Sendable {
     /// target knows it by) to the allocation at `relayed` (bound form), and counts it when it is
     /// to be delivered. The same checks as the target's own relay socket path: a live allocation
     /// and a live permission for the source's IP, then the caller's peer-policy verdict `allowed`.
+    /// A TCP/TLS client's live allocation gets `.handOff` unchecked: its owner checks and counts.
     func deliver(
         to relayed: TransportAddress, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
     ) -> Verdict {
         shard(relayed).entries.withLock { entries in
             guard let index = entries.index(forKey: relayed) else { return .notFound }
+            if let loop = entries.values[index].handOffLoop {
+                return entries.values[index].expiry > now ? .handOff(inboxes[loop]) : .notFound
+            }
             return Self.judge(&entries.values[index], from: source, allowed: allowed, bytes: bytes, now: now)
         }
     }
