@@ -1,3 +1,5 @@
+import Dispatch
+import Synchronization
 import Relay
 import StunCodec
 import Testing
@@ -58,5 +60,54 @@ import Testing
         let batch = try #require(inbox.take())
         #expect(batch.records.count == 4)
         inbox.recycle(batch)
+    }
+}
+
+/// The inbox between real threads: two senders and an owner that takes only when woken.
+@Suite struct HandOffInboxThreadTests {
+    @Test("Every accepted packet arrives once and in its sender's order; no wake-up is lost")
+    func concurrentSenders() throws {
+        // Small enough that senders are refused now and then while the owner drains.
+        let inbox = HandOffInbox(arenaBytes: 8 * 1024, maxRecords: 32)
+        let wakes = DispatchSemaphore(value: 0)
+        inbox.attach(event: 1) { _ in wakes.signal() }
+        let senders = 2
+        let perSender = 20_000
+        let accepted = Mutex([Int](repeating: 0, count: senders))
+        let group = DispatchGroup()
+        for sender in 0..<senders {
+            DispatchQueue.global().async(group: group) {
+                var count = 0
+                for sequence in 0..<perSender {
+                    let payload = [UInt8(sender)] + withUnsafeBytes(of: UInt32(sequence).bigEndian, Array.init)
+                    let target = TransportAddress(ip: .literal("10.0.0.5"), port: UInt16(50000 + sender))
+                    if payload.withUnsafeBytes({ inbox.post(to: target, from: target, payload: $0) }) { count += 1 }
+                }
+                accepted.withLock { $0[sender] = count }
+            }
+        }
+        var received = [Int](repeating: 0, count: senders)
+        var last = [Int](repeating: -1, count: senders)
+        var disorder = 0
+        // The owner takes only after a wake-up: a lost one would leave packets behind for good.
+        while wakes.wait(timeout: .now() + .milliseconds(500)) == .success {
+            guard let batch = inbox.take() else { continue }
+            for record in batch.records {
+                let bytes = Array(batch.arena[record.payload])
+                let sender = Int(bytes[0])
+                let sequence = bytes[1...].reduce(0) { $0 << 8 | Int($1) }
+                if sequence <= last[sender] || record.target.port != UInt16(50000 + sender) { disorder += 1 }
+                last[sender] = sequence
+                received[sender] += 1
+            }
+            inbox.recycle(batch)
+        }
+        group.wait()
+        inbox.detach()
+        let sent = accepted.withLock { $0 }
+        #expect(disorder == 0)
+        #expect(received == sent)
+        #expect(sent.allSatisfy { $0 > 0 })
+        #expect(inbox.take() == nil)
     }
 }

@@ -74,7 +74,7 @@ public final class HandOffInbox: Sendable {
 
     /// Called on the owning loop's thread once its event exists; `wake` activates it (libevent
     /// allows that from any thread).
-    func attach(event: UInt, wake: @escaping @Sendable (UInt) -> Void) {
+    public func attach(event: UInt, wake: @escaping @Sendable (UInt) -> Void) {
         state.withLock { s in
             s.event = event
             s.wake = wake
@@ -82,7 +82,7 @@ public final class HandOffInbox: Sendable {
     }
 
     /// Called on the owning loop's thread before it frees the event; later packets wait unread.
-    func detach() {
+    public func detach() {
         state.withLock { s in
             s.event = 0
             s.wake = nil
