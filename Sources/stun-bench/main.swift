@@ -37,7 +37,7 @@ guard mallocCounterIsLive() else {
 let fixture: Fixture
 let relay: RelayFixture
 let crossLoop: CrossLoopFixture
-let handOff: HandOffFixture
+let handOff: CrossLoopFixture
 do {
     fixture = try Fixture()
     try fixture.validate()
@@ -45,8 +45,8 @@ do {
     try relay.validate()
     crossLoop = try CrossLoopFixture()
     try crossLoop.validate()
-    handOff = try HandOffFixture()
-    try handOff.validate()
+    handOff = try CrossLoopFixture(transportB: .tcp)
+    try handOff.validateHandOff()
 } catch {
     print("stun-bench: cannot build the benchmark inputs: \(error)")
     exit(1)

@@ -70,7 +70,7 @@ import Testing
         // Small enough that senders are refused now and then while the owner drains.
         let inbox = HandOffInbox(arenaBytes: 8 * 1024, maxRecords: 32)
         let wakes = DispatchSemaphore(value: 0)
-        inbox.attach(event: 1) { _ in wakes.signal() }
+        inbox.attach { wakes.signal() }
         let senders = 2
         let perSender = 20_000
         let accepted = Mutex([Int](repeating: 0, count: senders))

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import RelayServer, running, server_kind
 from streamclient import StreamTurnClient
+from test_tcp_tls import receive_payload
 
 PAIRS = 12  # SO_REUSEPORT spreads the 24 connections over 2 loops: all on one has p = 2**-23
 CHANNEL = 0x4001
@@ -33,15 +34,6 @@ def short_circuited(server: RelayServer) -> float:
         if line.startswith("relayd_short_circuited_packets_total "):
             return float(line.split()[1])
     pytest.fail("no relayd_short_circuited_packets_total in /metrics")
-
-
-def receive_kind(client: StreamTurnClient, kind: str):
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        got = client.receive(deadline - time.monotonic())
-        if got is not None and got.kind == kind:
-            return got
-    pytest.fail(f"no {kind} frame within {WAIT} s")
 
 
 @pytest.mark.parametrize("transport", ["tcp", "tls"])
@@ -63,11 +55,11 @@ def test_stream_clients_on_two_loops_reach_each_other_without_the_relay_sockets(
             for n, (a, b) in enumerate(pairs):
                 forward = struct.pack("!I", n) + b"forward"
                 a.send_channel_data(CHANNEL, forward)
-                got = receive_kind(b, "data")
+                got = receive_payload(b, "data")
                 assert (got.payload, got.peer) == (forward, a.relayed)
                 back = struct.pack("!I", n) + b"back"
                 b.send_indication(a.relayed, back)
-                got = receive_kind(a, "channel")
+                got = receive_payload(a, "channel")
                 assert (got.payload, got.channel) == (back, CHANNEL)
             # Loops publish their counters every 250 ms.
             deadline = time.monotonic() + WAIT

@@ -48,10 +48,9 @@ public final class HandOffInbox: Sendable {
     private struct State {
         var filling: Batch
         var spare: Batch?
-        /// The owner's wake-up event (an `event*` as an integer), 0 while no loop is attached.
-        var event: UInt = 0
-        /// Set by `attach`: called under the lock when a packet lands in an empty arena.
-        var wake: (@Sendable (UInt) -> Void)?
+        /// Wakes the owning loop; set by `attach`, called under the lock when a packet lands in
+        /// an empty arena, nil while no loop is attached.
+        var wake: (@Sendable () -> Void)?
     }
 
     public static let arenaBytes = 256 * 1024
@@ -74,19 +73,13 @@ public final class HandOffInbox: Sendable {
 
     /// Called on the owning loop's thread once its event exists; `wake` activates it (libevent
     /// allows that from any thread).
-    public func attach(event: UInt, wake: @escaping @Sendable (UInt) -> Void) {
-        state.withLock { s in
-            s.event = event
-            s.wake = wake
-        }
+    public func attach(wake: @escaping @Sendable () -> Void) {
+        state.withLock { $0.wake = wake }
     }
 
     /// Called on the owning loop's thread before it frees the event; later packets wait unread.
     public func detach() {
-        state.withLock { s in
-            s.event = 0
-            s.wake = nil
-        }
+        state.withLock { $0.wake = nil }
     }
 
     /// From a sending loop: copies `payload` in for the allocation at `target`; false when the
@@ -108,7 +101,7 @@ public final class HandOffInbox: Sendable {
             (s.filling.storage.baseAddress! + s.filling.count).initialize(
                 to: Record(target: target, source: source, payload: start + headroom..<start + headroom + payload.count))
             s.filling.count += 1
-            if s.filling.count == 1, s.event != 0 { s.wake?(s.event) }
+            if s.filling.count == 1 { s.wake?() }
             return true
         }
     }

@@ -77,12 +77,12 @@ public final class RelayedAddressDirectory: Sendable {
                     client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
                     expiry: allocation.expiry, permissions: stream ? [] : allocation.permissions,
                     channels: stream ? [] : allocation.channels, handOffLoop: stream ? loop : nil)
-            } else if stream {
-                entries[relayed]!.expiry = allocation.expiry
             } else {
                 entries[relayed]!.expiry = allocation.expiry
-                entries[relayed]!.permissions = allocation.permissions
-                entries[relayed]!.channels = allocation.channels
+                if !stream {
+                    entries[relayed]!.permissions = allocation.permissions
+                    entries[relayed]!.channels = allocation.channels
+                }
             }
         }
     }

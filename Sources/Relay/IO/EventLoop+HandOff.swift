@@ -12,9 +12,8 @@ extension EventLoop {
         }, opaqueSelf) else { return }
         self.inbox = inbox
         inboxEvent = event
-        inbox.attach(event: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(event)))) { event in
-            event_active(OpaquePointer(bitPattern: event), 0, 0)
-        }
+        let address = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(event)))
+        inbox.attach { event_active(OpaquePointer(bitPattern: address), 0, 0) }
         drainHandOffs()
     }
 
