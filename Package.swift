@@ -26,12 +26,11 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
-        // One libevent call that needs struct bufferevent's fields (bufferevent_struct.h), kept
-        // out of CLibevent so Swift still sees libevent's types as opaque there.
+        // A TCP/TLS connection's socket-side buffers and the OpenSSL BIO over them (C callbacks
+        // that OpenSSL calls per record).
         .target(
-            name: "CStreamWrite",
-            dependencies: ["CLibevent"],
-            linkerSettings: [.linkedLibrary("event_core")]
+            name: "CStreamIO",
+            dependencies: ["COpenSSL"]
         ),
         .target(
             name: "StunCodec",
@@ -41,7 +40,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "CLibevent", "COpenSSL", "CStreamWrite",
+                "StunCodec", "CLibevent", "COpenSSL", "CStreamIO",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -1,13 +1,20 @@
 import CLibevent
-import CStreamWrite
 import COpenSSL
+import CStreamIO
 import Glibc
 import Logging
 import StunCodec
 
-/// One TCP or TLS client connection on its loop thread: a libevent bufferevent (plain socket, or
-/// OpenSSL accepting), its framing of the byte stream into STUN messages and ChannelData
-/// (RFC 8489 §6.2.2, RFC 8656 §12.5), and its abuse deadlines. Protocol work stays in `RelayCore`.
+/// One TCP or TLS client connection on its loop thread: its socket's read and write events,
+/// for TLS its OpenSSL session (over a memory BIO, `CStreamIO`), its framing of the byte stream
+/// into STUN messages and ChannelData (RFC 8489 §6.2.2, RFC 8656 §12.5), and its abuse
+/// deadlines. Protocol work stays in `RelayCore`.
+///
+/// Reading: one read(2) per readable event into the loop's buffer; TLS hands that ciphertext to
+/// OpenSSL from memory and decrypts it into the loop's frame buffer. Writing: answers and relayed
+/// packets are queued (TLS: each its own record, as coturn does: some clients, turnutils_uclient
+/// among them, read one message per record) and leave in one write(2) at the end of the loop
+/// iteration.
 final class StreamConnection {
     enum State {
         /// TLS handshake in progress (`tls-handshake-timeout` runs).
@@ -18,7 +25,7 @@ final class StreamConnection {
         case closed
     }
 
-    let bufferEvent: OpaquePointer
+    let socket: Int32
     let origin: ClientOrigin
     unowned let owner: StreamTransport
     private(set) var state: State
@@ -32,19 +39,48 @@ final class StreamConnection {
     /// True once the TLS handshake completed (always for TCP).
     private(set) var handshakeDone: Bool
     private(set) var closeReason: StreamCloseReason?
+    /// The TLS session; nil for TCP.
+    private let ssl: OpaquePointer?
+    /// Bytes between the socket and OpenSSL (fixed address: the BIO points at it).
+    private let io: UnsafeMutablePointer<relayd_stream_io>
+    /// The start of a frame cut off by the end of a read, waiting for its rest.
+    private var partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    private var partialCount = 0
+    private var readEvent: OpaquePointer?
+    private var writeEvent: OpaquePointer?
+    /// True while the write event is added (the socket took less than was queued).
+    private var waitingForSocket = false
     /// True while the connection is on the transport's list of sockets to write at the end of
     /// this loop iteration.
     private var awaitingWrite = false
 
     /// A frame is at most a STUN header plus a 16-bit length (ChannelData: 4 + 65535 + padding).
     static let maxFrameLength = StunConstants.headerLength + 65536
+    /// Queued output beyond `StreamTransport.maxOutputBytes` closes the connection; the queue
+    /// itself refuses appends only past this (one more message and its TLS record overhead).
+    static let outputLimit = StreamTransport.maxOutputBytes + maxFrameLength + 1024
 
-    init(bufferEvent: OpaquePointer, origin: ClientOrigin, owner: StreamTransport, now: Int64) {
-        self.bufferEvent = bufferEvent
+    /// Takes `socket` (non-blocking) and `ssl` (nil for TCP); nil when OpenSSL has no memory for
+    /// the BIO. The caller closes the socket and frees `ssl` then.
+    init?(socket: Int32, ssl: OpaquePointer?, origin: ClientOrigin, owner: StreamTransport, now: Int64) {
+        io = UnsafeMutablePointer<relayd_stream_io>.allocate(capacity: 1)
+        io.initialize(to: relayd_stream_io())
+        io.pointee.output_limit = StreamConnection.outputLimit
+        if let ssl {
+            guard let bio = relayd_stream_io_bio(io) else {
+                io.deallocate()
+                return nil
+            }
+            SSL_set_bio(ssl, bio, bio)
+            SSL_set_accept_state(ssl)
+            SSL_set_read_ahead(ssl, 1)
+        }
+        self.socket = socket
+        self.ssl = ssl
         self.origin = origin
         self.owner = owner
-        state = origin.fiveTuple.transport == .tls ? .handshaking : .open
-        handshakeDone = origin.fiveTuple.transport != .tls
+        state = ssl != nil ? .handshaking : .open
+        handshakeDone = ssl == nil
         acceptedAt = now
         readyAt = now
         lastInputAt = now
@@ -52,136 +88,201 @@ final class StreamConnection {
 
     var transport: TransportProtocol { origin.fiveTuple.transport }
 
-    /// Installs the callbacks and starts reading (for TLS: the handshake).
-    func start() {
-        if transport == .tls { bufferevent_openssl_set_allow_dirty_shutdown(bufferEvent, 1) }
-        bufferevent_setcb(
-            bufferEvent,
-            { _, arg in Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().readable() },
-            { _, arg in Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().drained() },
-            { _, events, arg in Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().event(events) },
-            Unmanaged.passUnretained(self).toOpaque())
-        bufferevent_enable(bufferEvent, Int16(EV_READ | EV_WRITE))
+    /// Registers the socket's events and starts reading (for TLS: the handshake).
+    func start(base: OpaquePointer) {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        readEvent = event_new(base, socket, Int16(EV_READ | EV_PERSIST), { _, _, arg in
+            Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().readable()
+        }, me)
+        writeEvent = event_new(base, socket, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
+            Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().writeNow()
+        }, me)
+        guard readEvent != nil, writeEvent != nil else { return close(.error, detail: "cannot register the socket") }
+        event_add(readEvent, nil)
     }
 
     // MARK: Input
 
-    /// Frames everything received so far and hands each whole frame to the core. Frames are
-    /// drained from the input only after the outbox is flushed: relayed payloads are sent
-    /// straight from these bytes.
+    /// One read(2) of what the socket holds; for TLS, the handshake or decryption of it; then
+    /// every whole frame to the core.
     private func readable() {
-        // libevent's TLS filter hands over data that came with the client's last handshake
-        // flight before it reports the handshake as completed.
-        if state == .handshaking { handshakeCompleted() }
-        guard state == .open else { return }
-        let input = bufferevent_get_input(bufferEvent)
+        guard state == .open || state == .handshaking else { return }
+        let buffer = ssl == nil ? owner.frameBuffer : owner.cipherBuffer
+        // TCP reads behind the kept part frame, which is copied in front once the read succeeded.
+        let offset = ssl == nil ? partialCount : 0
+        let count = Glibc.read(socket, buffer.baseAddress! + offset, buffer.count - offset)
+        if count <= 0 {
+            if count < 0 {
+                let error = errno
+                if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return }
+                return close(.error, detail: String(cString: strerror(error)))
+            }
+            return clientClosed()
+        }
+        lastInputAt = EventLoop.now()
+        if let ssl {
+            decrypt(ssl, UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        } else {
+            _ = restorePartial(into: owner.frameBuffer)
+            deliverFrames(in: owner.frameBuffer, count: offset + count)
+        }
+        scheduleWrite()
+    }
+
+    /// Feeds `ciphertext` to OpenSSL: the handshake first, then records decrypted into the frame
+    /// buffer (behind any partial frame) and delivered, also when the buffer fills up.
+    private func decrypt(_ ssl: OpaquePointer, _ ciphertext: UnsafeRawBufferPointer) {
+        io.pointee.input = ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        io.pointee.input_length = ciphertext.count
+        defer {
+            io.pointee.input = nil
+            io.pointee.input_length = 0
+        }
+        if state == .handshaking {
+            ERR_clear_error()
+            let result = SSL_do_handshake(ssl)
+            guard result == 1 else {
+                let error = SSL_get_error(ssl, result)
+                if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return }
+                return close(.tlsHandshakeFailed, detail: tlsErrorDetail(error))
+            }
+            handshakeCompleted()
+        }
+        let frames = owner.frameBuffer
+        var count = restorePartial(into: frames)
+        while state == .open {
+            if count == frames.count {
+                deliverFrames(in: frames, count: count)
+                count = restorePartial(into: frames)
+                continue
+            }
+            ERR_clear_error()
+            let space = Int32(clamping: frames.count - count)
+            let result = SSL_read(ssl, frames.baseAddress! + count, space)
+            if result > 0 {
+                count += Int(result)
+                continue
+            }
+            let error = SSL_get_error(ssl, result)
+            if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { break }
+            deliverFrames(in: frames, count: count)
+            count = 0
+            if error == SSL_ERROR_ZERO_RETURN {
+                clientClosed()  // close_notify
+            } else {
+                close(.error, detail: tlsErrorDetail(error))
+            }
+            return
+        }
+        if state == .open { deliverFrames(in: frames, count: count) }
+    }
+
+    /// Hands each whole frame in `buffer[..<count]` to the core, writes what it queued (relayed
+    /// payloads are sent straight from these bytes), and keeps a trailing part frame.
+    private func deliverFrames(in buffer: UnsafeMutableRawBufferPointer, count: Int) {
         let loop = owner.loop
         let now = EventLoop.now()
-        lastInputAt = now
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+        var consumed = 0
         while state == .open {
-            let available = evbuffer_get_length(input)
-            guard available > 0 else { break }
-            let window = min(available, StreamConnection.maxFrameLength)
-            guard let head = evbuffer_pullup(input, window) else { break }
-            let bytes = UnsafeRawBufferPointer(start: head, count: window)
-            var consumed = 0
-            while state == .open {
-                let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
-                let frame: StreamFramer.Frame?
-                do {
-                    frame = try StreamFramer.nextFrame(in: rest)
-                } catch {
-                    loop.core.counters.drop(.malformed)
-                    close(.badFrame, detail: "\(error)")
-                    break
-                }
-                guard let frame else { break }
-                let message = UnsafeRawBufferPointer(rebasing: rest[..<frame.length])
-                if !sawValidStun, frame.kind == .stun, (try? StunMessage(parsing: message)) != nil {
-                    sawValidStun = true
-                }
-                loop.core.handleClientPacket(message, from: origin, now: now)
-                consumed += frame.length
-                if loop.core.outbox.needsFlush { loop.flush() }
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
+            let frame: StreamFramer.Frame?
+            do {
+                frame = try StreamFramer.nextFrame(in: rest)
+            } catch {
+                loop.core.counters.drop(.malformed)
+                close(.badFrame, detail: "\(error)")
+                break
             }
-            loop.flush()
-            evbuffer_drain(input, consumed)
-            if consumed == 0 { break }
+            guard let frame else { break }
+            let message = UnsafeRawBufferPointer(rebasing: rest[..<frame.length])
+            if !sawValidStun, frame.kind == .stun, (try? StunMessage(parsing: message)) != nil {
+                sawValidStun = true
+            }
+            loop.core.handleClientPacket(message, from: origin, now: now)
+            consumed += frame.length
+            if loop.core.outbox.needsFlush { loop.flush() }
         }
+        loop.flush()
+        if state == .open { keepPartial(UnsafeRawBufferPointer(rebasing: bytes[consumed...])) }
+    }
+
+    /// Moves the kept part frame to the start of `buffer`; returns its length.
+    private func restorePartial(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard partialCount > 0, let source = partial.baseAddress else { return 0 }
+        let count = partialCount
+        buffer.baseAddress!.copyMemory(from: source, byteCount: count)
+        partialCount = 0
+        return count
+    }
+
+    /// Keeps `bytes` (less than a frame) until the next read; the storage grows as needed and
+    /// stays with the connection.
+    private func keepPartial(_ bytes: UnsafeRawBufferPointer) {
+        partialCount = bytes.count
+        guard bytes.count > 0 else { return }
+        if partial.count < bytes.count {
+            let capacity = min(StreamConnection.maxFrameLength, max(256, bytes.count, partial.count * 2))
+            partial.deallocate()
+            partial = .allocate(byteCount: capacity, alignment: 8)
+        }
+        partial.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
     }
 
     // MARK: Output
 
-    /// Queues a response or relayed packet; libevent writes everything queued during this loop
-    /// iteration in one writev. Over TLS each message is its own chunk of the output and so its
-    /// own TLS record (OpenSSL is handed one chunk per SSL_write), as coturn does: some clients,
-    /// turnutils_uclient among them, read one message per record. A client that lets more than
-    /// `StreamTransport.maxOutputBytes` pile up is disconnected.
+    /// Queues a response or relayed packet (over TLS as one record) for the end of this loop
+    /// iteration. A client that lets more than `StreamTransport.maxOutputBytes` pile up is
+    /// disconnected.
     @inline(__always)
     func write(_ bytes: UnsafeRawBufferPointer) {
         guard state == .open || state == .draining, let base = bytes.baseAddress else { return }
-        let output = bufferevent_get_output(bufferEvent)!
         let queued: Bool
-        if transport == .tls {
-            let staging = owner.recordStaging
-            queued = evbuffer_add(staging, base, bytes.count) == 0 && evbuffer_add_buffer(output, staging) == 0
-            evbuffer_drain(staging, evbuffer_get_length(staging))
+        if let ssl {
+            ERR_clear_error()
+            queued = SSL_write(ssl, base, Int32(bytes.count)) == Int32(bytes.count)
         } else {
-            queued = evbuffer_add(output, base, bytes.count) == 0
+            queued = relayd_stream_io_append(io, base, bytes.count) == 0
         }
-        guard queued else {
-            close(.error, detail: "cannot queue output")
-            return
-        }
+        guard queued else { return close(.error, detail: "cannot queue output") }
         let pending = pendingOutput
         if pending > StreamTransport.maxOutputBytes {
             close(.slowReader, detail: "\(pending) bytes unread")
-        } else if !awaitingWrite {
-            awaitingWrite = true
-            owner.noteUnflushed(self)
+        } else {
+            scheduleWrite()
         }
     }
 
-    /// Hands the socket what is queued (over TLS: the records encrypted so far) in one writev
-    /// now, rather than after libevent's next epoll round reports the socket writable; what the
-    /// socket does not take is left to libevent's write event.
+    /// Puts the connection on the transport's end-of-iteration write list if it has output.
+    private func scheduleWrite() {
+        guard !awaitingWrite, !waitingForSocket, relayd_stream_io_pending(io) > 0 else { return }
+        awaitingWrite = true
+        owner.noteUnflushed(self)
+    }
+
+    /// Hands the socket what is queued in one write(2); what it does not take waits for the
+    /// write event. Also the write event's callback.
     func writeNow() {
         awaitingWrite = false
-        guard state == .open || state == .draining else { return }
-        let socketEvent = transport == .tls ? bufferevent_get_underlying(bufferEvent) : bufferEvent
-        if let socketEvent { _ = relayd_bufferevent_write_now(socketEvent) }
-    }
-
-    /// Bytes queued and not yet taken by the kernel: plaintext plus, over TLS, ciphertext.
-    var pendingOutput: Int {
-        var total = evbuffer_get_length(bufferevent_get_output(bufferEvent))
-        if let socketEvent = bufferevent_get_underlying(bufferEvent) {
-            total += evbuffer_get_length(bufferevent_get_output(socketEvent))
+        guard state != .closed else { return }
+        if relayd_stream_io_flush(io, socket) < 0 {
+            let error = errno
+            if error != EAGAIN && error != EWOULDBLOCK {
+                return close(.error, detail: String(cString: strerror(error)))
+            }
         }
-        return total
-    }
-
-    /// The output buffer ran empty: a draining connection is done (over TLS once the ciphertext
-    /// has left too; the sweep looks again).
-    private func drained() {
-        if state == .draining, pendingOutput == 0 { close(.clientClosed) }
-    }
-
-    // MARK: Events
-
-    private func event(_ events: Int16) {
-        let events = Int32(events)
-        if events & BEV_EVENT_CONNECTED != 0 {
-            handshakeCompleted()
-            if evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0 { readable() }
+        let left = relayd_stream_io_pending(io) > 0
+        if left != waitingForSocket {
+            waitingForSocket = left
+            if left { event_add(writeEvent, nil) } else { event_del(writeEvent) }
         }
-        if events & BEV_EVENT_ERROR != 0 {
-            let wasHandshaking = state == .handshaking
-            close(wasHandshaking ? .tlsHandshakeFailed : .error, detail: errorDetail())
-        } else if events & BEV_EVENT_EOF != 0 {
-            clientClosed()
-        }
+        if !left, state == .draining { close(.clientClosed) }
     }
+
+    /// Bytes queued and not yet taken by the kernel (TLS: ciphertext).
+    var pendingOutput: Int { relayd_stream_io_pending(io) }
+
+    // MARK: Handshake and errors
 
     private func handshakeCompleted() {
         guard state == .handshaking else { return }
@@ -190,7 +291,7 @@ final class StreamConnection {
         owner.handshakeCompleted()
         readyAt = EventLoop.now()
         lastInputAt = readyAt
-        guard owner.logger.logLevel <= .debug, let ssl = bufferevent_openssl_get_ssl(bufferEvent) else { return }
+        guard owner.logger.logLevel <= .debug, let ssl else { return }
         let sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { LogSafe.text(String(cString: $0)) }
         var alpn: UnsafePointer<UInt8>? = nil
         var alpnLength: UInt32 = 0
@@ -208,31 +309,29 @@ final class StreamConnection {
             ])
     }
 
+    /// OpenSSL's reasons for the failed call (this thread's error queue), or the socket error.
+    private func tlsErrorDetail(_ error: Int32) -> String {
+        var reasons: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            reasons.append(TLSContext.describe(code))
+        }
+        if !reasons.isEmpty { return reasons.joined(separator: "; ") }
+        if error == SSL_ERROR_SYSCALL, errno != 0 { return String(cString: strerror(errno)) }
+        return "SSL error \(error)"
+    }
+
     /// End of the client's stream: write what is still queued, then close.
     private func clientClosed() {
         guard state == .open || state == .handshaking else { return }
         if state == .handshaking || pendingOutput == 0 {
-            close(.clientClosed)
-            return
+            return close(.clientClosed)
         }
         state = .draining
         drainingSince = EventLoop.now()
-        bufferevent_disable(bufferEvent, Int16(EV_READ))
-    }
-
-    /// OpenSSL's reason or the socket error, for the debug log.
-    private func errorDetail() -> String {
-        if transport == .tls {
-            var reasons: [String] = []
-            while true {
-                let code = bufferevent_get_openssl_error(bufferEvent)
-                if code == 0 { break }
-                reasons.append(TLSContext.describe(code))
-            }
-            if !reasons.isEmpty { return reasons.joined(separator: "; ") }
-        }
-        let error = errno
-        return error == 0 ? "-" : String(cString: strerror(error))
+        event_del(readEvent)
+        scheduleWrite()
     }
 
     // MARK: Deadlines and closing
@@ -264,8 +363,34 @@ final class StreamConnection {
         guard state != .closed else { return }
         state = .closed
         closeReason = reason
-        bufferevent_disable(bufferEvent, Int16(EV_READ | EV_WRITE))
-        bufferevent_setcb(bufferEvent, nil, nil, nil, nil)
+        if let readEvent { event_del(readEvent) }
+        if let writeEvent { event_del(writeEvent) }
         owner.scheduleRelease(self, detail: detail)
+    }
+
+    /// Frees everything and closes the socket (the transport's release, once). A slow reader's
+    /// connection is reset so the kernel drops what it left unread; otherwise a TLS session that
+    /// got through its handshake says close_notify, and what is already queued (a TLS alert that
+    /// says why a handshake was refused, say) gets one last non-blocking write.
+    func free() {
+        if let readEvent { event_free(readEvent) }
+        if let writeEvent { event_free(writeEvent) }
+        readEvent = nil
+        writeEvent = nil
+        if closeReason == .slowReader {
+            var abort = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(socket, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
+        } else {
+            if let ssl, handshakeDone, closeReason != .error {
+                ERR_clear_error()
+                SSL_shutdown(ssl)
+            }
+            _ = relayd_stream_io_flush(io, socket)
+        }
+        if let ssl { SSL_free(ssl) }
+        relayd_stream_io_release(io)
+        io.deallocate()
+        partial.deallocate()
+        Glibc.close(socket)
     }
 }

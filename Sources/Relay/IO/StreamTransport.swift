@@ -20,8 +20,12 @@ final class StreamTransport {
     private var released: [(connection: StreamConnection, detail: String?)] = []
     private var sweepTimer: OpaquePointer?
     private var releaseEvent: OpaquePointer?
-    /// Where a TLS message is staged so it reaches the output as a chunk of its own (one record).
-    let recordStaging: OpaquePointer = evbuffer_new()
+    /// What one read(2) of a TLS socket takes in (ciphertext, before OpenSSL decrypts it).
+    let cipherBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    /// Where a connection's plaintext is framed: a kept part frame, then what was read or
+    /// decrypted behind it (room for at least one whole frame more).
+    let frameBuffer = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: 2 * StreamConnection.maxFrameLength, alignment: 16)
     /// Connections written to in this loop iteration; their sockets are written at its end
     /// (`writeUnflushed`), once each, instead of after the next epoll round.
     private var unflushed: [StreamConnection] = []
@@ -30,8 +34,6 @@ final class StreamTransport {
 
     /// Pending output beyond which a client that does not read is disconnected.
     static let maxOutputBytes = 1 << 20
-    /// Ciphertext a TLS connection may have queued for its socket before encryption pauses.
-    static let cipherTextAhead = 256 * 1024
     /// Seconds a half-closed connection may take to accept its last answers.
     static let drainSeconds: Int64 = 5
 
@@ -41,7 +43,10 @@ final class StreamTransport {
         limits = (Int64(service.configuration.tcpIdleTimeout), Int64(service.configuration.tlsHandshakeTimeout))
     }
 
-    deinit { evbuffer_free(recordStaging) }
+    deinit {
+        cipherBuffer.deallocate()
+        frameBuffer.deallocate()
+    }
 
     /// Opens this thread's TCP and TLS listeners and its timers; the failure to report, if any.
     func start() -> String? {
@@ -82,45 +87,36 @@ final class StreamTransport {
         }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
-        guard let bufferEvent = makeBufferEvent(fd, transport: listener.transport) else {
+        let origin = ClientOrigin(
+            fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport), socket: fd)
+        guard let connection = makeConnection(fd, origin: origin) else {
             service.limiter.release(client.ip)
             counters.refused[StreamRefusal.resources.rawValue] &+= 1
             return
         }
-        let origin = ClientOrigin(
-            fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport), socket: fd)
-        let connection = StreamConnection(bufferEvent: bufferEvent, origin: origin, owner: self, now: EventLoop.now())
         connections[fd] = connection
         counters.accepted[Int(listener.transport.rawValue)] &+= 1
         counters.open += 1
-        connection.start()
+        connection.start(base: loop.base)
     }
 
-    /// A socket bufferevent for TCP. For TLS, an OpenSSL filter in accepting state over a socket
-    /// bufferevent, from the TLS context current now (after a SIGHUP reload, the new one): each
-    /// message becomes its own TLS record (`StreamConnection.write`), and the records queued
-    /// in one loop iteration still leave in one write. Owns `fd` from here on, also on failure.
-    private func makeBufferEvent(_ fd: Int32, transport: TransportProtocol) -> OpaquePointer? {
-        let options = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)
-        guard let socketEvent = bufferevent_socket_new(loop.base, fd, options) else {
+    /// A connection over `fd`; for TLS with a session from the TLS context current now (after a
+    /// SIGHUP reload, the new one). Owns `fd` from here on, also on failure.
+    private func makeConnection(_ fd: Int32, origin: ClientOrigin) -> StreamConnection? {
+        var ssl: OpaquePointer?
+        if origin.fiveTuple.transport == .tls {
+            guard let context = service.tls.value, let session = SSL_new(context.context) else {
+                Glibc.close(fd)
+                return nil
+            }
+            ssl = session
+        }
+        let connection = StreamConnection(socket: fd, ssl: ssl, origin: origin, owner: self, now: EventLoop.now())
+        if connection == nil {
+            if let ssl { SSL_free(ssl) }
             Glibc.close(fd)
-            return nil
         }
-        guard transport == .tls else { return socketEvent }
-        guard let context = service.tls.value, let ssl = SSL_new(context.context) else {
-            bufferevent_free(socketEvent)
-            return nil
-        }
-        guard
-            let filter = bufferevent_openssl_filter_new(loop.base, socketEvent, ssl, BUFFEREVENT_SSL_ACCEPTING, options)
-        else {
-            bufferevent_free(socketEvent)
-            return nil
-        }
-        // Encrypt ahead of the socket only this far (the filter reads the socket bufferevent's
-        // write high-water mark); the rest waits as plaintext and counts toward the slow-reader bound.
-        bufferevent_setwatermark(socketEvent, Int16(EV_WRITE), 0, StreamTransport.cipherTextAhead)
-        return filter
+        return connection
     }
 
     func acceptPaused(_ listener: StreamListener, error: Int32) {
@@ -201,22 +197,7 @@ final class StreamTransport {
         connections[origin.socket] = nil
         loop.core.connectionClosed(origin, now: now)
         let reason = connection.closeReason ?? .error
-        let socketEvent = bufferevent_get_underlying(connection.bufferEvent) ?? connection.bufferEvent
-        let fd = bufferevent_getfd(socketEvent)
-        if reason == .slowReader {
-            // Reset: the kernel drops what the client left unread instead of holding it.
-            var abort = linger(l_onoff: 1, l_linger: 0)
-            setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
-        } else {
-            // One last non-blocking write of what is already on its way, e.g. the TLS alert that
-            // says why a handshake was refused; what does not fit is dropped with the connection.
-            let pending = bufferevent_get_output(socketEvent)
-            if evbuffer_get_length(pending) > 0 {
-                evbuffer_unfreeze(pending, 1)  // bufferevents keep the start of their output frozen
-                evbuffer_write(pending, fd)
-            }
-        }
-        bufferevent_free(connection.bufferEvent)
+        connection.free()
         service.limiter.release(origin.fiveTuple.client.ip)
         counters.closed[reason.rawValue] &+= 1
         if !connection.handshakeDone { counters.tlsHandshakesFailed &+= 1 }

@@ -1,0 +1,42 @@
+#ifndef RELAYD_CSTREAMIO_H
+#define RELAYD_CSTREAMIO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <openssl/bio.h>
+
+/// The bytes of one TCP or TLS client connection between its socket and the relay: the
+/// ciphertext just read from the socket that OpenSSL has not taken yet (TLS only; it points into
+/// the loop's read buffer and is empty between reads), and the bytes queued for the socket
+/// (plaintext for TCP, TLS records for TLS), written at the end of the loop iteration.
+typedef struct relayd_stream_io {
+    const unsigned char *input;
+    size_t input_length;
+    unsigned char *output;
+    size_t output_start;
+    size_t output_end;
+    size_t output_capacity;
+    /// Appends that would queue more than this many bytes fail (a client that does not read).
+    size_t output_limit;
+} relayd_stream_io;
+
+/// Queues `count` bytes for the socket. 0 on success; -1 when the queue would pass
+/// `output_limit` or memory ran out (nothing is queued then).
+int relayd_stream_io_append(relayd_stream_io *io, const void *bytes, size_t count);
+
+/// Bytes queued and not yet taken by the kernel.
+size_t relayd_stream_io_pending(const relayd_stream_io *io);
+
+/// Writes what is queued to `fd` in one write(2) and drops what the kernel took. Returns the
+/// bytes written (0 when nothing was queued), or -1 with errno set (EAGAIN: the socket is full).
+ssize_t relayd_stream_io_flush(relayd_stream_io *io, int fd);
+
+/// Frees the queue's memory (the connection is gone).
+void relayd_stream_io_release(relayd_stream_io *io);
+
+/// A BIO for OpenSSL over `io`: reads take `input` (a retryable empty read when it is used up),
+/// writes append to the output queue. One BIO serves both directions (SSL_set_bio with the same
+/// BIO twice). NULL when OpenSSL cannot allocate it.
+BIO *relayd_stream_io_bio(relayd_stream_io *io);
+
+#endif
