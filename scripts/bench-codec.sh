@@ -3,8 +3,8 @@
 # (a) parsing + verifying a Binding request, (b) parsing ChannelData, (c) writing a Binding
 # success response, and the relay core's data path: (d) client ChannelData -> peer,
 # (e) peer -> client as ChannelData, (f) as a Data indication, (g) the relay-to-relay
-# short-circuit, (h) the same across loop threads, (i) the hand-off to a TCP client on another
-# loop. Arguments go to stun-bench:
+# short-circuit, (h) the same across loop threads, (i) the same to a TCP client on another loop
+# (framed for its stream and queued on its connection). Arguments go to stun-bench:
 #   ./scripts/bench-codec.sh [ITERATIONS] [--assert-zero-alloc]
 # With --assert-zero-alloc it exits non-zero when (a), (b) or any of (d)-(i) allocates.
 set -euo pipefail

@@ -16,6 +16,20 @@
 /* An emptied queue larger than this gives its memory back (a burst for a slow reader). */
 #define RELAYD_STREAM_IO_KEEP_CAPACITY (256 * 1024)
 
+void relayd_stream_io_init(relayd_stream_io *io, size_t output_limit) {
+    memset(io, 0, sizeof(*io));
+    pthread_mutex_init(&io->lock, NULL);
+    io->output_limit = output_limit;
+}
+
+void relayd_stream_io_destroy(relayd_stream_io *io) {
+    relayd_stream_io_release(io);
+    pthread_mutex_destroy(&io->lock);
+}
+
+void relayd_stream_io_lock(relayd_stream_io *io) { pthread_mutex_lock(&io->lock); }
+void relayd_stream_io_unlock(relayd_stream_io *io) { pthread_mutex_unlock(&io->lock); }
+
 size_t relayd_stream_io_pending(const relayd_stream_io *io) { return io->output_end - io->output_start; }
 
 int relayd_stream_io_append(relayd_stream_io *io, const void *bytes, size_t count) {

@@ -4,22 +4,23 @@ import StunCodec
 /// Two loop threads' cores sharing a relayed-address directory: client A on loop 0 bound by
 /// channel 0x4004 to the relayed address of client B on loop 1, which bound 0x4005 back. With a
 /// UDP client B, A's ChannelData is framed by loop 0 for B's client and queued on loop 0's
-/// listener (the relay-to-relay short-circuit across threads); with a TCP client B it is posted
-/// to loop 1's inbox and framed there (the hand-off, `CrossLoopFixture+HandOff.swift`).
+/// listener (the relay-to-relay short-circuit across threads); with a TCP client B it is framed
+/// for B's stream by loop 0 and queued on B's connection (`CrossLoopFixture+Stream.swift`).
 final class CrossLoopFixture {
     let loop0: RelayFixture
     let loop1: RelayFixture
-    /// Loop 1's inbox (with a TCP client B).
-    let inbox: HandOffInbox?
+    /// B's connection (with a TCP client B).
+    let sink: BenchStreamSink?
     /// ChannelData on 0x4004, 100 bytes, from A on loop 0.
     let toRemoteB: UnsafeRawBufferPointer
 
     init(transportB: TransportProtocol = .udp) throws {
-        let directory = RelayedAddressDirectory(loops: transportB.isStream ? 2 : 0)
+        let directory = RelayedAddressDirectory()
         let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
         loop0 = try RelayFixture(loop: 0, of: 2, directory: directory, quota: quota)
         loop1 = try RelayFixture(loop: 1, of: 2, directory: directory, quota: quota, transportB: transportB)
-        inbox = directory.inboxes.last
+        sink = transportB.isStream ? BenchStreamSink() : nil
+        sink?.install(owner: loop1.core, origin: loop1.origin(RelayFixture.clientB), writer: loop0.core)
         let frame = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
         ChannelDataMessage.writeHeader(into: frame, channelNumber: 0x4004, length: 100)
         for i in 4..<104 { frame[i] = UInt8(truncatingIfNeeded: i) }

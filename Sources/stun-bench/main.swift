@@ -37,7 +37,7 @@ guard mallocCounterIsLive() else {
 let fixture: Fixture
 let relay: RelayFixture
 let crossLoop: CrossLoopFixture
-let handOff: CrossLoopFixture
+let toStream: CrossLoopFixture
 do {
     fixture = try Fixture()
     try fixture.validate()
@@ -45,8 +45,8 @@ do {
     try relay.validate()
     crossLoop = try CrossLoopFixture()
     try crossLoop.validate()
-    handOff = try CrossLoopFixture(transportB: .tcp)
-    try handOff.validateHandOff()
+    toStream = try CrossLoopFixture(transportB: .tcp)
+    try toStream.validateStream()
 } catch {
     print("stun-bench: cannot build the benchmark inputs: \(error)")
     exit(1)
@@ -80,7 +80,7 @@ let results = [
         relayCrossLoop(crossLoop, iterations: $0)
     },
     Measurement.run("(i) relay: client -> TCP client on another loop (core)", iterations: iterations, runs: runs) {
-        relayHandOff(handOff, iterations: $0)
+        relayToStream(toStream, iterations: $0)
     },
 ]
 

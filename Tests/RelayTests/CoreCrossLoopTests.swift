@@ -5,7 +5,7 @@ import Testing
 /// The relay-to-relay short-circuit across loop threads (issue #6): a packet for the relayed
 /// address of a UDP allocation on another loop is framed by the sending loop from the shared
 /// directory and leaves through its own listener, as if it had crossed both relay sockets; one
-/// for a TCP/TLS allocation goes to the owning loop's inbox, which frames and writes it.
+/// for a TCP/TLS allocation is framed for the stream and queued on the client's connection.
 /// Send → Data indication and the missing-permission drop run on one and two loops in
 /// `CoreShortCircuitTests`.
 @Suite struct CoreCrossLoopTests {
@@ -86,7 +86,7 @@ import Testing
         #expect(loop0.counters.shortCircuited == 1)
     }
 
-    @Test("Without inboxes a TCP client's allocation is not listed: the socket path is used")
+    @Test("Without a stream transport a TCP client's allocation is not listed: the socket path is used")
     func streamTargetWithoutInbox() throws {
         let (loop0, _, a, b, relayedA, relayedB) = try pair(transportB: .tcp)
         #expect(try a.createPermission([relayedB]).isSuccess)
@@ -99,42 +99,41 @@ import Testing
         #expect(loop0.core.context.directory.count == 1)
     }
 
-    @Test("A TLS client's allocation on loop 1 gets loop 0's packets through its inbox, framed by loop 1")
-    func streamTargetHandOff() throws {
-        let pair = try RelayPair(loops: 2, transportB: .tls, handOff: true)
+    @Test("A TLS client's allocation on loop 1 gets loop 0's packets on its connection, framed as loop 1 would")
+    func streamTargetFromOtherLoop() throws {
+        let sink = RecordingStreamSink()
+        let pair = try RelayPair(loops: 2, transportB: .tls, streamSink: sink)
         let (loop0, loop1, a, b) = (pair.sender, pair.receiver, pair.a, pair.b)
         #expect(try a.channelBind(0x4001, to: pair.relayedB).isSuccess)
         #expect(try b.createPermission([pair.relayedA]).isSuccess)
         let payload: [UInt8] = Array(1...8)
-        // Nothing leaves loop 0: no relay-socket send, no client packet.
+        // Nothing leaves through a socket: no relay-socket send, no UDP client packet.
         #expect(loop0.receive(StunTestMessages.channelData(0x4001, payload), from: CoreFixture.clientA).isEmpty)
-        #expect(loop0.counters.shortCircuited == 1 && loop0.counters.packetsToPeer == 1)
-        let delivered = loop1.drainHandOffs()
-        try #require(delivered.count == 1)
-        guard case .client(let origin) = delivered[0].route else { return #expect(Bool(false), "not a client route") }
-        #expect(origin.fiveTuple.client == CoreFixture.clientB && origin.fiveTuple.transport == .tls)
-        let data = try ReceivedStun(delivered[0].bytes)
+        #expect(loop0.counters.shortCircuited == 1 && loop0.counters.packetsToClient == 1)
+        #expect(loop1.drainOutbox().isEmpty)
+        try #require(sink.packets.count == 1)
+        let data = try ReceivedStun(sink.packets[0])
         #expect(data.decode(XORPeerAddress.self)?.address == pair.relayedA)
         #expect(data.decode(DataAttribute.self)?.bytes == payload)
-        #expect(loop1.counters.packetsToClient == 1)
-        #expect(loop1.drainHandOffs().isEmpty)
 
-        // With a channel to A, loop 1 frames ChannelData (RFC 8656 §12.7), padded for the stream.
+        // With a channel to A, ChannelData (RFC 8656 §12.7), padded for the stream (§12.5).
         #expect(try b.channelBind(0x4002, to: pair.relayedA).isSuccess)
         _ = loop0.receive(StunTestMessages.channelData(0x4001, [9, 9, 9]), from: CoreFixture.clientA)
-        let framed = loop1.drainHandOffs()
-        try #require(framed.count == 1)
-        #expect(framed[0].bytes == [0x40, 0x02, 0x00, 0x03, 9, 9, 9, 0])
+        try #require(sink.packets.count == 2)
+        #expect(sink.packets[1] == [0x40, 0x02, 0x00, 0x03, 9, 9, 9, 0])
     }
 
-    @Test("A handed-off packet is checked by the owner: no permission there, a counted drop on loop 1")
-    func streamTargetHandOffChecksPermission() throws {
-        let pair = try RelayPair(loops: 2, transportB: .tcp, handOff: true)
+    @Test("A packet for a stream client on another loop is checked against its permissions: a counted drop")
+    func streamTargetChecksPermission() throws {
+        let sink = RecordingStreamSink()
+        let pair = try RelayPair(loops: 2, transportB: .tcp, streamSink: sink)
         #expect(try pair.a.createPermission([pair.relayedB]).isSuccess)
-        _ = pair.sender.receive(
-            try StunTestMessages.sendIndication(to: pair.relayedB, payload: [5]), from: CoreFixture.clientA)
-        #expect(pair.receiver.drainHandOffs().isEmpty)
-        #expect(pair.receiver.counters.dropped(.noPermission) == 1)
+        #expect(
+            pair.sender.receive(
+                try StunTestMessages.sendIndication(to: pair.relayedB, payload: [5]), from: CoreFixture.clientA
+            ).isEmpty)
+        #expect(sink.packets.isEmpty)
+        #expect(pair.sender.counters.dropped(.noPermission) == 1)
 
         // Once B's allocation is gone, its entry goes too and loop 0 uses the socket path again.
         #expect(try pair.b.refresh(lifetime: 0).isSuccess)
@@ -142,7 +141,22 @@ import Testing
             try StunTestMessages.sendIndication(to: pair.relayedB, payload: [6]), from: CoreFixture.clientA)
         try #require(after.count == 1)
         #expect(after[0].peer?.peer == pair.relayedB)
-        #expect(pair.receiver.drainHandOffs().isEmpty)
+        #expect(sink.packets.isEmpty)
+    }
+
+    @Test("A stream connection that refuses the packet (closing, or over its output bound) is a counted drop")
+    func streamTargetRefuses() throws {
+        let sink = RecordingStreamSink()
+        let pair = try RelayPair(loops: 2, transportB: .tcp, streamSink: sink)
+        #expect(try pair.a.createPermission([pair.relayedB]).isSuccess)
+        #expect(try pair.b.createPermission([pair.relayedA]).isSuccess)
+        sink.refuse()
+        #expect(
+            pair.sender.receive(
+                try StunTestMessages.sendIndication(to: pair.relayedB, payload: [5]), from: CoreFixture.clientA
+            ).isEmpty)
+        #expect(pair.sender.counters.dropped(.noAllocation) == 1)
+        #expect(pair.sender.counters.shortCircuited == 0)
     }
 
     @Test("With one loop nothing is published to the directory")

@@ -1,6 +1,7 @@
 #ifndef RELAYD_CSTREAMIO_H
 #define RELAYD_CSTREAMIO_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <openssl/bio.h>
@@ -8,8 +9,10 @@
 /// The bytes of one TCP or TLS client connection between its socket and the relay: the
 /// ciphertext just read from the socket that OpenSSL has not taken yet (TLS only; it points into
 /// the loop's read buffer and is empty between reads), and the bytes queued for the socket
-/// (plaintext for TCP, TLS records for TLS), written at the end of the loop iteration.
+/// (plaintext for TCP, TLS records for TLS), written at the end of the loop iteration. `lock`
+/// is the connection's: other loop threads queue packets on it too.
 typedef struct relayd_stream_io {
+    pthread_mutex_t lock;
     const unsigned char *input;
     size_t input_length;
     unsigned char *output;
@@ -19,6 +22,15 @@ typedef struct relayd_stream_io {
     /// Appends that would queue more than this many bytes fail (a client that does not read).
     size_t output_limit;
 } relayd_stream_io;
+
+/// Sets up an empty `io` whose queue holds at most `output_limit` bytes.
+void relayd_stream_io_init(relayd_stream_io *io, size_t output_limit);
+
+/// Frees the queue's memory and the lock.
+void relayd_stream_io_destroy(relayd_stream_io *io);
+
+void relayd_stream_io_lock(relayd_stream_io *io);
+void relayd_stream_io_unlock(relayd_stream_io *io);
 
 /// Queues `count` bytes for the socket. 0 on success; -1 when the queue would pass
 /// `output_limit` or memory ran out (nothing is queued then).

@@ -2,7 +2,7 @@ import StunCodec
 
 extension RelayCore {
     /// The relay-to-relay short-circuit across loop threads (issue #6): `peer` (in the form the
-    /// sender addressed it; `bound` is its bound form) is the relayed address of a UDP allocation
+    /// sender addressed it; `bound` is its bound form) is the relayed address of an allocation
     /// on another loop. Instead of leaving through `from`'s relay socket and waking the other
     /// loop at the target's relay socket, the payload is framed here exactly as the target would
     /// frame it (source = `from`'s relayed address in the form the target knows, ChannelData if
@@ -11,9 +11,9 @@ extension RelayCore {
     /// target's answers use. The checks are the target's: a live allocation, a live permission
     /// for the source's IP (RFC 8656 §9), and the peer policy for the source address.
     ///
-    /// When the target has a TCP/TLS client, only its own loop may write the stream: the payload
-    /// is posted to that loop's `HandOffInbox`, which delivers it as if it had arrived on the
-    /// target's relay socket (`handleHandOff`).
+    /// When the target has a TCP/TLS client, the framed packet (ChannelData padded for the
+    /// stream, RFC 8656 §12.5) is queued on its connection from this thread (`StreamSink`), which
+    /// writes it to the socket at the end of this loop's iteration: the owning loop is not woken.
     ///
     /// Returns false when no other loop has such an allocation, or this loop has no listener on
     /// its server address: the caller then sends through the socket as before.
@@ -38,10 +38,9 @@ extension RelayCore {
             return true
         case .deliver(let found):
             delivery = found
-        case .handOff(let inbox):
-            guard inbox.post(to: bound, from: source, payload: payload) else { return false }
-            counters.shortCircuited &+= 1
-            return true
+        }
+        if let sink = delivery.sink {
+            return writeAcrossLoops(copy, from: source, to: sink, channelNumber: delivery.channelNumber)
         }
         guard let socket = udpListener(for: delivery.server) else { return false }
         guard
@@ -57,22 +56,32 @@ extension RelayCore {
         return true
     }
 
+    /// Frames the payload in `copy` for a stream client and queues it on its connection `sink`
+    /// (the bytes are copied there, so the scratch region is not claimed). A connection that is
+    /// closing or over its output bound drops it (counted as no allocation).
+    private func writeAcrossLoops(
+        _ copy: (region: UnsafeMutableRawBufferPointer, payload: Range<Int>), from source: TransportAddress,
+        to sink: any StreamSink, channelNumber: UInt16?
+    ) -> Bool {
+        guard let write = streamHooks.write else { return false }
+        guard
+            let framed = frameForClient(
+                buffer: copy.region, payload: copy.payload, from: source, channelNumber: channelNumber, stream: true)
+        else { return true }
+        guard write(sink, framed) else {
+            counters.drop(.noAllocation)
+            return true
+        }
+        counters.packetsToClient &+= 1
+        counters.bytesToClient &+= UInt64(copy.payload.count)
+        counters.shortCircuited &+= 1
+        return true
+    }
+
     /// This loop's UDP listener socket on `server`.
     @inline(__always)
     func udpListener(for server: TransportAddress) -> Int32? {
         for listener in udpListeners where listener.address == server { return listener.socket }
         return nil
-    }
-
-    /// A packet another loop handed to this one (`HandOffInbox`) for the allocation at `target`
-    /// (bound form): delivered to its client exactly as a datagram from `source` arriving on its
-    /// relay socket, with the same permission and policy checks (RFC 8656 §9, §11.3, §12.7).
-    /// `payload` sits in `buffer` with `peerHeadroom` and `peerTailroom` free around it.
-    public func handleHandOff(
-        to target: TransportAddress, from source: TransportAddress, buffer: UnsafeMutableRawBufferPointer,
-        payload: Range<Int>, now: Int64
-    ) {
-        guard let allocation = byRelayedAddress[target] else { return counters.drop(.noAllocation) }
-        deliverToClient(allocation, from: source, buffer: buffer, payload: payload, now: now)
     }
 }

@@ -10,6 +10,8 @@ public final class RelayCore {
     public private(set) var context: CoreContext
     let sockets: any RelaySocketProvider
     public let outbox = Outbox()
+    /// How this core reaches TCP/TLS connections for the cross-loop short-circuit.
+    public var streamHooks = StreamSinkHooks()
     public var counters = CoreCounters()
     /// Lifetimes of ended allocations, for the metrics histogram.
     public var lifetimes = LifetimeHistogram()
@@ -199,8 +201,15 @@ public final class RelayCore {
 
     /// Lists `allocation`'s current state for the other loop threads (after a change to its
     /// permissions, channels or expiry); nothing to do with a single loop.
+    /// A TCP/TLS client's allocation is listed with its connection, or not at all.
     func publish(_ allocation: Allocation) {
-        if context.threadCount > 1 { context.directory.publish(allocation, loop: context.threadIndex) }
+        guard context.threadCount > 1 else { return }
+        var sink: (any StreamSink)? = nil
+        if allocation.origin.fiveTuple.transport.isStream {
+            guard let found = streamHooks.sink?(allocation.origin) else { return }
+            sink = found
+        }
+        context.directory.publish(allocation, sink: sink)
     }
 
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {

@@ -1,11 +1,10 @@
 import StunCodec
 import Synchronization
 
-/// The allocations of every loop thread by relayed transport address (bound form). For a UDP
-/// client it holds what another thread needs to hand a relay-to-relay packet straight to the
-/// allocation's client: the client's address and listener, its permissions and channels
-/// (RFC 8656 §9, §12) and its expiry. For a TCP/TLS client, whose stream only its own loop may
-/// write, it names that loop, whose `HandOffInbox` takes the packet.
+/// The allocations of every loop thread by relayed transport address (bound form): what another
+/// thread needs to hand a relay-to-relay packet straight to the allocation's client. The
+/// client's address and listener, or for a TCP/TLS client its connection (`StreamSink`), its
+/// permissions and channels (RFC 8656 §9, §12) and its expiry.
 ///
 /// It extends the relay-to-relay short-circuit (issue #6) across loop threads. SO_REUSEPORT
 /// spreads the two clients of a call over the loops at random, so with N loops only 1/N of the
@@ -24,8 +23,8 @@ public final class RelayedAddressDirectory: Sendable {
         /// allocation's totals when it deletes the allocation.
         var packetsDelivered: UInt64 = 0
         var bytesDelivered: UInt64 = 0
-        /// For a TCP/TLS client: the owning loop, which checks and delivers handed-off packets itself.
-        var handOffLoop: Int?
+        /// A TCP/TLS client's connection; nil for UDP.
+        var sink: (any StreamSink)?
     }
 
     /// Where the client of the target allocation is, and the channel to frame the payload with
@@ -34,18 +33,18 @@ public final class RelayedAddressDirectory: Sendable {
         var client: TransportAddress
         var server: TransportAddress
         var channelNumber: UInt16?
+        /// For a TCP/TLS client: its connection, which takes the packet from this thread.
+        var sink: (any StreamSink)?
     }
 
     enum Verdict {
-        /// No UDP allocation of another thread has this relayed address.
+        /// No allocation of another thread has this relayed address.
         case notFound
         /// The target has no live permission for the source's IP (RFC 8656 §9): drop.
         case noPermission
         /// The peer policy denies the source address (the caller's verdict): drop.
         case policy
         case deliver(Delivery)
-        /// A TCP/TLS client's allocation: post the packet to this loop's inbox (it checks it).
-        case handOff(HandOffInbox)
     }
 
     private final class Shard: Sendable {
@@ -53,36 +52,28 @@ public final class RelayedAddressDirectory: Sendable {
     }
 
     private let shards: [Shard]
-    /// One per loop thread (none: stream targets take the relay socket path).
-    public let inboxes: [HandOffInbox]
 
-    public init(shardCount: Int = 16, loops: Int = 0) {
+    public init(shardCount: Int = 16) {
         shards = (0..<max(1, shardCount)).map { _ in Shard() }
-        inboxes = (0..<max(0, loops)).map { _ in HandOffInbox() }
     }
 
     @inline(__always)
     private func shard(_ relayed: TransportAddress) -> Shard { shards[Int(relayed.port) % shards.count] }
 
-    /// Writes `allocation`'s current client, permissions, channels and expiry (owner thread
-    /// `loop` only). A TCP/TLS client's allocation is listed with its loop alone, and only when
-    /// that loop has an inbox: the rest is checked by the owner when a packet arrives.
-    func publish(_ allocation: Allocation, loop: Int) {
-        let stream = allocation.origin.fiveTuple.transport.isStream
-        guard !stream || loop < inboxes.count else { return }
+    /// Writes `allocation`'s current client (for a TCP/TLS client, its connection `sink`),
+    /// permissions, channels and expiry (owner thread only).
+    func publish(_ allocation: Allocation, sink: (any StreamSink)?) {
         let relayed = allocation.relayedAddress
         shard(relayed).entries.withLock { entries in
             if entries[relayed] == nil {
                 entries[relayed] = Entry(
                     client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
-                    expiry: allocation.expiry, permissions: stream ? [] : allocation.permissions,
-                    channels: stream ? [] : allocation.channels, handOffLoop: stream ? loop : nil)
+                    expiry: allocation.expiry, permissions: allocation.permissions, channels: allocation.channels,
+                    sink: sink)
             } else {
                 entries[relayed]!.expiry = allocation.expiry
-                if !stream {
-                    entries[relayed]!.permissions = allocation.permissions
-                    entries[relayed]!.channels = allocation.channels
-                }
+                entries[relayed]!.permissions = allocation.permissions
+                entries[relayed]!.channels = allocation.channels
             }
         }
     }
@@ -97,15 +88,11 @@ public final class RelayedAddressDirectory: Sendable {
     /// target knows it by) to the allocation at `relayed` (bound form), and counts it when it is
     /// to be delivered. The same checks as the target's own relay socket path: a live allocation
     /// and a live permission for the source's IP, then the caller's peer-policy verdict `allowed`.
-    /// A TCP/TLS client's live allocation gets `.handOff` unchecked: its owner checks and counts.
     func deliver(
         to relayed: TransportAddress, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
     ) -> Verdict {
         shard(relayed).entries.withLock { entries in
             guard let index = entries.index(forKey: relayed) else { return .notFound }
-            if let loop = entries.values[index].handOffLoop {
-                return entries.values[index].expiry > now ? .handOff(inboxes[loop]) : .notFound
-            }
             return Self.judge(&entries.values[index], from: source, allowed: allowed, bytes: bytes, now: now)
         }
     }
@@ -122,7 +109,7 @@ public final class RelayedAddressDirectory: Sendable {
         return .deliver(
             Delivery(
                 client: entry.client, server: entry.server,
-                channelNumber: entry.channels.live(for: source, now: now)?.number))
+                channelNumber: entry.channels.live(for: source, now: now)?.number, sink: entry.sink))
     }
 
     /// Number of listed allocations (tests and metrics).

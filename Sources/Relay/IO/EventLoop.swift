@@ -36,10 +36,6 @@ final class EventLoop: RelaySocketProvider {
     /// Activated when relay-socket reads queued packets: runs after the iteration's other
     /// ready events and flushes them all at once.
     var flushEvent: LoopEvent?
-    /// Relay-to-relay packets other loops hand to this one's TCP/TLS clients, and the event
-    /// that wakes this loop for them (`EventLoop+HandOff.swift`).
-    var inbox: HandOffInbox?
-    var inboxEvent: OpaquePointer?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
         base = EventLoop.makeBase()
@@ -66,7 +62,6 @@ final class EventLoop: RelaySocketProvider {
             mailbox.detach()
             event_free(mailboxEvent)
         }
-        detachInbox()
         event_base_free(base)
     }
 
@@ -96,10 +91,8 @@ final class EventLoop: RelaySocketProvider {
         mailbox.attach(mailboxEvent!)
         applyMail()
         flushEvent = LoopEvent(base: base) { [unowned self] in flush() }
-        attachInbox()
         event_base_dispatch(base)
         mailbox.detach()
-        detachInbox()
         core.shutdown(now: EventLoop.now())
         flush()
         onPublish?(core)

@@ -66,7 +66,7 @@ public final class RelayServer {
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
         threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
-        directory = RelayedAddressDirectory(loops: threadCount > 1 ? threadCount : 0)
+        directory = RelayedAddressDirectory()
         streams = StreamService(configuration: c, logger: logger)
         metrics = MetricsRegistry(threads: threadCount)
     }

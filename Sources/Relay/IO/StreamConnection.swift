@@ -14,8 +14,10 @@ import StunCodec
 /// OpenSSL from memory and decrypts it into the loop's frame buffer. Writing: answers and relayed
 /// packets are queued (TLS: each its own record, as coturn does: some clients, turnutils_uclient
 /// among them, read one message per record) and leave in one write(2) at the end of the loop
-/// iteration.
-final class StreamConnection {
+/// iteration, by whichever loop thread queued them: other loops queue relay-to-relay packets
+/// here directly (`StreamSink`, issue #6). The lock in `io` guards the TLS session, the output
+/// queue and the state those threads look at; everything else is the owning loop's alone.
+final class StreamConnection: StreamSink, @unchecked Sendable {
     enum State {
         /// TLS handshake in progress (`tls-handshake-timeout` runs).
         case handshaking
@@ -39,8 +41,8 @@ final class StreamConnection {
     /// True once the TLS handshake completed (always for TCP).
     private(set) var handshakeDone: Bool
     private(set) var closeReason: StreamCloseReason?
-    /// The TLS session; nil for TCP.
-    private let ssl: OpaquePointer?
+    /// The TLS session; nil for TCP, and once freed.
+    private var ssl: OpaquePointer?
     /// Bytes between the socket and OpenSSL (fixed address: the BIO points at it).
     private let io: UnsafeMutablePointer<relayd_stream_io>
     /// The start of a frame cut off by the end of a read, waiting for its rest.
@@ -50,9 +52,13 @@ final class StreamConnection {
     private var writeEvent: OpaquePointer?
     /// True while the write event is added (the socket took less than was queued).
     private var waitingForSocket = false
-    /// True while the connection is on the transport's list of sockets to write at the end of
-    /// this loop iteration.
+    /// True while the connection is on some loop's list of sockets to write at the end of its
+    /// iteration (that loop writes everything queued by then).
     private var awaitingWrite = false
+    /// Set when queuing failed or passed the output bound: later packets are refused, and the
+    /// owning loop closes the connection for this reason (at once, or at its next sweep when
+    /// another loop found it).
+    private var refusal: (reason: StreamCloseReason, detail: String)?
 
     /// A frame is at most a STUN header plus a 16-bit length (ChannelData: 4 + 65535 + padding).
     static let maxFrameLength = StunConstants.headerLength + 65536
@@ -64,10 +70,10 @@ final class StreamConnection {
     /// the BIO. The caller closes the socket and frees `ssl` then.
     init?(socket: Int32, ssl: OpaquePointer?, origin: ClientOrigin, owner: StreamTransport, now: Int64) {
         io = UnsafeMutablePointer<relayd_stream_io>.allocate(capacity: 1)
-        io.initialize(to: relayd_stream_io())
-        io.pointee.output_limit = StreamConnection.outputLimit
+        relayd_stream_io_init(io, StreamConnection.outputLimit)
         if let ssl {
             guard let bio = relayd_stream_io_bio(io) else {
+                relayd_stream_io_destroy(io)
                 io.deallocate()
                 return nil
             }
@@ -86,6 +92,11 @@ final class StreamConnection {
         lastInputAt = now
     }
 
+    deinit {
+        relayd_stream_io_destroy(io)
+        io.deallocate()
+    }
+
     var transport: TransportProtocol { origin.fiveTuple.transport }
 
     /// Registers the socket's events and starts reading (for TLS: the handshake).
@@ -95,7 +106,7 @@ final class StreamConnection {
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().readable()
         }, me)
         writeEvent = event_new(base, socket, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
-            Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().writeNow()
+            Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().writeNow(onOwner: true)
         }, me)
         guard readEvent != nil, writeEvent != nil else { return close(.error, detail: "cannot register the socket") }
         event_add(readEvent, nil)
@@ -131,6 +142,8 @@ final class StreamConnection {
 
     /// Feeds `ciphertext` to OpenSSL: the handshake first, then records decrypted into the frame
     /// buffer (behind any partial frame) and delivered, also when the buffer fills up.
+    /// Each OpenSSL call holds the lock (another loop may be writing records); the frames are
+    /// delivered without it (answers to them are queued under it).
     private func decrypt(_ ssl: OpaquePointer, _ ciphertext: UnsafeRawBufferPointer) {
         io.pointee.input = ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self)
         io.pointee.input_length = ciphertext.count
@@ -139,13 +152,15 @@ final class StreamConnection {
             io.pointee.input_length = 0
         }
         if state == .handshaking {
+            relayd_stream_io_lock(io)
             ERR_clear_error()
             let result = SSL_do_handshake(ssl)
-            guard result == 1 else {
-                let error = SSL_get_error(ssl, result)
-                if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return }
-                return close(.tlsHandshakeFailed, detail: tlsErrorDetail(error))
-            }
+            let error = result == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
+            let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+            let detail = result == 1 || waiting ? nil : tlsErrorDetail(error)
+            relayd_stream_io_unlock(io)
+            if let detail { return close(.tlsHandshakeFailed, detail: detail) }
+            guard result == 1 else { return }
             handshakeCompleted()
         }
         let frames = owner.frameBuffer
@@ -156,21 +171,26 @@ final class StreamConnection {
                 count = restorePartial(into: frames)
                 continue
             }
+            relayd_stream_io_lock(io)
             ERR_clear_error()
             let space = Int32(clamping: frames.count - count)
             let result = SSL_read(ssl, frames.baseAddress! + count, space)
+            let error = result > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
+            let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+            let failed = result <= 0 && !waiting && error != SSL_ERROR_ZERO_RETURN
+            let detail = failed ? tlsErrorDetail(error) : nil
+            relayd_stream_io_unlock(io)
             if result > 0 {
                 count += Int(result)
                 continue
             }
-            let error = SSL_get_error(ssl, result)
-            if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { break }
+            if waiting { break }
             deliverFrames(in: frames, count: count)
             count = 0
-            if error == SSL_ERROR_ZERO_RETURN {
-                clientClosed()  // close_notify
+            if let detail {
+                close(.error, detail: detail)
             } else {
-                close(.error, detail: tlsErrorDetail(error))
+                clientClosed()  // close_notify
             }
             return
         }
@@ -231,12 +251,22 @@ final class StreamConnection {
 
     // MARK: Output
 
-    /// Queues a response or relayed packet (over TLS as one record) for the end of this loop
-    /// iteration. A client that lets more than `StreamTransport.maxOutputBytes` pile up is
-    /// disconnected.
-    @inline(__always)
-    func write(_ bytes: UnsafeRawBufferPointer) {
-        guard state == .open || state == .draining, let base = bytes.baseAddress else { return }
+    /// What queuing a packet did.
+    enum Queued {
+        /// Queued; `schedule`: the caller's loop writes the socket at the end of its iteration.
+        case queued(schedule: Bool)
+        /// The connection is closing or refusing packets: dropped.
+        case refused
+    }
+
+    /// Queues a framed packet (over TLS as one record), from any loop thread. Passing
+    /// `StreamTransport.maxOutputBytes`, or a failure to queue, makes the connection refuse
+    /// further packets until its owner closes it.
+    func enqueue(_ bytes: UnsafeRawBufferPointer) -> Queued {
+        guard let base = bytes.baseAddress else { return .refused }
+        relayd_stream_io_lock(io)
+        defer { relayd_stream_io_unlock(io) }
+        guard state == .open || state == .draining, refusal == nil else { return .refused }
         let queued: Bool
         if let ssl {
             ERR_clear_error()
@@ -244,43 +274,84 @@ final class StreamConnection {
         } else {
             queued = relayd_stream_io_append(io, base, bytes.count) == 0
         }
-        guard queued else { return close(.error, detail: "cannot queue output") }
-        let pending = pendingOutput
+        let pending = relayd_stream_io_pending(io)
+        if !queued {
+            refusal = (.error, "cannot queue output")
+            return .refused
+        }
         if pending > StreamTransport.maxOutputBytes {
-            close(.slowReader, detail: "\(pending) bytes unread")
-        } else {
-            scheduleWrite()
+            refusal = (.slowReader, "\(pending) bytes unread")
+            return .refused
+        }
+        guard !awaitingWrite, !waitingForSocket else { return .queued(schedule: false) }
+        awaitingWrite = true
+        return .queued(schedule: true)
+    }
+
+    /// A response or relayed packet from the owning loop (`EventLoop.streamSender`).
+    @inline(__always)
+    func write(_ bytes: UnsafeRawBufferPointer) {
+        switch enqueue(bytes) {
+        case .queued(let schedule):
+            if schedule { owner.noteUnflushed(self) }
+        case .refused:
+            closeIfRefusing()
         }
     }
 
-    /// Puts the connection on the transport's end-of-iteration write list if it has output.
-    private func scheduleWrite() {
-        guard !awaitingWrite, !waitingForSocket, relayd_stream_io_pending(io) > 0 else { return }
-        awaitingWrite = true
-        owner.noteUnflushed(self)
+    /// Owning loop: closes the connection if queuing made it refuse packets.
+    func closeIfRefusing() {
+        relayd_stream_io_lock(io)
+        let found = refusal
+        relayd_stream_io_unlock(io)
+        if let found { close(found.reason, detail: found.detail) }
     }
 
-    /// Hands the socket what is queued in one write(2); what it does not take waits for the
-    /// write event. Also the write event's callback.
-    func writeNow() {
+    /// Owning loop: puts the connection on its transport's end-of-iteration write list if it
+    /// has output (a TLS handshake flight, say).
+    private func scheduleWrite() {
+        relayd_stream_io_lock(io)
+        let schedule = !awaitingWrite && !waitingForSocket && relayd_stream_io_pending(io) > 0
+        if schedule { awaitingWrite = true }
+        relayd_stream_io_unlock(io)
+        if schedule { owner.noteUnflushed(self) }
+    }
+
+    /// Hands the socket what is queued in one write(2), from whichever loop put the connection
+    /// on its write list (or the write event); what the socket does not take waits for the
+    /// write event. Closing on a socket error or after draining is the owning loop's: another
+    /// loop leaves both to it (its read event or sweep).
+    func writeNow(onOwner: Bool) {
+        relayd_stream_io_lock(io)
         awaitingWrite = false
-        guard state != .closed else { return }
+        guard state != .closed else { return relayd_stream_io_unlock(io) }
+        var failure: String? = nil
         if relayd_stream_io_flush(io, socket) < 0 {
             let error = errno
-            if error != EAGAIN && error != EWOULDBLOCK {
-                return close(.error, detail: String(cString: strerror(error)))
-            }
+            if error != EAGAIN && error != EWOULDBLOCK { failure = String(cString: strerror(error)) }
         }
         let left = relayd_stream_io_pending(io) > 0
-        if left != waitingForSocket {
+        if failure == nil, left != waitingForSocket {
             waitingForSocket = left
             if left { event_add(writeEvent, nil) } else { event_del(writeEvent) }
         }
-        if !left, state == .draining { close(.clientClosed) }
+        if let failure, refusal == nil { refusal = (.error, failure) }
+        let drained = !left && state == .draining
+        relayd_stream_io_unlock(io)
+        guard onOwner else { return }
+        if failure != nil {
+            closeIfRefusing()
+        } else if drained {
+            close(.clientClosed)
+        }
     }
 
     /// Bytes queued and not yet taken by the kernel (TLS: ciphertext).
-    var pendingOutput: Int { relayd_stream_io_pending(io) }
+    var pendingOutput: Int {
+        relayd_stream_io_lock(io)
+        defer { relayd_stream_io_unlock(io) }
+        return relayd_stream_io_pending(io)
+    }
 
     // MARK: Handshake and errors
 
@@ -336,8 +407,10 @@ final class StreamConnection {
 
     // MARK: Deadlines and closing
 
-    /// Applies the abuse deadlines; called about once a second by the transport's sweep.
+    /// Applies the abuse deadlines, and closes a connection another loop found refusing;
+    /// called about once a second by the transport's sweep.
     func checkDeadlines(now: Int64, hasAllocation: (ClientOrigin) -> Bool) {
+        closeIfRefusing()
         let limits = owner.limits
         switch state {
         case .handshaking:
@@ -361,7 +434,9 @@ final class StreamConnection {
     /// descriptor is not reused while packets for it may still be queued.
     func close(_ reason: StreamCloseReason, detail: String? = nil) {
         guard state != .closed else { return }
+        relayd_stream_io_lock(io)
         state = .closed
+        relayd_stream_io_unlock(io)
         closeReason = reason
         if let readEvent { event_del(readEvent) }
         if let writeEvent { event_del(writeEvent) }
@@ -373,6 +448,8 @@ final class StreamConnection {
     /// got through its handshake says close_notify, and what is already queued (a TLS alert that
     /// says why a handshake was refused, say) gets one last non-blocking write.
     func free() {
+        relayd_stream_io_lock(io)
+        defer { relayd_stream_io_unlock(io) }
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
         readEvent = nil
@@ -388,9 +465,10 @@ final class StreamConnection {
             _ = relayd_stream_io_flush(io, socket)
         }
         if let ssl { SSL_free(ssl) }
+        ssl = nil
         relayd_stream_io_release(io)
-        io.deallocate()
         partial.deallocate()
+        partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)
         Glibc.close(socket)
     }
 }

@@ -4,8 +4,8 @@ import StunCodec
 
 /// One loop thread's TCP listening socket on one address (an `evconnlistener`). Every loop binds
 /// its own with SO_REUSEPORT, as for UDP: the kernel spreads new connections over the loops and
-/// each connection lives on the loop that accepted it, next to its allocation, with no hand-off
-/// between threads.
+/// each connection lives on the loop that accepted it, next to its allocation (other loops only
+/// queue relay-to-relay packets on it, `StreamSink`).
 final class StreamListener {
     let address: TransportAddress
     /// `.tcp` or `.tls`: what accepted connections speak.

@@ -62,6 +62,9 @@ final class StreamTransport {
         guard !listeners.isEmpty else { return nil }
         let me = Unmanaged.passUnretained(self).toOpaque()
         loop.streamSender = { [unowned self] origin, bytes in self.send(bytes, to: origin) }
+        loop.core.streamHooks = StreamSinkHooks(
+            sink: { [unowned self] origin in connections[origin.socket].flatMap { $0.origin == origin ? $0 : nil } },
+            write: { [unowned self] sink, bytes in write(bytes, from: sink) })
         writeEvent = LoopEvent(base: loop.base) { [unowned self] in writeUnflushed() }
         sweepTimer = event_new(
             loop.base, -1, Int16(EV_PERSIST),
@@ -143,18 +146,33 @@ final class StreamTransport {
         connection.write(bytes)
     }
 
-    /// `connection` has new output: it is written once the iteration's other ready events ran.
+    /// A relay-to-relay packet this loop queues on a connection of any loop (`StreamSinkHooks`):
+    /// this loop writes the socket at the end of its iteration, the owning loop is not woken.
+    private func write(_ bytes: UnsafeRawBufferPointer, from sink: any StreamSink) -> Bool {
+        let connection = unsafeDowncast(sink, to: StreamConnection.self)
+        switch connection.enqueue(bytes) {
+        case .queued(let schedule):
+            if schedule { noteUnflushed(connection) }
+            return true
+        case .refused:
+            if connection.owner === self { connection.closeIfRefusing() }
+            return false
+        }
+    }
+
+    /// `connection` (of this loop or another) has new output: it is written once the
+    /// iteration's other ready events ran.
     func noteUnflushed(_ connection: StreamConnection) {
         if unflushed.isEmpty { writeEvent?.activate() }
         unflushed.append(connection)
     }
 
-    /// Writes the output of every connection written to in this iteration (one writev each).
-    /// A write may queue more output (a drained callback), so the list is walked by index.
+    /// Writes the output of every connection written to in this iteration (one write(2) each).
     private func writeUnflushed() {
         var index = 0
         while index < unflushed.count {
-            unflushed[index].writeNow()
+            let connection = unflushed[index]
+            connection.writeNow(onOwner: connection.owner === self)
             index += 1
         }
         unflushed.removeAll(keepingCapacity: true)
@@ -215,6 +233,7 @@ final class StreamTransport {
     /// Loop exit: closes every listener and connection before the `event_base` goes away.
     func shutdown() {
         loop.streamSender = nil
+        loop.core.streamHooks = StreamSinkHooks()
         for listener in listeners { listener.close() }
         listeners.removeAll()
         if let sweepTimer { event_free(sweepTimer) }

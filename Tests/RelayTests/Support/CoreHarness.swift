@@ -143,21 +143,6 @@ final class CoreHarness {
         return packets
     }
 
-    /// Delivers what other loops handed to this one (`HandOffInbox`), as the event loop does.
-    func drainHandOffs() -> [SentPacket] {
-        let context = core.context
-        guard context.threadIndex < context.directory.inboxes.count else { return [] }
-        let inbox = context.directory.inboxes[context.threadIndex]
-        guard let batch = inbox.take() else { return [] }
-        for record in batch.records {
-            core.handleHandOff(
-                to: record.target, from: record.source, buffer: batch.arena, payload: record.payload, now: now)
-        }
-        let packets = drainOutbox()
-        inbox.recycle(batch)
-        return packets
-    }
-
     func advance(to second: Int64) { now = second }
     func advance(by seconds: Int64) { now += seconds }
 

@@ -5,7 +5,8 @@ import Testing
 /// Two REST clients with UDP (or, for B, stream) allocations for the relay-to-relay
 /// short-circuit tests: A on `sender`, B on `receiver`. With `loops: 1` both are one core; with
 /// `loops: 2` they are loop threads 0 and 1 sharing a relayed-address directory and a quota;
-/// `handOff` gives the directory an inbox per loop, as the server has with several loops.
+/// `streamSink`: B's connection as the stream transport lists it (`StreamSinkHooks`), so a stream
+/// B is in the directory as it is in the server.
 struct RelayPair {
     let sender: CoreHarness
     let receiver: CoreHarness
@@ -17,23 +18,26 @@ struct RelayPair {
 
     init(
         loops: Int, _ configuration: RelayConfiguration = CoreFixture.configuration(),
-        transportB: TransportProtocol = .udp, handOff: Bool = false
+        transportB: TransportProtocol = .udp, streamSink: RecordingStreamSink? = nil
     ) throws {
         if loops == 1 {
             sender = CoreHarness(configuration: configuration)
             receiver = sender
         } else {
             let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
-            let directory = RelayedAddressDirectory(loops: handOff ? 2 : 0)
+            let directory = RelayedAddressDirectory()
             sender = CoreHarness(
                 configuration: configuration, loop: .init(index: 0, count: 2, quota: quota, directory: directory))
             receiver = CoreHarness(
                 configuration: configuration, loop: .init(index: 1, count: 2, quota: quota, directory: directory))
         }
+        if let streamSink {
+            streamSink.install(owner: receiver.core, client: CoreFixture.clientB, writer: sender.core)
+        }
         a = sender.restClient(at: CoreFixture.clientA, user: "a")
         b = receiver.restClient(at: CoreFixture.clientB, user: "b", transport: transportB)
         relayedA = try #require(try a.allocate().xorRelayedAddress)
         relayedB = try #require(try b.allocate().xorRelayedAddress)
-        if loops > 1 { #expect(sender.core.context.directory.count == (transportB == .udp || handOff ? 2 : 1)) }
+        if loops > 1 { #expect(sender.core.context.directory.count == (transportB == .udp || streamSink != nil ? 2 : 1)) }
     }
 }

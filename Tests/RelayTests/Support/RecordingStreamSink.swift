@@ -1,0 +1,32 @@
+import Relay
+import StunCodec
+import Synchronization
+
+/// A stream client's connection as the cross-loop tests see it: records each packet another
+/// loop queues on it, or refuses them all (a connection closing or over its output bound).
+final class RecordingStreamSink: StreamSink, Sendable {
+    private let state = Mutex<(packets: [[UInt8]], refusing: Bool)>(([], false))
+
+    var packets: [[UInt8]] { state.withLock { $0.packets } }
+
+    func refuse() { state.withLock { $0.refusing = true } }
+
+    func take(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        state.withLock { state in
+            guard !state.refusing else { return false }
+            state.packets.append(Array(bytes))
+            return true
+        }
+    }
+
+    /// The owner core lists `client`'s stream allocation with this sink; `writer` queues on it.
+    func install(owner: RelayCore, client: TransportAddress, writer: RelayCore) {
+        owner.streamHooks.sink = { [unowned self] origin in
+            origin.fiveTuple.client == client && origin.fiveTuple.transport.isStream ? self : nil
+        }
+        writer.streamHooks.write = { sink, bytes in
+            guard let recording = sink as? RecordingStreamSink else { return false }
+            return recording.take(bytes)
+        }
+    }
+}
