@@ -333,7 +333,9 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         let left = relayd_stream_io_pending(io) > 0
         if failure == nil, left != waitingForSocket {
             waitingForSocket = left
-            if left { event_add(writeEvent, nil) } else { event_del(writeEvent) }
+            // Not event_del: from another thread it waits for a running callback of the event,
+            // which may be the owner's write callback waiting for this lock.
+            if left { event_add(writeEvent, nil) } else { event_del_noblock(writeEvent) }
         }
         if let failure, refusal == nil { refusal = (.error, failure) }
         let drained = !left && state == .draining
