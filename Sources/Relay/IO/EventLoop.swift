@@ -98,10 +98,10 @@ final class EventLoop: RelaySocketProvider {
         onPublish?(core)
     }
 
-    /// An event base whose epoll backend batches interest changes (the changelist): an event
-    /// added and removed again in one iteration, as a stream's write event is when its output
-    /// is written at the end of the iteration (`StreamTransport.writeUnflushed`), costs no
-    /// epoll_ctl. relayd never dup(2)s a descriptor it registers, the changelist's one caveat.
+    /// An event base whose epoll backend batches interest changes (the changelist): the changes
+    /// of one iteration reach the kernel together before the next epoll_wait, and an event added
+    /// and removed again in between costs no epoll_ctl at all. relayd never dup(2)s a descriptor
+    /// it registers, the changelist's one caveat.
     static func makeBase() -> OpaquePointer {
         let config = event_config_new()
         defer { event_config_free(config) }

@@ -15,7 +15,7 @@ public final class RelayServer {
     var logger: Logger
     let quota: QuotaTracker
     let reservations = ReservationTable()
-    let directory: RelayedAddressDirectory
+    let directory = RelayedAddressDirectory()
     let nonceKey: [UInt8]
     let interfaceAddresses: [IPAddress]
     /// Addresses the UDP listeners bind, resolved from `listening-ip` or the interfaces.
@@ -66,7 +66,6 @@ public final class RelayServer {
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
         threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
-        directory = RelayedAddressDirectory()
         streams = StreamService(configuration: c, logger: logger)
         metrics = MetricsRegistry(threads: threadCount)
     }

@@ -133,11 +133,11 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         lastInputAt = EventLoop.now()
         if let ssl {
             decrypt(ssl, UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            scheduleWrite()  // what OpenSSL wrote itself: a handshake flight, session tickets
         } else {
             _ = restorePartial(into: owner.frameBuffer)
             deliverFrames(in: owner.frameBuffer, count: offset + count)
         }
-        scheduleWrite()
     }
 
     /// Feeds `ciphertext` to OpenSSL: the handshake first, then records decrypted into the frame
@@ -288,17 +288,6 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         return .queued(schedule: true)
     }
 
-    /// A response or relayed packet from the owning loop (`EventLoop.streamSender`).
-    @inline(__always)
-    func write(_ bytes: UnsafeRawBufferPointer) {
-        switch enqueue(bytes) {
-        case .queued(let schedule):
-            if schedule { owner.noteUnflushed(self) }
-        case .refused:
-            closeIfRefusing()
-        }
-    }
-
     /// Owning loop: closes the connection if queuing made it refuse packets.
     func closeIfRefusing() {
         relayd_stream_io_lock(io)
@@ -384,13 +373,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
 
     /// OpenSSL's reasons for the failed call (this thread's error queue), or the socket error.
     private func tlsErrorDetail(_ error: Int32) -> String {
-        var reasons: [String] = []
-        while true {
-            let code = ERR_get_error()
-            if code == 0 { break }
-            reasons.append(TLSContext.describe(code))
-        }
-        if !reasons.isEmpty { return reasons.joined(separator: "; ") }
+        if ERR_peek_error() != 0 { return TLSContext.drainErrors() }
         if error == SSL_ERROR_SYSCALL, errno != 0 { return String(cString: strerror(errno)) }
         return "SSL error \(error)"
     }

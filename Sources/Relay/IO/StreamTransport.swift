@@ -64,7 +64,7 @@ final class StreamTransport {
         loop.streamSender = { [unowned self] origin, bytes in self.send(bytes, to: origin) }
         loop.core.streamHooks = StreamSinkHooks(
             sink: { [unowned self] origin in connections[origin.socket].flatMap { $0.origin == origin ? $0 : nil } },
-            write: { [unowned self] sink, bytes in write(bytes, from: sink) })
+            write: { [unowned self] sink, bytes in queue(bytes, on: unsafeDowncast(sink, to: StreamConnection.self)) })
         writeEvent = LoopEvent(base: loop.base) { [unowned self] in writeUnflushed() }
         sweepTimer = event_new(
             loop.base, -1, Int16(EV_PERSIST),
@@ -143,13 +143,16 @@ final class StreamTransport {
             counters.sendsToClosed &+= 1
             return
         }
-        connection.write(bytes)
+        queue(bytes, on: connection)
     }
 
-    /// A relay-to-relay packet this loop queues on a connection of any loop (`StreamSinkHooks`):
-    /// this loop writes the socket at the end of its iteration, the owning loop is not woken.
-    private func write(_ bytes: UnsafeRawBufferPointer, from sink: any StreamSink) -> Bool {
-        let connection = unsafeDowncast(sink, to: StreamConnection.self)
+    /// Queues a packet on a connection of this loop (`send`) or, relay-to-relay, of any loop
+    /// (`StreamSinkHooks.write`): this loop writes the socket at the end of its iteration, so
+    /// another owning loop is not woken. A refusing connection of this loop is closed at once;
+    /// another loop's owner closes its own at its sweep. False when the packet was refused.
+    @discardableResult
+    @inline(__always)
+    private func queue(_ bytes: UnsafeRawBufferPointer, on connection: StreamConnection) -> Bool {
         switch connection.enqueue(bytes) {
         case .queued(let schedule):
             if schedule { noteUnflushed(connection) }
