@@ -41,7 +41,7 @@ struct DataPhase {
         }
         if options.transport == .tls {
             // OpenSSL objects are not shared between threads: send and receive on this one.
-            receiver.open(tickMs: 1)
+            receiver.open()
             Clock.sleep(until: start)
             var sampled = false
             while true {
@@ -51,12 +51,13 @@ struct DataPhase {
                     sampled = true
                 }
                 if now >= measureEnd { break }
-                _ = sender.sendDue(start: start, now: now)
-                receiver.runOnce()
+                let next = sender.sendDue(start: start, now: now)
+                // As the UDP sender thread: wake for the next due packet, at most every 100 µs.
+                receiver.runOnce(until: max(next, Clock.now() &+ 100_000))
             }
             sampleEnd()
             let drainEnd = Clock.now() + UInt64(options.drainMs) * 1_000_000
-            while Clock.now() < drainEnd { receiver.runOnce() }
+            while Clock.now() < drainEnd { receiver.runOnce(until: drainEnd) }
             receiver.close()
             sender.finishOnThisThread()
         } else {

@@ -67,8 +67,19 @@ final class Receiver: @unchecked Sendable {
     }
 
     /// One pass of the loop for single-threaded (TLS) runs: handles what is ready, waiting at
-    /// most until the next tick of the 1 ms timer.
-    func runOnce() { event_base_loop(base, EVLOOP_ONCE) }
+    /// most until `deadline` (monotonic ns; the sender's next due packet), so the pacing of the
+    /// sends does not depend on when the server's packets happen to wake the thread.
+    func runOnce(until deadline: UInt64) {
+        let now = Clock.now()
+        guard deadline > now, let wake else {
+            event_base_loop(base, EVLOOP_NONBLOCK)
+            return
+        }
+        let wait = deadline - now
+        var interval = timeval(tv_sec: Int(wait / 1_000_000_000), tv_usec: Int(wait % 1_000_000_000 / 1000))
+        event_add(wake, &interval)
+        event_base_loop(base, EVLOOP_ONCE)
+    }
 
     /// Creates the event base: one persistent read event per client and the stop/tick timer.
     func open(tickMs: Int = 20) {
@@ -95,21 +106,26 @@ final class Receiver: @unchecked Sendable {
         event_add(timer, &interval)
         self.events = events
         self.timer = timer
+        wake = event_new(base, -1, 0, { _, _, _ in }, nil)
     }
 
     /// Frees the event base and records this thread's CPU time.
     func close() {
         for event in events { event_free(event) }
         if let timer { event_free(timer) }
+        if let wake { event_free(wake) }
         if let base { event_base_free(base) }
         events = []
         timer = nil
+        wake = nil
         base = nil
         cpuSeconds = ThreadCPU.seconds()
     }
 
     private var events: [OpaquePointer] = []
     private var timer: OpaquePointer?
+    /// A one-shot timer that ends `runOnce(until:)`'s wait at the deadline.
+    private var wake: OpaquePointer?
 
     /// The running loop's base (for the stop timer).
     private var base: OpaquePointer?
