@@ -157,6 +157,14 @@ import Testing
             ).isEmpty)
         #expect(pair.sender.counters.dropped(.noAllocation) == 1)
         #expect(pair.sender.counters.shortCircuited == 0)
+
+        // Only packets the connection took count towards B's totals (added when B is deleted).
+        sink.accept()
+        _ = pair.sender.receive(
+            try StunTestMessages.sendIndication(to: pair.relayedB, payload: [6, 7, 8]), from: CoreFixture.clientA)
+        #expect(sink.packets.count == 1)
+        let delivered = try #require(pair.receiver.core.context.directory.delivered(to: pair.relayedB))
+        #expect(delivered.packets == 1 && delivered.bytes == 3)
     }
 
     @Test("With one loop nothing is published to the directory")

@@ -40,14 +40,22 @@ extension RelayCore {
             delivery = found
         }
         if let sink = delivery.sink {
-            return writeAcrossLoops(copy, from: source, to: sink, channelNumber: delivery.channelNumber)
+            let delivered = writeAcrossLoops(copy, from: source, to: sink, channelNumber: delivery.channelNumber)
+            if delivered != .written { context.directory.retract(bound, bytes: payload.count) }
+            return delivered != .notSent
         }
-        guard let socket = udpListener(for: delivery.server) else { return false }
+        guard let socket = udpListener(for: delivery.server) else {
+            context.directory.retract(bound, bytes: payload.count)
+            return false
+        }
         guard
             let framed = frameForClient(
                 buffer: copy.region, payload: copy.payload, from: source, channelNumber: delivery.channelNumber,
                 stream: false)
-        else { return true }
+        else {
+            context.directory.retract(bound, bytes: payload.count)
+            return true
+        }
         outbox.claim(copy.region.count)
         let origin = ClientOrigin(
             fiveTuple: FiveTuple(client: delivery.client, server: delivery.server, transport: .udp), socket: socket)
@@ -56,26 +64,36 @@ extension RelayCore {
         return true
     }
 
+    /// What became of a packet for a stream client on another loop.
+    private enum CrossLoopWrite {
+        /// Queued on the client's connection.
+        case written
+        /// Dropped here: it could not be framed, or the connection refused it.
+        case dropped
+        /// Not handled (no stream transport): the caller sends it through the relay socket.
+        case notSent
+    }
+
     /// Frames the payload in `copy` for a stream client and queues it on its connection `sink`
     /// (the bytes are copied there, so the scratch region is not claimed). A connection that is
     /// closing or over its output bound drops it (counted as no allocation).
     private func writeAcrossLoops(
         _ copy: (region: UnsafeMutableRawBufferPointer, payload: Range<Int>), from source: TransportAddress,
         to sink: any StreamSink, channelNumber: UInt16?
-    ) -> Bool {
-        guard let write = streamHooks.write else { return false }
+    ) -> CrossLoopWrite {
+        guard let write = streamHooks.write else { return .notSent }
         guard
             let framed = frameForClient(
                 buffer: copy.region, payload: copy.payload, from: source, channelNumber: channelNumber, stream: true)
-        else { return true }
+        else { return .dropped }
         guard write(sink, framed) else {
             counters.drop(.noAllocation)
-            return true
+            return .dropped
         }
         counters.packetsToClient &+= 1
         counters.bytesToClient &+= UInt64(copy.payload.count)
         counters.shortCircuited &+= 1
-        return true
+        return .written
     }
 
     /// This loop's UDP listener socket on `server`.

@@ -97,6 +97,20 @@ public final class RelayedAddressDirectory: Sendable {
         }
     }
 
+    /// Takes back the count of one packet `deliver` counted that never reached the client: its
+    /// connection refused it, or this thread had no listener to send it from. An entry that was
+    /// replaced in between (a new allocation on the port) keeps its counts if they are smaller.
+    func retract(_ relayed: TransportAddress, bytes: Int) {
+        shard(relayed).entries.withLock { entries in
+            guard let index = entries.index(forKey: relayed) else { return }
+            guard entries.values[index].packetsDelivered > 0,
+                entries.values[index].bytesDelivered >= UInt64(bytes)
+            else { return }
+            entries.values[index].packetsDelivered -= 1
+            entries.values[index].bytesDelivered -= UInt64(bytes)
+        }
+    }
+
     /// `deliver`'s checks on one entry, read and counted in place (no copy of its arrays).
     private static func judge(
         _ entry: inout Entry, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
@@ -110,6 +124,14 @@ public final class RelayedAddressDirectory: Sendable {
             Delivery(
                 client: entry.client, server: entry.server,
                 channelNumber: entry.channels.live(for: source, now: now)?.number, sink: entry.sink))
+    }
+
+    /// What other threads have delivered so far to the client of the allocation at `relayed`
+    /// (bound form), or nil when it is not listed (tests).
+    public func delivered(to relayed: TransportAddress) -> (packets: UInt64, bytes: UInt64)? {
+        shard(relayed).entries.withLock { entries in
+            entries[relayed].map { ($0.packetsDelivered, $0.bytesDelivered) }
+        }
     }
 
     /// Number of listed allocations (tests and metrics).

@@ -3,13 +3,16 @@ import StunCodec
 import Synchronization
 
 /// A stream client's connection as the cross-loop tests see it: records each packet another
-/// loop queues on it, or refuses them all (a connection closing or over its output bound).
+/// loop queues on it, or refuses them all while told to (a connection closing or over its
+/// output bound).
 final class RecordingStreamSink: StreamSink, Sendable {
     private let state = Mutex<(packets: [[UInt8]], refusing: Bool)>(([], false))
 
     var packets: [[UInt8]] { state.withLock { $0.packets } }
 
     func refuse() { state.withLock { $0.refusing = true } }
+
+    func accept() { state.withLock { $0.refusing = false } }
 
     func take(_ bytes: UnsafeRawBufferPointer) -> Bool {
         state.withLock { state in
