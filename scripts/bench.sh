@@ -316,9 +316,9 @@ def maxrate(server, pattern, payload):
         best.append(ok)
     return med(best)
 table = []
-def row(name, fn, unit, better):
+def row(name, fn, unit, better, compare=True):
     a, b = fn("relayd"), fn("coturn")
-    ratio = f"{a / b:.2f}" if a is not None and b else "-"
+    ratio = f"{a / b:.2f}" if compare and a is not None and b else "-"
     f = lambda v: "-" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}")
     table.append((name, f(a), f(b), ratio, unit, better))
 row(f"allocation setup rate ({setup_n} allocs, 401+Allocate)", lambda s: pick(s, "setup", "setup_rate"), "allocs/s", "higher")
@@ -330,6 +330,8 @@ for pattern, payload in [(p, s) for p in ("client-to-client", "external-peer") f
         fixed = tls_rate if pattern.startswith("tls") else int(sys.argv[3])
         steps = tls_steps if pattern.startswith("tls") else sys.argv[6].split()
         row(f"{pattern} {payload}B: server CPU per 1M relayed pkts @{fixed}/s", lambda s: pick(s, w, "server_cpu_s_per_mpkt"), "cpu-s", "lower")
+        if pattern == "external-peer":
+            row(f"{pattern} {payload}B: echo peer CPU per 1M echoed pkts, same runs (floor)", lambda s: pick(s, w, "echo_cpu_s_per_mpkt"), "cpu-s", "info", compare=False)
         row(f"{pattern} {payload}B: p99 latency ({basis}) @{fixed}/s", lambda s: pick(s, w, "lat_p99_us"), "us", "lower")
         row(f"{pattern} {payload}B: p50 latency ({basis}) @{fixed}/s", lambda s: pick(s, w, "lat_p50_us"), "us", "lower")
         row(f"{pattern} {payload}B: loss @{fixed}/s", lambda s: pick(s, w, "loss_pct"), "%", "lower")
@@ -342,6 +344,9 @@ print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 for r in table: print(line(r))
 print(f"\nmedians of {reps} repetition(s); tls-client-to-client: every client on its own TLS connection (relay side UDP), relay-bench single-threaded for TLS")
 print("client-to-client: each message crosses the relay twice (2 relayed packets); external-peer: a round trip through relay-bench's own UDP echo peer (2 relayed packets), latency = RTT/2")
+print("echo peer (floor): relay-bench's echo thread over the same window, in the relayd and the coturn runs. Each datagram it echoes is one")
+print("  receive and one send, as each packet relayed to or from a peer is for the server, but on one socket in recvmmsg/sendmmsg batches")
+print("  and with no other work: about what the kernel alone costs per packet on that path on this machine")
 EOF
 echo
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"

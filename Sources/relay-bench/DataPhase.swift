@@ -31,13 +31,17 @@ struct DataPhase {
         var serverAfter: Double? = nil
         var ownBefore = 0.0
         var ownAfter = 0.0
+        var echoBefore: (cpu: Double?, echoed: UInt64) = (nil, 0)
+        var echoAfter: (cpu: Double?, echoed: UInt64) = (nil, 0)
         func sampleStart() {
             serverBefore = options.serverPID > 0 ? ProcessCPU.seconds(pid: options.serverPID) : nil
             ownBefore = ProcessCPU.ownSeconds()
+            if let echo { echoBefore = (echo.cpuSecondsNow(), echo.echoed.load(ordering: .relaxed)) }
         }
         func sampleEnd() {
             serverAfter = options.serverPID > 0 ? ProcessCPU.seconds(pid: options.serverPID) : nil
             ownAfter = ProcessCPU.ownSeconds()
+            if let echo { echoAfter = (echo.cpuSecondsNow(), echo.echoed.load(ordering: .relaxed)) }
         }
         if options.transport == .tls {
             // OpenSSL objects are not shared between threads: send and receive on this one.
@@ -112,8 +116,14 @@ struct DataPhase {
         report.set("bench_sender_cpu_s", sender.cpuSeconds)
         report.set("bench_receiver_cpu_s", receiver.cpuSeconds)
         if let echo {
-            report.set("echoed", echo.echoed)
+            report.set("echoed", echo.echoed.load(ordering: .relaxed))
             report.set("bench_echo_cpu_s", echo.cpuSeconds)
+            // The echo peer over the same window: each datagram it echoes is one receive and one
+            // send, as each packet relayed to or from a peer is for the server.
+            let echoCPU = echoBefore.cpu.flatMap { a in echoAfter.cpu.map { $0 - a } } ?? .nan
+            let echoedInWindow = echoAfter.echoed &- echoBefore.echoed
+            report.set("echo_cpu_s", echoCPU)
+            report.set("echo_cpu_s_per_mpkt", echoedInWindow == 0 ? .nan : echoCPU / (Double(echoedInWindow) / 1e6))
         }
 
         return "sent \(sent) recv \(received) loss \(fmt(lossPct, 3))% dup \(receiver.tracker.duplicates) "

@@ -15,7 +15,11 @@ final class EchoPeer: @unchecked Sendable {
     private let headers: UnsafeMutablePointer<relayd_mmsghdr>
     private let vectors: UnsafeMutablePointer<iovec>
     private let names: UnsafeMutablePointer<sockaddr_storage>
-    private(set) var echoed: UInt64 = 0
+    /// Datagrams echoed so far (read by the measuring thread).
+    let echoed = Atomic<UInt64>(0)
+    /// The echo thread's CPU-time clock once it runs (Linux encodes such clocks as negative
+    /// ids, so "not yet" is a value outside clockid_t).
+    private let cpuClock = Atomic<Int64>(Int64.min)
     /// The echo thread's CPU seconds when it finished.
     private(set) var cpuSeconds = 0.0
 
@@ -38,8 +42,21 @@ final class EchoPeer: @unchecked Sendable {
         names.deallocate()
     }
 
+    /// The echo thread's CPU seconds so far, read from another thread; nil before it runs.
+    /// What the echo costs per datagram is the floor for any relay that receives and sends each
+    /// packet through the kernel's UDP sockets: it does nothing else, on one socket, in batches.
+    func cpuSecondsNow() -> Double? {
+        let clock = cpuClock.load(ordering: .acquiring)
+        guard clock != Int64.min else { return nil }
+        var ts = timespec()
+        guard clock_gettime(clockid_t(clock), &ts) == 0 else { return nil }
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
     /// Echoes until `stop` is set.
     func run() {
+        var clock = clockid_t()
+        if pthread_getcpuclockid(pthread_self(), &clock) == 0 { cpuClock.store(Int64(clock), ordering: .releasing) }
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         while !stop.load(ordering: .relaxed) {
             if poll(&pfd, 1, 20) <= 0 { continue }
@@ -61,7 +78,7 @@ final class EchoPeer: @unchecked Sendable {
                     if r <= 0 { break }
                     done += Int(r)
                 }
-                echoed &+= UInt64(done)
+                echoed.add(UInt64(done), ordering: .relaxed)
                 if n < Self.batch { break }
             }
         }
