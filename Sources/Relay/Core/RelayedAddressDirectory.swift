@@ -98,8 +98,9 @@ public final class RelayedAddressDirectory: Sendable {
     }
 
     /// Takes back the count of one packet `deliver` counted that never reached the client: its
-    /// connection refused it, or this thread had no listener to send it from. An entry that was
-    /// replaced in between (a new allocation on the port) keeps its counts if they are smaller.
+    /// connection refused it, it could not be framed, or this thread had no listener to send it
+    /// from. An entry replaced in between (a new allocation on the port) keeps counts that are
+    /// too small to take it from.
     func retract(_ relayed: TransportAddress, bytes: Int) {
         shard(relayed).entries.withLock { entries in
             guard let index = entries.index(forKey: relayed) else { return }

@@ -43,8 +43,8 @@ final class EchoPeer: @unchecked Sendable {
     }
 
     /// The echo thread's CPU seconds so far, read from another thread; nil before it runs.
-    /// What the echo costs per datagram is the floor for any relay that receives and sends each
-    /// packet through the kernel's UDP sockets: it does nothing else, on one socket, in batches.
+    /// What the echo costs per datagram (one receive, one send, on one socket, in batches, with
+    /// no other work) is about what the kernel alone costs per relayed packet on that path.
     func cpuSecondsNow() -> Double? {
         let clock = cpuClock.load(ordering: .acquiring)
         guard clock != Int64.min else { return nil }
