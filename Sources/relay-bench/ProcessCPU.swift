@@ -1,10 +1,14 @@
 import Glibc
 
-/// CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID).
+/// CPU time of a thread: the calling one (CLOCK_THREAD_CPUTIME_ID), or another thread of this
+/// process through its clock (pthread_getcpuclockid).
 enum ThreadCPU {
-    static func seconds() -> Double {
+    static func seconds() -> Double { seconds(clock: CLOCK_THREAD_CPUTIME_ID) ?? 0 }
+
+    /// Seconds on `clock`; nil when it cannot be read (the thread has ended).
+    static func seconds(clock: clockid_t) -> Double? {
         var ts = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        guard clock_gettime(clock, &ts) == 0 else { return nil }
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }

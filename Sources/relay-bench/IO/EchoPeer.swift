@@ -48,9 +48,7 @@ final class EchoPeer: @unchecked Sendable {
     func cpuSecondsNow() -> Double? {
         let clock = cpuClock.load(ordering: .acquiring)
         guard clock != Int64.min else { return nil }
-        var ts = timespec()
-        guard clock_gettime(clockid_t(clock), &ts) == 0 else { return nil }
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        return ThreadCPU.seconds(clock: clockid_t(clock))
     }
 
     /// Echoes until `stop` is set.

@@ -81,8 +81,8 @@ final class Receiver: @unchecked Sendable {
         event_base_loop(base, EVLOOP_ONCE)
     }
 
-    /// Creates the event base: one persistent read event per client and the stop/tick timer.
-    func open(tickMs: Int = 20) {
+    /// Creates the event base: one persistent read event per client and the 20 ms stop timer.
+    func open() {
         let base = event_base_new()!
         let me = Unmanaged.passUnretained(self).toOpaque()
         var events: [OpaquePointer] = []
@@ -102,7 +102,7 @@ final class Receiver: @unchecked Sendable {
                 if receiver.stop.load(ordering: .relaxed) { event_base_loopbreak(receiver.base) }
             }, me)!
         self.base = base
-        var interval = timeval(tv_sec: 0, tv_usec: tickMs * 1000)
+        var interval = timeval(tv_sec: 0, tv_usec: 20_000)
         event_add(timer, &interval)
         self.events = events
         self.timer = timer
