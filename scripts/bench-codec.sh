@@ -6,7 +6,7 @@
 # short-circuit, (h) the same across loop threads, (i) the same to a TCP client on another loop
 # (framed for its stream and queued on its connection). Arguments go to stun-bench:
 #   ./scripts/bench-codec.sh [ITERATIONS] [--assert-zero-alloc]
-# With --assert-zero-alloc it exits non-zero when (a), (b) or any of (d)-(i) allocates.
+# With --assert-zero-alloc it exits non-zero when (a), (b) or any of (d)-(j) allocates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"

@@ -29,8 +29,7 @@ struct CheckConfig: ParsableCommand {
         for (key, value) in configuration.redactedSummary() { print("\(key)=\(value)") }
         let interfaces = InterfaceAddresses.current()
         let warnings =
-            loaded.warnings + UnenforcedSettings.warnings(for: configuration)
-            + ConfigAdvisor.warnings(for: configuration, interfaceAddresses: interfaces)
+            loaded.warnings + ConfigAdvisor.warnings(for: configuration, interfaceAddresses: interfaces)
         for warning in warnings { print("warning: \(warning)") }
         if selfTest {
             let results = SelfTest.run(configuration: configuration, interfaceAddresses: interfaces)

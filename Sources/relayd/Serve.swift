@@ -28,8 +28,7 @@ struct Serve: ParsableCommand {
         let logger = logging.logger
         let interfaces = InterfaceAddresses.current()
         let warnings =
-            loaded.warnings + logging.notes + UnenforcedSettings.warnings(for: loaded.configuration)
-            + ConfigAdvisor.warnings(for: loaded.configuration, interfaceAddresses: interfaces)
+            loaded.warnings + logging.notes + ConfigAdvisor.warnings(for: loaded.configuration, interfaceAddresses: interfaces)
         for warning in warnings { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
         if loaded.configuration.noAuth && !loaded.configuration.stunOnly {
             logger.warning(

@@ -30,10 +30,12 @@ final class RelayFixture {
     /// How client B reaches the server (TCP: its allocation takes handed-off packets).
     let transportB: TransportProtocol
 
-    /// `loop` of `loops` loop threads sharing `directory` (the cross-thread short-circuit).
+    /// `loop` of `loops` loop threads sharing `directory` (the cross-thread short-circuit); with
+    /// `maxBPS` > 0 every allocation has a `max-bps` budget that each relayed packet is charged to.
     init(
         loop: Int = 0, of loops: Int = 1, directory: RelayedAddressDirectory = RelayedAddressDirectory(),
-        quota: QuotaTracker = QuotaTracker(userQuota: 0, totalQuota: 0), transportB: TransportProtocol = .udp
+        quota: QuotaTracker = QuotaTracker(userQuota: 0, totalQuota: 0), transportB: TransportProtocol = .udp,
+        maxBPS: Int = 0
     ) throws {
         self.transportB = transportB
         var c = RelayConfiguration()
@@ -42,6 +44,7 @@ final class RelayFixture {
         c.relayIPs = [Self.server.ip]
         c.minPort = 50000
         c.maxPort = 50099
+        c.maxBPS = maxBPS
         let context = CoreContext(
             configuration: c, nonceKey: Array(0..<32), quota: quota, directory: directory, threadIndex: loop,
             threadCount: loops)

@@ -27,6 +27,7 @@ public enum ConfigAdvisor {
             if let note = nonLocalRelay(relay, interfaceAddresses: interfaceAddresses) { notes.append(note) }
         }
         notes += quotaWarnings(config, relayCount: relays.count)
+        notes += bandwidthWarnings(config)
         if !listensOnlyPrivately(config) {
             for relay in relays where relay.bound == relay.advertised {
                 if let kind = privateKind(relay.bound) {
@@ -80,6 +81,21 @@ public enum ConfigAdvisor {
             notes.append(
                 "relay port range \(config.minPort)-\(config.maxPort) (\(span)) is smaller than \(key) "
                     + "\(quota): Allocate fails with 508 (Insufficient Capacity) before the quota is reached")
+        }
+        return notes
+    }
+
+    /// `max-bps` and `bps-capacity` are bytes a second (as in coturn), and the capacity is only
+    /// drawn on by allocations that have a `max-bps` to reserve.
+    private static func bandwidthWarnings(_ config: RelayConfiguration) -> [String] {
+        var notes: [String] = []
+        if config.bpsCapacity > 0 && config.maxBPS == 0 {
+            notes.append("bps-capacity=\(config.bpsCapacity) has no effect without max-bps: allocations reserve max-bps from it")
+        }
+        if config.maxBPS > 0 && config.maxBPS < 8_000 {
+            notes.append(
+                "max-bps=\(config.maxBPS) is bytes a second, not bits: it is below one 64 kbit/s audio stream "
+                    + "(8,000 bytes a second), so calls through the relay will lose packets")
         }
         return notes
     }

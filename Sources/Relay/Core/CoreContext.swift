@@ -28,13 +28,15 @@ public struct RelayAddress: Sendable, Hashable {
 
 /// Everything a loop thread's core needs besides its sockets: the immutable configuration and
 /// what was derived from it once (credentials, nonces, policy, relay addresses), plus the
-/// cross-thread quota tracker. Swapped as a whole on reload.
+/// cross-thread quota and bandwidth trackers. Swapped as a whole on reload.
 public struct CoreContext: Sendable {
     public var configuration: RelayConfiguration
     public var credentials: CredentialStore
     public var nonces: NonceGenerator
     public var policy: PeerPolicy
     public var quota: QuotaTracker
+    /// `bps-capacity`, from which each allocation reserves its `max-bps`, shared by all loop threads.
+    public var bandwidth: BandwidthCapacity
     /// EVEN-PORT reservations, shared by all loop threads.
     public var reservationTable: ReservationTable
     /// UDP allocations of every loop thread by relayed address, for the cross-thread short-circuit.
@@ -56,13 +58,14 @@ public struct CoreContext: Sendable {
         reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
         threadIndex: Int = 0, threadCount: Int = 1, challengeLimiter: SourceRateLimiter? = nil,
-        allocationLimiter: SourceRateLimiter? = nil
+        allocationLimiter: SourceRateLimiter? = nil, bandwidth: BandwidthCapacity? = nil
     ) {
         self.configuration = configuration
         credentials = CredentialStore(configuration: configuration)
         nonces = NonceGenerator(key: nonceKey, lifetime: Int64(configuration.staleNonce))
         policy = PeerPolicy(configuration: configuration, interfaceAddresses: interfaceAddresses)
         self.quota = quota
+        self.bandwidth = bandwidth ?? BandwidthCapacity(capacity: configuration.bpsCapacity)
         self.reservationTable = reservationTable
         self.directory = directory
         relayAddresses = RelayAddress.mappings(configuration: configuration)

@@ -9,6 +9,8 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case policy
     case rateLimited
     case outboxFull
+    /// Over an allocation's `max-bps` budget for the current second.
+    case bandwidth
 
     public var label: String {
         switch self {
@@ -21,6 +23,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .policy: return "policy"
         case .rateLimited: return "rate_limit"
         case .outboxFull: return "outbox_full"
+        case .bandwidth: return "bandwidth"
         }
     }
 }

@@ -56,8 +56,18 @@ extension RelayCore {
         }
         let userID = String(context.credentials.userID(of: auth.username))
         if let quotaError = context.quota.acquire(user: userID) { return reply(quotaError) }
+        // `max-bps` is reserved from `bps-capacity`; none left: 486, as coturn answers.
+        var granted = 0
+        if configuration.maxBPS > 0 {
+            guard let reserved = context.bandwidth.reserve(configuration.maxBPS) else {
+                context.quota.release(user: userID)
+                return reply(.allocationQuotaReached)
+            }
+            granted = reserved
+        }
         guard let (relay, socket) = openRelay(family: family, evenPort: evenPort, token: token, now: now) else {
             context.quota.release(user: userID)
+            if granted > 0 { context.bandwidth.release(granted) }
             if token == nil && !context.relayAddresses.contains(where: { $0.bound.family == family }) {
                 return reply(.addressFamilyNotSupported)
             }
@@ -69,6 +79,7 @@ extension RelayCore {
         let allocation = Allocation(
             origin: origin, relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket,
             username: auth.username, key: auth.key, transactionID: message.transactionID, now: now, lifetime: lifetime)
+        if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
         var reservation: UInt64? = nil
         if evenPort?.reservePair == true {
             let next = relay.port + 1

@@ -9,7 +9,8 @@ extension RelayCore {
     /// the target bound a channel to it, else a Data indication) and leaves through this loop's
     /// own SO_REUSEPORT listener on the target client's server address: the same 5-tuple the
     /// target's answers use. The checks are the target's: a live allocation, a live permission
-    /// for the source's IP (RFC 8656 §9), and the peer policy for the source address.
+    /// for the source's IP (RFC 8656 §9), the peer policy for the source address, and the target's
+    /// `max-bps` budget towards its client.
     ///
     /// When the target has a TCP/TLS client, the framed packet (ChannelData padded for the
     /// stream, RFC 8656 §12.5) is queued on its connection from this thread (`StreamSink`), which
@@ -35,6 +36,9 @@ extension RelayCore {
             return true
         case .policy:
             counters.drop(.policy)
+            return true
+        case .bandwidth:
+            counters.drop(.bandwidth)
             return true
         case .deliver(let found):
             delivery = found

@@ -35,6 +35,9 @@ extension RelayCore {
     @inline(__always)
     func sendToPeer(_ payload: UnsafeRawBufferPointer, allocation: Allocation, peer: TransportAddress, now: Int64) {
         guard outbox.packets.count < outbox.packetCapacity else { return counters.drop(.outboxFull) }
+        if let budget = allocation.bandwidth, !budget.admit(.toPeer, bytes: payload.count, now: now) {
+            return counters.drop(.bandwidth)
+        }
         allocation.traffic.packetsToPeer &+= 1
         allocation.traffic.bytesToPeer &+= UInt64(payload.count)
         counters.packetsToPeer &+= 1
@@ -131,6 +134,10 @@ extension RelayCore {
         }
         guard outbox.packets.count < outbox.packetCapacity else {
             counters.drop(.outboxFull)
+            return false
+        }
+        if let budget = allocation.bandwidth, !budget.admit(.toClient, bytes: payload.count, now: now) {
+            counters.drop(.bandwidth)
             return false
         }
         let channel = allocation.channel(peer: peer, now: now)?.number

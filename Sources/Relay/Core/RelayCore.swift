@@ -225,6 +225,7 @@ public final class RelayCore {
         sockets.closeRelaySocket(allocation.relaySocket)
         ports[allocation.relayedAddress.ip]?.release(allocation.relayedAddress.port)
         context.quota.release(user: String(context.credentials.userID(of: allocation.username)))
+        if let budget = allocation.bandwidth { context.bandwidth.release(budget.bytesPerSecond) }
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
         lifetimes.observe(seconds: now - allocation.created)
         let t = allocation.traffic

@@ -25,6 +25,8 @@ public final class RelayedAddressDirectory: Sendable {
         var bytesDelivered: UInt64 = 0
         /// A TCP/TLS client's connection; nil for UDP.
         var sink: (any StreamSink)?
+        /// The allocation's `max-bps` budget (shared with its owner thread); nil when unlimited.
+        var budget: BandwidthBudget?
     }
 
     /// Where the client of the target allocation is, and the channel to frame the payload with
@@ -44,6 +46,8 @@ public final class RelayedAddressDirectory: Sendable {
         case noPermission
         /// The peer policy denies the source address (the caller's verdict): drop.
         case policy
+        /// The target's `max-bps` budget for this second is spent: drop.
+        case bandwidth
         case deliver(Delivery)
     }
 
@@ -69,7 +73,7 @@ public final class RelayedAddressDirectory: Sendable {
                 entries[relayed] = Entry(
                     client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
                     expiry: allocation.expiry, permissions: allocation.permissions, channels: allocation.channels,
-                    sink: sink)
+                    sink: sink, budget: allocation.bandwidth)
             } else {
                 entries[relayed]!.expiry = allocation.expiry
                 entries[relayed]!.permissions = allocation.permissions
@@ -87,7 +91,8 @@ public final class RelayedAddressDirectory: Sendable {
     /// Decides a packet from `source` (another allocation's relayed address, in the form the
     /// target knows it by) to the allocation at `relayed` (bound form), and counts it when it is
     /// to be delivered. The same checks as the target's own relay socket path: a live allocation
-    /// and a live permission for the source's IP, then the caller's peer-policy verdict `allowed`.
+    /// and a live permission for the source's IP, then the caller's peer-policy verdict `allowed`,
+    /// then the target's `max-bps` budget, which a delivered packet takes `bytes` from.
     func deliver(
         to relayed: TransportAddress, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
     ) -> Verdict {
@@ -119,6 +124,7 @@ public final class RelayedAddressDirectory: Sendable {
         guard entry.expiry > now else { return .notFound }
         guard entry.permissions.allows(source.ip, now: now) else { return .noPermission }
         guard allowed else { return .policy }
+        if let budget = entry.budget, !budget.admit(.toClient, bytes: bytes, now: now) { return .bandwidth }
         entry.packetsDelivered &+= 1
         entry.bytesDelivered &+= UInt64(bytes)
         return .deliver(

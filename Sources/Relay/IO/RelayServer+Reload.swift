@@ -52,6 +52,7 @@ extension RelayServer {
         configuration = next
         logger.logLevel = next.logLevel
         quota.update(userQuota: next.userQuota, totalQuota: next.totalQuota)
+        bandwidth.update(capacity: next.bpsCapacity)
         if next.unauthRateLimit != previous.unauthRateLimit {
             challengeLimiter = SourceRateLimiter(perSecond: next.unauthRateLimit)
         }

@@ -14,6 +14,7 @@ public final class RelayServer {
     public internal(set) var configuration: RelayConfiguration
     var logger: Logger
     let quota: QuotaTracker
+    let bandwidth: BandwidthCapacity
     let reservations = ReservationTable()
     let directory = RelayedAddressDirectory()
     let nonceKey: [UInt8]
@@ -55,6 +56,7 @@ public final class RelayServer {
         self.notifier = notifier
         self.interfaceAddresses = interfaces
         quota = QuotaTracker(userQuota: c.userQuota, totalQuota: c.totalQuota)
+        bandwidth = BandwidthCapacity(capacity: c.bpsCapacity)
         challengeLimiter = SourceRateLimiter(perSecond: c.unauthRateLimit)
         allocationLimiter = SourceRateLimiter(perSecond: c.allocateRateLimit)
         var key = [UInt8](repeating: 0, count: 32)
@@ -84,7 +86,7 @@ public final class RelayServer {
             configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, directory: directory,
             interfaceAddresses: interfaceAddresses,
             threadIndex: index, threadCount: threadCount, challengeLimiter: challengeLimiter,
-            allocationLimiter: allocationLimiter)
+            allocationLimiter: allocationLimiter, bandwidth: bandwidth)
         context.draining = drain.active
         return context
     }

@@ -88,7 +88,7 @@ final class CoreHarness {
         let context = CoreContext(
             configuration: configuration, nonceKey: Array(0..<32), quota: quota,
             directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
-            threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1)
+            threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1, bandwidth: loop?.bandwidth)
         core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger)
         core.addUDPListener(CoreFixture.server, socket: listenerSocket)
     }
@@ -99,6 +99,7 @@ final class CoreHarness {
         var count: Int
         var quota: QuotaTracker
         var directory: RelayedAddressDirectory
+        var bandwidth: BandwidthCapacity? = nil
     }
 
     /// The UDP listener descriptor this harness's loop answers from (one per loop, as with SO_REUSEPORT).

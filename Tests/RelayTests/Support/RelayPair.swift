@@ -26,10 +26,13 @@ struct RelayPair {
         } else {
             let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
             let directory = RelayedAddressDirectory()
+            let bandwidth = BandwidthCapacity(capacity: configuration.bpsCapacity)
             sender = CoreHarness(
-                configuration: configuration, loop: .init(index: 0, count: 2, quota: quota, directory: directory))
+                configuration: configuration,
+                loop: .init(index: 0, count: 2, quota: quota, directory: directory, bandwidth: bandwidth))
             receiver = CoreHarness(
-                configuration: configuration, loop: .init(index: 1, count: 2, quota: quota, directory: directory))
+                configuration: configuration,
+                loop: .init(index: 1, count: 2, quota: quota, directory: directory, bandwidth: bandwidth))
         }
         if let streamSink {
             streamSink.install(owner: receiver.core, client: CoreFixture.clientB, writer: sender.core)
