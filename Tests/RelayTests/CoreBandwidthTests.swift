@@ -47,6 +47,35 @@ import Testing
         #expect(budget.used(.toClient, now: t) == (100_000 / 7) * 7)
     }
 
+    @Test("A packet stamped a second behind the stored window is charged to it; a clock stepped far back starts anew")
+    func budgetClockSkew() {
+        let budget = BandwidthBudget(bytesPerSecond: 1000)
+        let t: Int64 = 1_700_000_000
+        #expect(budget.admit(.toPeer, bytes: 900, now: t + 1))
+        // Another loop still reading second t: its packet does not reset t+1's window.
+        #expect(!budget.admit(.toPeer, bytes: 200, now: t))
+        #expect(budget.admit(.toPeer, bytes: 100, now: t))
+        #expect(budget.used(.toPeer, now: t + 1) == 1000)
+        // Stepped back an hour: a new window, not one stuck until the clock catches up.
+        #expect(budget.admit(.toPeer, bytes: 1000, now: t - 3600))
+    }
+
+    @Test("A refund gives bytes back within the window they were taken in, never below zero")
+    func budgetRefund() {
+        let budget = BandwidthBudget(bytesPerSecond: 1000)
+        let t: Int64 = 1_700_000_000
+        #expect(budget.admit(.toClient, bytes: 1000, now: t))
+        budget.refund(.toClient, bytes: 400, now: t)
+        #expect(budget.used(.toClient, now: t) == 600)
+        #expect(budget.admit(.toClient, bytes: 400, now: t))
+        budget.refund(.toClient, bytes: 5000, now: t)
+        #expect(budget.used(.toClient, now: t) == 0)
+        // A window that has moved on keeps its count.
+        #expect(budget.admit(.toClient, bytes: 300, now: t + 1))
+        budget.refund(.toClient, bytes: 300, now: t + 5)
+        #expect(budget.used(.toClient, now: t + 1) == 300)
+    }
+
     @Test("The capacity grants max-bps while it lasts, then what is left, then nothing; releases make room")
     func capacityReservations() {
         let capacity = BandwidthCapacity(capacity: 2500)
@@ -145,6 +174,62 @@ import Testing
         harness.advance(by: 3601)
         harness.sweep()
         #expect(harness.core.context.bandwidth.reserved == 0)
+    }
+
+    @Test("On one loop a short-circuited packet is charged to the sender's client-to-peer and the target's peer-to-client budget")
+    func shortCircuitCharged() throws {
+        let pair = try RelayPair(loops: 1, Self.limited(1000))
+        let harness = pair.sender
+        #expect(try pair.b.createPermission([CoreFixture.peer1, pair.relayedA]).isSuccess)
+        #expect(try pair.a.createPermission([pair.relayedB]).isSuccess)
+        let socketB = try #require(harness.sockets.descriptor(boundTo: pair.relayedB))
+        #expect(harness.receiveFromPeer([UInt8](repeating: 1, count: 700), from: CoreFixture.peer1, at: socketB).count == 1)
+        let over = harness.receive(
+            try StunTestMessages.sendIndication(to: pair.relayedB, payload: [UInt8](repeating: 2, count: 400)),
+            from: CoreFixture.clientA)
+        #expect(over.isEmpty)
+        #expect(harness.counters.dropped(.bandwidth) == 1)
+        let allocationA = try #require(harness.allocation(of: CoreFixture.clientA))
+        let allocationB = try #require(harness.allocation(of: CoreFixture.clientB))
+        #expect(allocationA.bandwidth?.used(.toPeer, now: harness.now) == 400)
+        #expect(allocationB.bandwidth?.used(.toClient, now: harness.now) == 700)
+        let fits = harness.receive(
+            try StunTestMessages.sendIndication(to: pair.relayedB, payload: [UInt8](repeating: 3, count: 300)),
+            from: CoreFixture.clientA)
+        #expect(fits.count == 1 && fits[0].client == CoreFixture.clientB)
+        #expect(allocationB.bandwidth?.used(.toClient, now: harness.now) == 1000)
+    }
+
+    @Test("An Allocate that fails after its reservation (no relay port: 508) returns it")
+    func failedAllocateReleases() throws {
+        let harness = CoreHarness(configuration: Self.limited(1000, capacity: 1000))
+        harness.sockets.refusedPorts = Set(CoreFixture.minPort...CoreFixture.maxPort)
+        #expect(try harness.restClient(at: CoreFixture.clientA).allocate().errorCode == 508)
+        #expect(harness.core.context.bandwidth.reserved == 0)
+        harness.sockets.refusedPorts = []
+        #expect(try harness.restClient(at: CoreFixture.clientB).allocate().isSuccess)
+        #expect(harness.core.context.bandwidth.reserved == 1000)
+    }
+
+    @Test("A packet another loop counted but a stream connection refused gives its bytes back to the target's budget")
+    func refusedCrossLoopRefunds() throws {
+        let sink = RecordingStreamSink()
+        let pair = try RelayPair(loops: 2, Self.limited(1000), transportB: .tcp, streamSink: sink)
+        #expect(try pair.a.createPermission([pair.relayedB]).isSuccess)
+        #expect(try pair.b.createPermission([pair.relayedA]).isSuccess)
+        let allocationB = try #require(pair.receiver.allocation(of: CoreFixture.clientB, transport: .tcp))
+        sink.refuse()
+        _ = pair.sender.receive(
+            try StunTestMessages.sendIndication(to: pair.relayedB, payload: [UInt8](repeating: 1, count: 600)),
+            from: CoreFixture.clientA)
+        #expect(sink.packets.isEmpty)
+        #expect(allocationB.bandwidth?.used(.toClient, now: pair.sender.now) == 0)
+        sink.accept()
+        _ = pair.sender.receive(
+            try StunTestMessages.sendIndication(to: pair.relayedB, payload: [UInt8](repeating: 2, count: 300)),
+            from: CoreFixture.clientA)
+        #expect(sink.packets.count == 1)
+        #expect(allocationB.bandwidth?.used(.toClient, now: pair.sender.now) == 300)
     }
 
     @Test("Across loops the target's peer-to-client budget is shared: what its own loop delivered counts for the other loop")

@@ -68,7 +68,7 @@ enum ConfigKeyTable {
         .integer("max-allocate-lifetime", seconds, \.maxAllocateLifetime, bare: 3600),
         .integer("channel-lifetime", seconds, \.channelLifetime, bare: 600),
         .integer("permission-lifetime", seconds, \.permissionLifetime, bare: 300),
-        .integer("max-bps", 0...Int.max, \.maxBPS),
+        .integer("max-bps", 0...Int(UInt32.max), \.maxBPS),
         .integer("bps-capacity", 0...Int.max, \.bpsCapacity),
     ]
 

@@ -31,6 +31,10 @@ public final class BandwidthBudget: Sendable {
 
     /// Takes `bytes` from `direction`'s budget for the second `now` (unix seconds); false, and
     /// nothing taken, when they do not fit in what is left of that second.
+    ///
+    /// Loops read the clock at different moments, so a packet stamped with a second just before
+    /// the stored one is charged to the stored second (its budget is never reset backwards);
+    /// a clock stepped back by more than a few seconds starts a new window at once.
     @inline(__always)
     public func admit(_ direction: Direction, bytes: Int, now: Int64) -> Bool {
         switch direction {
@@ -39,26 +43,59 @@ public final class BandwidthBudget: Sendable {
         }
     }
 
-    @inline(__always)
-    private static func take(_ bytes: Int, from word: borrowing Atomic<UInt64>, limit: Int, now: Int64) -> Bool {
-        let second = UInt64(truncatingIfNeeded: now) & 0xFFFF_FFFF
-        let limit = UInt64(limit)
-        let count = UInt64(max(bytes, 0))
-        var current = word.load(ordering: .relaxed)
-        while true {
-            let used = current >> 32 == second ? current & 0xFFFF_FFFF : 0
-            guard count <= limit && used <= limit - count else { return false }
-            let next = second << 32 | (used + count)
-            let (exchanged, original) = word.compareExchange(
-                expected: current, desired: next, ordering: .relaxed)
-            if exchanged { return true }
-            current = original
+    /// Gives back `bytes` that `admit` took at `now` for a packet that was not sent after all
+    /// (a connection refused it, or it went another way that charges it again).
+    public func refund(_ direction: Direction, bytes: Int, now: Int64) {
+        switch direction {
+        case .toPeer: Self.giveBack(bytes, to: toPeer, now: now)
+        case .toClient: Self.giveBack(bytes, to: toClient, now: now)
         }
     }
 
     /// The bytes taken so far in the second `now` in `direction` (tests, metrics).
     public func used(_ direction: Direction, now: Int64) -> Int {
         let word = direction == .toPeer ? toPeer.load(ordering: .relaxed) : toClient.load(ordering: .relaxed)
-        return word >> 32 == UInt64(truncatingIfNeeded: now) & 0xFFFF_FFFF ? Int(word & 0xFFFF_FFFF) : 0
+        return word >> 32 == Self.second(now) ? Int(word & 0xFFFF_FFFF) : 0
+    }
+
+    @inline(__always)
+    private static func second(_ now: Int64) -> UInt64 { UInt64(truncatingIfNeeded: now) & 0xFFFF_FFFF }
+
+    /// The window a packet at `second` belongs to given the stored word, and what it has used.
+    @inline(__always)
+    private static func window(_ word: UInt64, at second: UInt64) -> (second: UInt64, used: UInt64) {
+        let stored = word >> 32
+        if stored == second { return (second, word & 0xFFFF_FFFF) }
+        if stored > second && stored - second <= 2 { return (stored, word & 0xFFFF_FFFF) }
+        return (second, 0)
+    }
+
+    @inline(__always)
+    private static func take(_ bytes: Int, from word: borrowing Atomic<UInt64>, limit: Int, now: Int64) -> Bool {
+        let limit = UInt64(limit)
+        let count = UInt64(max(bytes, 0))
+        var current = word.load(ordering: .relaxed)
+        while true {
+            let (second, used) = window(current, at: second(now))
+            guard count <= limit && used <= limit - count else { return false }
+            let (exchanged, original) = word.compareExchange(
+                expected: current, desired: second << 32 | (used + count), ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+
+    private static func giveBack(_ bytes: Int, to word: borrowing Atomic<UInt64>, now: Int64) {
+        let count = UInt64(max(bytes, 0))
+        var current = word.load(ordering: .relaxed)
+        while true {
+            let (second, used) = window(current, at: second(now))
+            // A window that has moved on since the packet was charged keeps its count.
+            guard second == current >> 32, used > 0 else { return }
+            let (exchanged, original) = word.compareExchange(
+                expected: current, desired: second << 32 | (used - min(used, count)), ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
     }
 }

@@ -45,11 +45,11 @@ extension RelayCore {
         }
         if let sink = delivery.sink {
             let delivered = writeAcrossLoops(copy, from: source, to: sink, channelNumber: delivery.channelNumber)
-            if delivered != .written { context.directory.retract(bound, bytes: payload.count) }
+            if delivered != .written { context.directory.retract(bound, bytes: payload.count, now: now) }
             return delivered != .notSent
         }
         guard let socket = udpListener(for: delivery.server) else {
-            context.directory.retract(bound, bytes: payload.count)
+            context.directory.retract(bound, bytes: payload.count, now: now)
             return false
         }
         guard
@@ -57,7 +57,7 @@ extension RelayCore {
                 buffer: copy.region, payload: copy.payload, from: source, channelNumber: delivery.channelNumber,
                 stream: false)
         else {
-            context.directory.retract(bound, bytes: payload.count)
+            context.directory.retract(bound, bytes: payload.count, now: now)
             return true
         }
         outbox.claim(copy.region.count)

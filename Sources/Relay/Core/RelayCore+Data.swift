@@ -136,16 +136,16 @@ extension RelayCore {
             counters.drop(.outboxFull)
             return false
         }
-        if let budget = allocation.bandwidth, !budget.admit(.toClient, bytes: payload.count, now: now) {
-            counters.drop(.bandwidth)
-            return false
-        }
         let channel = allocation.channel(peer: peer, now: now)?.number
         guard
             let framed = frameForClient(
                 buffer: buffer, payload: payload, from: peer, channelNumber: channel,
                 stream: allocation.origin.fiveTuple.transport.isStream)
         else { return false }
+        if let budget = allocation.bandwidth, !budget.admit(.toClient, bytes: payload.count, now: now) {
+            counters.drop(.bandwidth)
+            return false
+        }
         queueForClient(framed, route: .client(allocation.origin), payloadCount: payload.count)
         allocation.traffic.packetsToClient &+= 1
         allocation.traffic.bytesToClient &+= UInt64(payload.count)

@@ -104,14 +104,16 @@ public final class RelayedAddressDirectory: Sendable {
 
     /// Takes back the count of one packet `deliver` counted that never reached the client: its
     /// connection refused it, it could not be framed, or this thread had no listener to send it
-    /// from. An entry replaced in between (a new allocation on the port) keeps counts that are
-    /// too small to take it from.
-    func retract(_ relayed: TransportAddress, bytes: Int) {
+    /// from (then it goes through the relay socket, where the target charges it again), and
+    /// gives its bytes back to the target's `max-bps` budget. An entry replaced in between (a new
+    /// allocation on the port) keeps counts that are too small to take it from.
+    func retract(_ relayed: TransportAddress, bytes: Int, now: Int64) {
         shard(relayed).entries.withLock { entries in
             guard let index = entries.index(forKey: relayed) else { return }
             guard entries.values[index].packetsDelivered > 0,
                 entries.values[index].bytesDelivered >= UInt64(bytes)
             else { return }
+            entries.values[index].budget?.refund(.toClient, bytes: bytes, now: now)
             entries.values[index].packetsDelivered -= 1
             entries.values[index].bytesDelivered -= UInt64(bytes)
         }
