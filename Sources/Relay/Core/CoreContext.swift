@@ -78,24 +78,35 @@ public struct CoreContext: Sendable {
 }
 
 extension CoreContext {
-    /// A peer address given in a relay address's advertised (public) form, turned into the bound
+    /// Whether `port` is in the relay port range (`min-port`...`max-port`).
+    @inline(__always)
+    func isRelayPort(_ port: UInt16) -> Bool { port >= configuration.minPort && port <= configuration.maxPort }
+
+    /// A peer address in the advertised (`external-ip` public) form of one of relayd's own
+    /// relayed addresses (a relay address, a port in the relay port range), turned into the bound
     /// form, so relay-to-relay traffic across loop threads stays on the host where a 1:1 NAT does
-    /// not hairpin; other addresses are returned unchanged.
+    /// not hairpin. Every other address is returned unchanged: a peer on another port of the
+    /// host is reached at the address the client named, as without `external-ip`
+    /// (docs/external-ip.md).
     @inline(__always)
     func boundForm(of peer: TransportAddress) -> TransportAddress {
+        guard isRelayPort(peer.port) else { return peer }
         for mapping in externalMappings where mapping.advertised == peer.ip {
             return TransportAddress(ip: mapping.bound, port: peer.port)
         }
         return peer
     }
 
-    /// The source of a packet from one of relayd's own relay sockets, in the advertised form its
-    /// clients know (what a hairpinning NAT would have shown); other addresses unchanged.
+    /// The source of a packet from one of relayd's own relay sockets (a bound relay address, a
+    /// port in the relay port range) in the advertised form its clients know (what a hairpinning
+    /// NAT would have shown); nil for every other source, which keeps the address it really has
+    /// (a media server or test peer that shares the host, reached on its private address).
     @inline(__always)
-    func advertisedForm(of peer: TransportAddress) -> TransportAddress {
+    func advertisedForm(of peer: TransportAddress) -> TransportAddress? {
+        guard isRelayPort(peer.port) else { return nil }
         for mapping in externalMappings where mapping.bound == peer.ip {
             return TransportAddress(ip: mapping.advertised, port: peer.port)
         }
-        return peer
+        return nil
     }
 }

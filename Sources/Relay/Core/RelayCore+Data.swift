@@ -44,7 +44,7 @@ extension RelayCore {
         counters.bytesToPeer &+= UInt64(payload.count)
         var destination = peer
         if isOwnRelayIP(peer.ip) {
-            let relayPort = isRelayPort(peer.port)
+            let relayPort = context.isRelayPort(peer.port)
             if relayPort && shortCircuit(payload, from: allocation, to: peer, now: now) { return }
             destination = context.boundForm(of: peer)
             if relayPort && deliverAcrossLoops(payload, from: allocation, to: peer, bound: destination, now: now) {
@@ -53,11 +53,6 @@ extension RelayCore {
         }
         outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: destination))
     }
-
-    /// Whether `port` is in the relay port range: other ports of a relay address (a peer that
-    /// shares the host, as a loopback echo peer does) skip the short-circuit lookups.
-    @inline(__always)
-    func isRelayPort(_ port: UInt16) -> Bool { port >= configuration.minPort && port <= configuration.maxPort }
 
     /// Whether `ip` is one of this server's relay addresses (bound or advertised form): a cheap
     /// test before the short-circuit's table lookup, over a handful of addresses.
@@ -111,8 +106,23 @@ extension RelayCore {
         now: Int64
     ) {
         guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
-        let source = context.externalMappings.isEmpty ? peer : context.advertisedForm(of: peer)
+        let source = context.externalMappings.isEmpty ? peer : sourceAsKnown(peer, by: allocation, now: now)
         deliverToClient(allocation, from: source, buffer: buffer, payload: payload, now: now)
+    }
+
+    /// The form in which `allocation`'s client knows a peer behind `external-ip`. Only relayd's
+    /// own relayed addresses have two forms: a packet from one of them (a relay-to-relay packet
+    /// that went through the sockets) takes the advertised form, the one XOR-RELAYED-ADDRESS told
+    /// its client, unless the client permitted only the bound form (it addressed the peer so).
+    /// Every other peer keeps its real address, which is what the client's permission names
+    /// (RFC 8656 §9; docs/external-ip.md).
+    @inline(__always)
+    func sourceAsKnown(_ peer: TransportAddress, by allocation: Allocation, now: Int64) -> TransportAddress {
+        guard let advertised = context.advertisedForm(of: peer) else { return peer }
+        if !allocation.hasPermission(for: advertised.ip, now: now) && allocation.hasPermission(for: peer.ip, now: now) {
+            return peer
+        }
+        return advertised
     }
 
     /// Frames a peer's payload for `allocation`'s client (ChannelData if a channel is bound to
