@@ -260,6 +260,20 @@ import Testing
         #expect(error?.description == "conf/relayd.conf:7: key 'min-port': expected a port number 1-65535, got 'abc'")
     }
 
+    @Test(
+        "A user= name that is no valid STUN USERNAME is an error naming file, line and key",
+        arguments: [
+            ("user=a\u{7}b:pw", "U+0007"), ("user=a\u{0}b:pw", "U+0000"), ("user=a\u{1B}[31m:pw", "U+001B"),
+            ("user=\(String(repeating: "n", count: 509)):pw", "longer than 508 bytes"),
+        ])
+    func userNameMustBeAUsername(line: String, reason: String) {
+        let error = #expect(throws: ConfigError.self) { try Self.load(line) }
+        #expect(error?.key == "user")
+        #expect(error?.description.hasPrefix("conf/relayd.conf:1: key 'user': expected a user name") == true)
+        #expect(error?.description.contains(reason) == true)
+        #expect(error?.description.contains("pw") == false)
+    }
+
     @Test(arguments: [
         ("user=alice", "key 'user': expected 'name:password' or 'name:0x' followed by a 32-digit hex key", "alice"),
         ("user=:pw0rd", "key 'user': expected 'name:password' or 'name:0x' followed by a 32-digit hex key", "pw0rd"),

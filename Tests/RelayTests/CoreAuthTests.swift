@@ -200,3 +200,32 @@ private func appendRaw(_ w: inout StunMessageWriter, _ type: AttributeType, _ by
     buffer.copyBytes(from: bytes)
     try w.append(type, value: UnsafeRawBufferPointer(buffer))
 }
+
+/// A USERNAME that breaks RFC 8489 §14.3 gets 400 even with the right password for it.
+@Suite struct CoreUsernameTests {
+    /// A REST client whose user id is `user` and whose password is right for the whole name.
+    private func client(_ harness: CoreHarness, user: String) -> TurnTestClient {
+        let username = CoreFixture.restUsername(user)
+        return harness.client(
+            at: CoreFixture.clientA, username: username, password: CoreFixture.restPassword(username))
+    }
+
+    @Test(
+        "Too long or with control characters: 400, no allocation, counted as malformed",
+        arguments: [String(repeating: "u", count: 600 - 11), "probe\r\nFAKE LOG LINE %n%s", "nul\u{0}byte", "bell\u{7}"])
+    func refused(user: String) throws {
+        let harness = CoreHarness()
+        let response = try client(harness, user: user).allocate()
+        #expect(response.errorCode == 400)
+        #expect(harness.core.allocationCount == 0)
+        #expect(harness.counters.auth[AuthOutcome.malformed.rawValue] == 1)
+    }
+
+    @Test("508 bytes with the right password allocates")
+    func longestAccepted() throws {
+        let harness = CoreHarness()
+        let user = String(repeating: "u", count: 508 - CoreFixture.restUsername("").utf8.count)
+        #expect(CoreFixture.restUsername(user).utf8.count == 508)
+        #expect(try client(harness, user: user).allocate().isSuccess)
+    }
+}

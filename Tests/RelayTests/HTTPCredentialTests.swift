@@ -119,6 +119,8 @@ import Testing
             ("user=a%0Ab", .userContainsControlCharacter),
             ("user=a%7Fb", .userContainsControlCharacter),
             ("user=a%C2%85b", .userContainsControlCharacter),
+            ("user=a%E2%80%8Bb", .userNotOpaqueString),
+            ("user=a%EF%BF%BFb", .userNotOpaqueString),
             ("user=a&ttl=0", .invalidTTL),
             ("user=a&ttl=-5", .invalidTTL),
             ("user=a&ttl=abc", .invalidTTL),

@@ -190,7 +190,6 @@ MALFORMED_REST = {
     "overflowing": "99999999999999999999999:tess",
     "exponent": "1e12:tess",
     "hex": "0x7fffffff:tess",
-    "empty": "",
 }
 
 
@@ -200,6 +199,13 @@ def test_malformed_rest_username_is_401(relay, username):
     when the password is the HMAC of exactly that string."""
     with TurnClient(relay.address) as client:
         assert code(signed_allocate(relay, client, username)) == 401
+
+
+@coturn_differs("coturn answers an empty USERNAME with 401")
+def test_empty_username_is_400(relay):
+    """An empty USERNAME is no OpaqueString (RFC 8489 §14.3): a malformed request."""
+    with TurnClient(relay.address) as client:
+        assert code(signed_allocate(relay, client, "")) == 400
 
 
 # --- attributes after MESSAGE-INTEGRITY ---------------------------------------------------------
@@ -253,6 +259,9 @@ OVERSIZE_NOT_400 = pytest.mark.xfail(
 OVERSIZE = {
     "USERNAME-2000": ("username", "9" * 10 + ":" + "u" * 1989),
     "USERNAME-764": ("username", "9" * 10 + ":" + "u" * 753),
+    # RFC 8489 §14.3: fewer than 509 bytes, whatever the codec parses (763 for RFC 5389 peers).
+    "USERNAME-600": ("username", "9" * 10 + ":" + "u" * 589),
+    "USERNAME-509": ("username", "9" * 10 + ":" + "u" * 498),
     "REALM-1000": ("realm", "r" * 1000),
 }
 
@@ -273,12 +282,21 @@ def oversize_request(server: RelayServer, client: TurnClient, which: str, value:
 @OVERSIZE_NOT_400
 @pytest.mark.parametrize("which,value", list(OVERSIZE.values()), ids=list(OVERSIZE))
 def test_oversize_username_or_realm_is_400(relay, which, value):
-    """RFC 8489 §14.3, §14.9: USERNAME and REALM are bounded (763 bytes on receipt, the
-    codec's limit); a longer one is a malformed request -> 400, and the server keeps answering."""
+    """RFC 8489 §14.3, §14.9: a USERNAME of 509 bytes or more, or a REALM over 763 bytes, is a
+    malformed request -> 400 although the password is right for it, and the server keeps
+    answering."""
     with TurnClient(relay.address) as client:
         resp = oversize_request(relay, client, which, value)
         assert code(resp) == 400
         assert client.binding().cls == Class.SUCCESS
+
+
+@coturn_differs("coturn refuses USERNAMEs shorter than RFC 8489's bound")
+def test_longest_username_allocates(relay):
+    """508 bytes, the longest USERNAME RFC 8489 §14.3 allows, with its password: allocated."""
+    with TurnClient(relay.address) as client:
+        resp = oversize_request(relay, client, "username", "9" * 10 + ":" + "u" * 497)
+        assert code(resp) is None, resp.error_code()
 
 
 def test_oversize_nonce_is_438(relay):
@@ -309,24 +327,34 @@ INJECTIONS = {
 }
 
 
-@coturn_differs("coturn writes usernames into its log unescaped")
+def has_control_character(text: str) -> bool:
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+
+
+@coturn_differs("coturn allocates for usernames with control characters and logs them unescaped")
 @pytest.mark.parametrize("user", list(INJECTIONS.values()), ids=list(INJECTIONS))
 def test_crlf_and_format_specifiers_in_username_do_not_reach_the_log_raw(verbose_server, user):
-    """Nothing secret or raw from a client is logged: a REST username holding CR/LF, escape
-    sequences or printf specifiers, used for a real allocation (so it is logged) and for a
-    refused one, leaves no forged line and no expansion in the log."""
+    """Nothing secret or raw from a client is logged. A REST username holding CR/LF, NUL or
+    escape sequences is no OpaqueString (RFC 8489 §14.3, RFC 8265 §4.2): 400 although the
+    password is right for it. One holding printf specifiers is a valid name: it gets a real
+    allocation (so it is logged) and a refused one. Either way the log has no forged line and
+    no expansion."""
     server = verbose_server
     before = len(server.log_text())
     with TurnClient(server.address) as client:
         username = f"{int(time.time()) + 3600}:{user}"
         resp = signed_allocate(server, client, username)
-        assert code(resp) is None, resp.error_code()
-        client.username = username
-        client.realm, client.nonce = server.realm, None
-        client.key = long_term_key(username, server.realm, rest_password(server.secret, username))
-        client.nonce = challenge(client)[1]
-        release(client)
-        assert code(signed_allocate(server, client, username, password="wrong")) == 401
+        if has_control_character(user):
+            assert code(resp) == 400
+            assert client.binding().cls == Class.SUCCESS
+        else:
+            assert code(resp) is None, resp.error_code()
+            client.username = username
+            client.realm, client.nonce = server.realm, None
+            client.key = long_term_key(username, server.realm, rest_password(server.secret, username))
+            client.nonce = challenge(client)[1]
+            release(client)
+            assert code(signed_allocate(server, client, username, password="wrong")) == 401
     time.sleep(0.3)  # log lines are written by the loop thread
     raw = server.log_path.read_bytes()[before:]
     text = raw.decode("utf-8", "replace")

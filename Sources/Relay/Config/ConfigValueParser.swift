@@ -75,6 +75,10 @@ enum ConfigValueParser {
     static func user(_ text: String?) throws(ConfigValueError) -> RelayConfiguration.StaticUser {
         let failure = ConfigValueError(expected: ConfigValueType.user.expected)
         guard let (name, secret) = split(try required(text, .user), at: ":") else { throw failure }
+        // The name is a STUN USERNAME (RFC 8489 §14.3): OpaqueString UTF-8 under 509 bytes.
+        if let problem = UsernameCheck.validate(name) {
+            throw ConfigValueError(expected: "a user name that is a valid STUN USERNAME (this one is \(problem))")
+        }
         guard secret.hasPrefix("0x") else { return .init(name: name, credential: .password(secret)) }
         guard let key = hexBytes(secret.dropFirst(2)), key.count == 16 else { throw failure }
         return .init(name: name, credential: .key(key))

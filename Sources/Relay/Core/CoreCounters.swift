@@ -37,6 +37,8 @@ public enum AuthOutcome: Int, CaseIterable, Sendable {
     case expired
     case unknownUser
     case wrongCredentials
+    /// USERNAME, REALM or NONCE missing or malformed (400, RFC 8489 §9.2.4, §14.3).
+    case malformed
 
     public var label: String {
         switch self {
@@ -47,6 +49,7 @@ public enum AuthOutcome: Int, CaseIterable, Sendable {
         case .expired: return "expired"
         case .unknownUser: return "unknown_user"
         case .wrongCredentials: return "wrong_credentials"
+        case .malformed: return "malformed"
         }
     }
 }

@@ -18,11 +18,13 @@ extension RelayCore {
             sendChallenge(.unauthorized, to: message, origin: origin, now: now)
             return nil
         }
-        // USERNAME and REALM longer than RFC 8489 §14.3 / §14.9 allow (763 bytes) are malformed: 400.
+        // A USERNAME that is not OpaqueString UTF-8 of fewer than 509 bytes (RFC 8489 §14.3), or a
+        // REALM over 763 bytes (§14.9), is malformed: 400, before any key is derived or logged.
         guard let usernameAttribute = message.attribute(.username), let realm = message.attribute(.realm),
-            let nonce = message.attribute(.nonce), usernameAttribute.value.count <= Username.maxDecodedBytes,
-            realm.value.count <= Realm.maxDecodedBytes
+            let nonce = message.attribute(.nonce), realm.value.count <= Realm.maxDecodedBytes,
+            case .success(let username) = UsernameCheck.validate(usernameAttribute.value)
         else {
+            counters.auth[AuthOutcome.malformed.rawValue] += 1
             sendError(.badRequest, to: message, origin: origin, key: nil)
             return nil
         }
@@ -31,7 +33,6 @@ extension RelayCore {
             sendChallenge(.staleNonce, to: message, origin: origin, now: now)
             return nil
         }
-        let username = String(decoding: usernameAttribute.value, as: UTF8.self)
         if let existing {
             guard username == existing.username else {
                 counters.auth[AuthOutcome.wrongCredentials.rawValue] += 1

@@ -22,6 +22,8 @@ public struct CredentialRequest: Sendable, Equatable {
         case userTooLong
         case userContainsSeparator
         case userContainsControlCharacter
+        /// A code point the STUN USERNAME may not hold (RFC 8489 §14.3, OpaqueString).
+        case userNotOpaqueString
         case invalidTTL
         case unknownFormat
 
@@ -36,6 +38,8 @@ public struct CredentialRequest: Sendable, Equatable {
             case .userTooLong: return "'user' is longer than \(CredentialRequest.maxUserLength) characters"
             case .userContainsSeparator: return "'user' must not contain the rest-api-separator"
             case .userContainsControlCharacter: return "'user' must not contain control characters"
+            case .userNotOpaqueString:
+                return "'user' must not contain invisible, unassigned or noncharacter code points"
             case .invalidTTL: return "'ttl' must be a positive integer number of seconds"
             case .unknownFormat:
                 return "'format' must be one of: \(Format.allCases.map(\.rawValue).joined(separator: ", "))"
@@ -91,6 +95,7 @@ public struct CredentialRequest: Sendable, Equatable {
         guard let user, !user.isEmpty else { throw .missingUser }
         guard user.count <= maxUserLength else { throw .userTooLong }
         guard !user.unicodeScalars.contains(where: isControl) else { throw .userContainsControlCharacter }
+        guard UsernameCheck.firstDisallowed(in: user) == nil else { throw .userNotOpaqueString }
         guard separator.isEmpty || !user.contains(separator) else { throw .userContainsSeparator }
         var seconds: Int? = nil
         if let ttl {

@@ -10,6 +10,10 @@ public struct Username: TextAttribute, Hashable {
     /// Longest value accepted on receipt (RFC 8489 §14.3).
     public static let maxDecodedBytes = 763
 
+    /// Longest value a compliant sender uses: fewer than 509 bytes (RFC 8489 §14.3). A server
+    /// that authenticates the USERNAME answers longer ones 400 (the codec still parses them).
+    public static let maxBytes = 508
+
     public init(value: String) { self.value = value }
 
     public static var attributeType: AttributeType { .username }
