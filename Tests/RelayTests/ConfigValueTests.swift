@@ -113,10 +113,13 @@ import Testing
         expect("drain-timeout=0") { $0.drainTimeout = 0 },
         expect("max-permissions-per-allocation=8") { $0.maxPermissionsPerAllocation = 8 },
         expect("unauth-rate-limit=5") { $0.unauthRateLimit = 5 },
+        expect("unauth-rate-burst=50") { $0.unauthRateBurst = 50 },
+        expect("auth-failure-rate-limit=0") { $0.authFailureRateLimit = 0 },
         expect("allocate-rate-limit=2") { $0.allocateRateLimit = 2 },
         expect("tcp-idle-timeout=60") { $0.tcpIdleTimeout = 60 },
         expect("tls-handshake-timeout=5") { $0.tlsHandshakeTimeout = 5 },
         expect("max-connections-per-ip=10") { $0.maxConnectionsPerIP = 10 },
+        expect("max-connections-per-ip=0") { $0.maxConnectionsPerIP = 0 },
         expect("max-connections=500") { $0.maxConnections = 500 },
     ]
 
@@ -161,9 +164,11 @@ import Testing
         #expect(config.credentialTTL == 86400 && config.credentialMaxTTL == 604800)
         #expect(config.logFormat == .text && config.drainTimeout == 3600)
         #expect(config.maxPermissionsPerAllocation == 32)
-        #expect(config.unauthRateLimit == 20 && config.allocateRateLimit == 10)
+        // Per-source limits charge only what abuse produces (docs/rate-limits.md).
+        #expect(config.unauthRateLimit == 20 && config.unauthRateBurst == 1000 && config.authFailureRateLimit == 5)
+        #expect(config.allocateRateLimit == 0)
         #expect(config.tcpIdleTimeout == 30 && config.tlsHandshakeTimeout == 10)
-        #expect(config.maxConnectionsPerIP == 100 && config.maxConnections == 10000)
+        #expect(config.maxConnectionsPerIP == 0 && config.maxConnections == 10000)
     }
 
     @Test func userEntriesHoldPasswordsOrMD5Keys() throws {

@@ -156,7 +156,8 @@ class RelayServer:
     """One STUN/TURN server process (relayd or coturn) on loopback."""
 
     def __init__(self, kind: str, workdir: Path, binary: str | None = None,
-                 extra_args: list[str] | None = None, rest_auth: bool = True, streams: bool = False):
+                 extra_args: list[str] | None = None, rest_auth: bool = True, streams: bool = False,
+                 relay_range_width: int = RELAY_RANGE_WIDTH, suite_limits: bool = True):
         if kind not in ("relayd", "coturn"):
             raise ValueError(f"RELAY_SERVER must be 'relayd' or 'coturn', not {kind!r}")
         self.kind = kind
@@ -164,7 +165,10 @@ class RelayServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.binary = binary or self.default_binary(kind)
         self.host = LOOPBACK
-        self.relay_ports = free_port_range()
+        self.relay_ports = free_port_range(relay_range_width)
+        # suite_limits=False keeps relayd's default per-source limits (the suite otherwise lifts
+        # them: every test client shares 127.0.0.1).
+        self.suite_limits = suite_limits
         self.port = free_port(avoid=self.relay_ports)
         self.min_port = self.relay_ports.start
         self.max_port = self.relay_ports.stop - 1
@@ -254,13 +258,13 @@ class RelayServer:
                 f"--api-listening-ip={self.host}",
                 f"--api-listening-port={self.api_port}",
                 f"--api-key={self.api_key_name}:{self.api_token}",
-                # Every test client shares 127.0.0.1: per-source limits high enough not to
-                # throttle the suite (the flood tests set their own), and SIGTERM exits at
-                # once instead of draining (the drain tests set their own timeout).
-                "--unauth-rate-limit=100000",
-                "--allocate-rate-limit=100000",
+                # SIGTERM exits at once instead of draining (the drain tests set their own timeout).
                 "--drain-timeout=0",
             ]
+            if self.suite_limits:
+                # Every test client shares 127.0.0.1: per-source limits high enough not to
+                # throttle the suite (the flood and shared-NAT tests keep or set their own).
+                api += ["--unauth-rate-limit=100000", "--auth-failure-rate-limit=100000"]
             return [self.binary, "-c", str(conf)] + common + api + self.extra_args
         # coturn: no config file, no CLI/DTLS/RFC 5780 alternate port, log to
         # stdout (captured), pid file and SQLite user DB inside the tmp dir.

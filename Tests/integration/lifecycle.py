@@ -51,7 +51,7 @@ class FileServer(RelayServer):
 def conf(secret: str, realm: str = "example.org", **extra) -> str:
     """A config file with REST auth under `secret` plus `key=value` lines from `extra`."""
     lines = ["use-auth-secret", f"static-auth-secret={secret}", f"realm={realm}",
-             "unauth-rate-limit=100000", "allocate-rate-limit=100000"]
+             "unauth-rate-limit=100000", "auth-failure-rate-limit=100000"]
     for key, value in extra.items():
         key = key.replace("_", "-")
         lines.append(key if value is True else f"{key}={value}")

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's unau
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
     server = RelayServer("relayd", tmp_path_factory.mktemp("flood"),
-                         extra_args=[f"--unauth-rate-limit={RATE}", "--allocate-rate-limit=5"])
+                         extra_args=[f"--unauth-rate-limit={RATE}", f"--unauth-rate-burst={2 * RATE}",
+                                     "--allocate-rate-limit=5"])
     with running(server):
         yield server
 

@@ -150,10 +150,12 @@ enum ConfigKeyTable {
         .integer("drain-timeout", 0...Int(Int32.max), \.drainTimeout),
         .integer("max-permissions-per-allocation", positiveCount, \.maxPermissionsPerAllocation),
         .integer("unauth-rate-limit", 0...Int(Int32.max), \.unauthRateLimit),
+        .integer("unauth-rate-burst", positiveCount, \.unauthRateBurst),
+        .integer("auth-failure-rate-limit", 0...Int(Int32.max), \.authFailureRateLimit),
         .integer("allocate-rate-limit", 0...Int(Int32.max), \.allocateRateLimit),
         .integer("tcp-idle-timeout", seconds, \.tcpIdleTimeout),
         .integer("tls-handshake-timeout", seconds, \.tlsHandshakeTimeout),
-        .integer("max-connections-per-ip", positiveCount, \.maxConnectionsPerIP),
+        .integer("max-connections-per-ip", 0...Int(Int32.max), \.maxConnectionsPerIP),
         .integer("max-connections", positiveCount, \.maxConnections),
     ]
 }

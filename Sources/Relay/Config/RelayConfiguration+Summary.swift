@@ -88,6 +88,8 @@ extension RelayConfiguration {
         add("drain-timeout", drainTimeout)
         add("max-permissions-per-allocation", maxPermissionsPerAllocation)
         add("unauth-rate-limit", unauthRateLimit)
+        add("unauth-rate-burst", unauthRateBurst)
+        add("auth-failure-rate-limit", authFailureRateLimit)
         add("allocate-rate-limit", allocateRateLimit)
         add("tcp-idle-timeout", tcpIdleTimeout)
         add("tls-handshake-timeout", tlsHandshakeTimeout)

@@ -101,14 +101,22 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Seconds a draining server waits for allocations to end before it stops.
     public var drainTimeout = 3600
     public var maxPermissionsPerAllocation = 32
-    /// 401/438 challenges per second per source IP, over all loop threads (0: unlimited).
+    /// 401/438 challenges per second per source IP that are not answered with valid credentials,
+    /// over all loop threads (0: unlimited); docs/rate-limits.md.
     public var unauthRateLimit = 20
-    /// New allocations per second per source IP, over all loop threads (0: unlimited).
-    public var allocateRateLimit = 10
+    /// Challenges a source may have unanswered at once before `unauthRateLimit` applies.
+    public var unauthRateBurst = 1000
+    /// Failed authentications (bad integrity, unknown or expired user) per second per source IP
+    /// that still get their 401 (0: unlimited); bursts of twice that.
+    public var authFailureRateLimit = 5
+    /// New allocations per second per source IP (0: unlimited, the default: valid credentials
+    /// are not refused for their source address unless the operator asks for it).
+    public var allocateRateLimit = 0
     /// Seconds a TCP/TLS connection without an allocation may stay idle.
     public var tcpIdleTimeout = 30
     public var tlsHandshakeTimeout = 10
-    public var maxConnectionsPerIP = 100
+    /// Concurrent TCP/TLS connections per source IP (0: unlimited, the default).
+    public var maxConnectionsPerIP = 0
     public var maxConnections = 10000
 
     /// Every setting at its default.

@@ -48,17 +48,15 @@ public struct CoreContext: Sendable {
     public var threadCount: Int
     /// When true, new allocations are refused (drain before shutdown or maintenance).
     public var draining = false
-    /// 401/438 challenges per source IP (`unauth-rate-limit`), shared by all loop threads.
-    public var challengeLimiter: SourceRateLimiter
-    /// New allocations per source IP (`allocate-rate-limit`), shared by all loop threads.
-    public var allocationLimiter: SourceRateLimiter
+    /// Per-source-IP limits (challenges, failed authentications, allocations), shared by all loop threads.
+    public var sourceLimits: SourceLimits
 
     public init(
         configuration: RelayConfiguration, nonceKey: [UInt8], quota: QuotaTracker,
         reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
-        threadIndex: Int = 0, threadCount: Int = 1, challengeLimiter: SourceRateLimiter? = nil,
-        allocationLimiter: SourceRateLimiter? = nil, bandwidth: BandwidthCapacity? = nil
+        threadIndex: Int = 0, threadCount: Int = 1, sourceLimits: SourceLimits? = nil,
+        bandwidth: BandwidthCapacity? = nil
     ) {
         self.configuration = configuration
         credentials = CredentialStore(configuration: configuration)
@@ -72,8 +70,7 @@ public struct CoreContext: Sendable {
         externalMappings = relayAddresses.filter { $0.bound != $0.advertised }
         self.threadIndex = threadIndex
         self.threadCount = threadCount
-        self.challengeLimiter = challengeLimiter ?? SourceRateLimiter(perSecond: configuration.unauthRateLimit)
-        self.allocationLimiter = allocationLimiter ?? SourceRateLimiter(perSecond: configuration.allocateRateLimit)
+        self.sourceLimits = sourceLimits ?? SourceLimits(configuration: configuration)
     }
 }
 

@@ -7,7 +7,10 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case noPermission
     case noChannel
     case policy
+    /// Over the source's `unauth-rate-limit` (challenges not answered with valid credentials).
     case rateLimited
+    /// Over the source's `auth-failure-rate-limit` (failed authentications).
+    case authFailureLimited
     case outboxFull
     /// Over an allocation's `max-bps` budget for the current second.
     case bandwidth
@@ -22,6 +25,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .noChannel: return "no_channel"
         case .policy: return "policy"
         case .rateLimited: return "rate_limit"
+        case .authFailureLimited: return "auth_failure_limit"
         case .outboxFull: return "outbox_full"
         case .bandwidth: return "bandwidth"
         }

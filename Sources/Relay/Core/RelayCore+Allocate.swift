@@ -49,8 +49,8 @@ extension RelayCore {
         if requestedFamily != nil && message.contains(.additionalAddressFamily) { return reply(.badRequest) }
         let family = requestedFamily?.family ?? .ipv4
 
-        // A source over `allocate-rate-limit` gets 486, as for a quota: authenticated, so not a reflector.
-        guard context.allocationLimiter.allow(fiveTuple.client.ip, now: now) else {
+        // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so not a reflector.
+        guard context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now) else {
             counters.drop(.rateLimited)
             return reply(.allocationQuotaReached)
         }

@@ -47,13 +47,28 @@ extension RelayCore {
         }
     }
 
+    /// Which per-source bucket an unauthenticated answer is charged to (docs/rate-limits.md).
+    enum ChallengeCharge {
+        /// A request without credentials, or with a stale nonce: `unauth-rate-limit`.
+        case challenge
+        /// Credentials that failed: `auth-failure-rate-limit`.
+        case failure
+    }
+
     /// 401 or 438 with REALM and a fresh NONCE (RFC 8489 §9.2.4). No SOFTWARE: these answers go
-    /// to unauthenticated sources and must stay small. Over `unauth-rate-limit` for the source IP
-    /// the request is dropped (counted), so relayd is no use as a reflector.
-    func sendChallenge(_ error: RelayError, to request: StunMessage, origin: ClientOrigin, now: Int64) {
-        guard context.challengeLimiter.allow(origin.fiveTuple.client.ip, now: now) else {
-            counters.drop(.rateLimited)
-            return
+    /// to unauthenticated sources and must stay small. Over the source IP's bucket for `charge`
+    /// the request is dropped (counted), so relayd is no use as a reflector or a password oracle.
+    func sendChallenge(
+        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, charging charge: ChallengeCharge, now: Int64
+    ) {
+        let source = origin.fiveTuple.client.ip
+        switch charge {
+        case .challenge:
+            guard context.sourceLimits.challenges.allow(source, now: now) else { return counters.drop(.rateLimited) }
+        case .failure:
+            guard context.sourceLimits.failures.allow(source, now: now) else {
+                return counters.drop(.authFailureLimited)
+            }
         }
         let nonce = context.nonces.make(for: origin.fiveTuple.client.ip, now: now)
         sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in

@@ -32,27 +32,54 @@ public struct RateLimiter: Sendable {
 
     /// Takes one token from `key`'s bucket at `now` (seconds, monotonic); false when it is empty.
     public mutating func allow<Key: Hashable>(_ key: Key, now: Double) -> Bool {
+        let hash = Self.hash(key)
+        let i = slot(of: hash) ?? claimSlot(for: hash, now: now)
+        refill(at: i, now: now)
+        guard table[i].tokens >= 1 else { return false }
+        table[i].tokens -= 1
+        return true
+    }
+
+    /// Gives `key` one token back (never above `burst`): what it spent was not abuse after all
+    /// (a challenge answered with valid credentials). A key not in the table has a full bucket.
+    public mutating func refund<Key: Hashable>(_ key: Key, now: Double) {
+        guard let i = slot(of: Self.hash(key)) else { return }
+        refill(at: i, now: now)
+        table[i].tokens = min(burst, table[i].tokens + 1)
+    }
+
+    private static func hash<Key: Hashable>(_ key: Key) -> Int {
         var hasher = Hasher()
         hasher.combine(key)
-        let hash = hasher.finalize()
+        return hasher.finalize()
+    }
+
+    /// The slot holding `hash`'s bucket, if it has one.
+    private func slot(of hash: Int) -> Int? {
+        let start = hash & mask
+        for step in 0..<probes {
+            let i = (start + step) & mask
+            if table[i].used && table[i].key == hash { return i }
+        }
+        return nil
+    }
+
+    /// A free slot for `hash`, or the one idle longest among those it may use, with a full bucket.
+    private mutating func claimSlot(for hash: Int, now: Double) -> Int {
         let start = hash & mask
         var victim = start
         for step in 0..<probes {
             let i = (start + step) & mask
-            if table[i].used && table[i].key == hash { return take(at: i, now: now) }
-            if !table[victim].used { continue }
+            if !table[victim].used { break }
             if !table[i].used || table[i].last < table[victim].last { victim = i }
         }
         table[victim] = Bucket(key: hash, tokens: burst, last: now, used: true)
-        return take(at: victim, now: now)
+        return victim
     }
 
-    private mutating func take(at i: Int, now: Double) -> Bool {
+    private mutating func refill(at i: Int, now: Double) {
         let elapsed = max(0, now - table[i].last)
         table[i].tokens = min(burst, table[i].tokens + elapsed * rate)
         table[i].last = now
-        guard table[i].tokens >= 1 else { return false }
-        table[i].tokens -= 1
-        return true
     }
 }

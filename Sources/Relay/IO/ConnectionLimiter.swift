@@ -1,7 +1,8 @@
 import StunCodec
 
-/// Caps concurrent TCP/TLS connections per source IP (`max-connections-per-ip`) and in total
-/// (`max-connections`) across every loop thread. SO_REUSEPORT spreads one address's connections
+/// Caps concurrent TCP/TLS connections per source IP (`max-connections-per-ip`, off unless set:
+/// a whole office reaches `turns:` from one address) and in total (`max-connections`) across
+/// every loop thread. SO_REUSEPORT spreads one address's connections
 /// over the threads, so the count is shared; it is touched on accept and close only, never per packet.
 final class ConnectionLimiter: Sendable {
     struct Counts: Sendable {
@@ -30,7 +31,7 @@ final class ConnectionLimiter: Sendable {
         counts.withLock { c in
             if c.total >= c.maxTotal { return .totalLimit }
             let current = c.perIP[ip, default: 0]
-            if current >= c.maxPerIP { return .perIPLimit }
+            if c.maxPerIP > 0 && current >= c.maxPerIP { return .perIPLimit }
             c.total += 1
             c.perIP[ip] = current + 1
             return nil

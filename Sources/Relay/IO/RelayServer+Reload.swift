@@ -53,12 +53,7 @@ extension RelayServer {
         logger.logLevel = next.logLevel
         quota.update(userQuota: next.userQuota, totalQuota: next.totalQuota)
         bandwidth.update(capacity: next.bpsCapacity)
-        if next.unauthRateLimit != previous.unauthRateLimit {
-            challengeLimiter = SourceRateLimiter(perSecond: next.unauthRateLimit)
-        }
-        if next.allocateRateLimit != previous.allocateRateLimit {
-            allocationLimiter = SourceRateLimiter(perSecond: next.allocateRateLimit)
-        }
+        sourceLimits = sourceLimits.updated(from: previous, to: next)
         streams.limiter.update(maxTotal: next.maxConnections, maxPerIP: next.maxConnectionsPerIP)
         streams.reloadTLS(using: next)
         http?.update(configuration: next)

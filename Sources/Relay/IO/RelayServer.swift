@@ -31,9 +31,8 @@ public final class RelayServer {
     let metrics: MetricsRegistry
     /// What `/readyz` reports.
     public let health = ServiceHealth()
-    /// Per-source-IP limits shared by the loops (`unauth-rate-limit`, `allocate-rate-limit`).
-    var challengeLimiter: SourceRateLimiter
-    var allocationLimiter: SourceRateLimiter
+    /// Per-source-IP limits shared by the loops (docs/rate-limits.md).
+    var sourceLimits: SourceLimits
     /// systemd's notification socket (READY, RELOADING, STOPPING, WATCHDOG), when run under it.
     public let notifier: SystemdNotifier
     /// `-c FILE` and options to read again on SIGHUP; nil reloads only the TLS certificate.
@@ -57,8 +56,7 @@ public final class RelayServer {
         self.interfaceAddresses = interfaces
         quota = QuotaTracker(userQuota: c.userQuota, totalQuota: c.totalQuota)
         bandwidth = BandwidthCapacity(capacity: c.bpsCapacity)
-        challengeLimiter = SourceRateLimiter(perSecond: c.unauthRateLimit)
-        allocationLimiter = SourceRateLimiter(perSecond: c.allocateRateLimit)
+        sourceLimits = SourceLimits(configuration: c)
         var key = [UInt8](repeating: 0, count: 32)
         var g = SystemRandomNumberGenerator()
         for i in key.indices { key[i] = g.next() }
@@ -85,8 +83,8 @@ public final class RelayServer {
         var context = CoreContext(
             configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, directory: directory,
             interfaceAddresses: interfaceAddresses,
-            threadIndex: index, threadCount: threadCount, challengeLimiter: challengeLimiter,
-            allocationLimiter: allocationLimiter, bandwidth: bandwidth)
+            threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
+            bandwidth: bandwidth)
         context.draining = drain.active
         return context
     }
