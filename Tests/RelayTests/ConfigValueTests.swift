@@ -120,6 +120,7 @@ import Testing
         expect("tls-handshake-timeout=5") { $0.tlsHandshakeTimeout = 5 },
         expect("max-connections-per-ip=10") { $0.maxConnectionsPerIP = 10 },
         expect("max-connections-per-ip=0") { $0.maxConnectionsPerIP = 0 },
+        expect("max-pending-connections-per-ip=50") { $0.maxPendingConnectionsPerIP = 50 },
         expect("max-connections=500") { $0.maxConnections = 500 },
     ]
 
@@ -168,7 +169,8 @@ import Testing
         #expect(config.unauthRateLimit == 20 && config.unauthRateBurst == 1000 && config.authFailureRateLimit == 5)
         #expect(config.allocateRateLimit == 0)
         #expect(config.tcpIdleTimeout == 30 && config.tlsHandshakeTimeout == 10)
-        #expect(config.maxConnectionsPerIP == 0 && config.maxConnections == 10000)
+        #expect(config.maxConnectionsPerIP == 0 && config.maxPendingConnectionsPerIP == 500)
+        #expect(config.maxConnections == 10000)
     }
 
     @Test func userEntriesHoldPasswordsOrMD5Keys() throws {

@@ -148,3 +148,28 @@ no-tls
     result = check_config(config, "--self-test")
     assert result.returncode == 0, result.stderr
     assert f"self-test from 127.0.0.1 to 127.0.0.1:{port}: no answer after 3 attempts" in result.stdout
+
+
+SHIPPED_CONF = Path(__file__).resolve().parents[2] / "conf" / "relayd.conf"
+
+
+def test_the_shipped_placeholder_secret_is_warned_about_on_loopback(tmp_path):
+    """conf/relayd.conf as shipped listens on loopback with a public placeholder secret: it
+    loads, and check-config says so, naming the line."""
+    result = check_config(SHIPPED_CONF)
+    assert result.returncode == 0, result.stderr
+    line = next(i for i, l in enumerate(SHIPPED_CONF.read_text().splitlines(), 1) if l.startswith("static-auth-secret="))
+    found = [w for w in warnings(result) if "placeholder" in w]
+    assert found and found[0].startswith(f"{SHIPPED_CONF}:{line}: key 'static-auth-secret'"), warnings(result)
+
+
+def test_the_shipped_placeholder_secret_is_refused_beyond_loopback(tmp_path):
+    """The same file told to listen on every address: an error naming file, line and key, and
+    relayd does not start."""
+    for command in (["check-config", "-c", str(SHIPPED_CONF), "--listening-ip=0.0.0.0"],
+                    ["-c", str(SHIPPED_CONF), "--listening-ip=0.0.0.0"]):
+        result = subprocess.run([RelayServer.default_binary("relayd"), *command],
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode != 0, result.stdout
+        assert f"{SHIPPED_CONF}:" in result.stderr and "key 'static-auth-secret': is the placeholder" in result.stderr, \
+            result.stderr

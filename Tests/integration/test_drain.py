@@ -98,10 +98,25 @@ def test_second_sigterm_exits_at_once(draining_server):
     server = draining_server
     client, peer = allocate_with_channel(server, server.secret)
     server.proc.send_signal(signal.SIGTERM)
-    wait_for_log(server, r"draining")
+    log = wait_for_log(server, r"draining")
+    # The drain may last an hour: the line says how to stop at once (a Ctrl-C in a terminal).
+    assert "a second Ctrl-C (SIGINT) or SIGTERM stops at once" in log
     server.proc.send_signal(signal.SIGTERM)
     assert exit_code(server, timeout=5) == 0
     assert "SIGTERM again: exiting now" in server.log_text()
+    client.close()
+    peer.close()
+
+
+def test_sigint_drains_and_a_second_ctrl_c_exits_at_once(draining_server):
+    server = draining_server
+    client, peer = allocate_with_channel(server, server.secret)
+    server.proc.send_signal(signal.SIGINT)
+    log = wait_for_log(server, r"draining")
+    assert "a second Ctrl-C (SIGINT) or SIGTERM stops at once" in log
+    server.proc.send_signal(signal.SIGINT)
+    assert exit_code(server, timeout=5) == 0
+    assert "SIGINT again: exiting now" in server.log_text()
     client.close()
     peer.close()
 

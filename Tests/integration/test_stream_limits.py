@@ -33,7 +33,7 @@ CHANNEL = 0x4003
 def limited(tmp_path_factory):
     server = RelayServer("relayd", tmp_path_factory.mktemp("relayd-limits"), streams=True, extra_args=[
         "--verbose", "--relay-threads=2", f"--tcp-idle-timeout={IDLE}", f"--tls-handshake-timeout={HANDSHAKE}",
-        "--max-connections-per-ip=5000", "--max-connections=10000",
+        "--max-connections-per-ip=5000", "--max-pending-connections-per-ip=5000", "--max-connections=10000",
     ])
     with running(server) as s:
         yield s
@@ -125,7 +125,11 @@ def test_binding_only_connection_is_closed_once_idle(limited):
 # --- connection caps --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("limit", ["max-connections-per-ip", "max-connections"])
+REFUSAL_REASONS = {"max-connections-per-ip": "per_ip_limit", "max-connections": "total_limit",
+                   "max-pending-connections-per-ip": "pending_per_ip_limit"}
+
+
+@pytest.mark.parametrize("limit", list(REFUSAL_REASONS))
 def test_connections_beyond_the_cap_are_refused(tmp_path, limit):
     cap = 8
     server = RelayServer("relayd", tmp_path / "relayd", streams=True,
@@ -143,7 +147,7 @@ def test_connections_beyond_the_cap_are_refused(tmp_path, limit):
                 except (OSError, ConnectionError):
                     pass
             assert answered == cap
-            reason = "per_ip_limit" if limit == "max-connections-per-ip" else "total_limit"
+            reason = REFUSAL_REASONS[limit]
             assert len(re.findall(rf"event=connection_refused .*reason={reason}", server.log_text())) == 4
         finally:
             for sock in socks:
@@ -160,6 +164,42 @@ def test_connections_beyond_the_cap_are_refused(tmp_path, limit):
                     pass
             assert time.monotonic() < deadline, "closed connections did not give their slots back"
             time.sleep(0.2)
+
+
+def test_connections_with_an_allocation_are_not_pending(tmp_path):
+    """max-pending-connections-per-ip counts only connections that have not allocated yet: a
+    source whose connections all hold allocations may open more (docs/rate-limits.md)."""
+    cap = 3
+    server = RelayServer("relayd", tmp_path / "relayd", streams=True,
+                         extra_args=["--verbose", f"--max-pending-connections-per-ip={cap}"])
+    with running(server):
+        clients = []
+        try:
+            for i in range(3 * cap):
+                client = StreamTurnClient(server.address)
+                clients.append(client)
+                client.allocate(*server.credentials(f"held{i}"))
+            assert "reason=pending_per_ip_limit" not in server.log_text()
+            # Now `cap` connections that do not allocate fill the pending slots; one more is refused.
+            idle = [raw_tcp(server.address) for _ in range(cap + 1)]
+            try:
+                answered = 0
+                for sock in idle:
+                    try:
+                        sock.sendall(stunclient.binding_request().encode())
+                        if FrameReader(sock).read_frame(2) is not None:
+                            answered += 1
+                    except (OSError, ConnectionError):
+                        pass
+                assert answered == cap
+                assert len(re.findall(r"event=connection_refused .*reason=pending_per_ip_limit",
+                                      server.log_text())) == 1
+            finally:
+                for sock in idle:
+                    sock.close()
+        finally:
+            for client in clients:
+                client.close()
 
 
 # --- a client that does not read --------------------------------------------------

@@ -108,7 +108,8 @@ public enum ConfigAdvisor {
     }
 
     /// A listener (or "all addresses") that is not loopback, or nil when all are loopback.
-    private static func nonLoopbackListener(_ config: RelayConfiguration) -> String? {
+    /// The first STUN/TURN listener address beyond loopback (`all addresses` when none is set).
+    static func nonLoopbackListener(_ config: RelayConfiguration) -> String? {
         if config.listeningIPs.isEmpty { return "all addresses" }
         let exposed = config.listeningIPs.first { !isLoopback($0) }
         return exposed.map { isWildcard($0) ? "\($0) (all addresses)" : "\($0)" }

@@ -156,6 +156,7 @@ enum ConfigKeyTable {
         .integer("tcp-idle-timeout", seconds, \.tcpIdleTimeout),
         .integer("tls-handshake-timeout", seconds, \.tlsHandshakeTimeout),
         .integer("max-connections-per-ip", 0...Int(Int32.max), \.maxConnectionsPerIP),
+        .integer("max-pending-connections-per-ip", 0...Int(Int32.max), \.maxPendingConnectionsPerIP),
         .integer("max-connections", positiveCount, \.maxConnections),
     ]
 }

@@ -23,6 +23,7 @@ enum ConfigValidator {
     ) throws(ConfigError) {
         try checkPorts(config, sources: sources)
         try checkAuthentication(&config, sources: sources, warnings: &warnings)
+        try checkPlaceholderSecret(config, sources: sources, warnings: &warnings)
         try checkServices(config, sources: sources)
         try checkUniqueness(config, sources: sources)
     }
@@ -70,6 +71,28 @@ enum ConfigValidator {
         if config.noAuth, !config.users.isEmpty {
             warnings.append(warning(sources.last("user"), key: "user", "ignored because 'no-auth' is set"))
         }
+    }
+
+    /// The secret `conf/relayd.conf` ships with is public: anyone can mint credentials with it.
+    /// On loopback (where the shipped file listens) it is a warning; beyond loopback, an error.
+    private static func checkPlaceholderSecret(
+        _ config: RelayConfiguration, sources: ConfigSources, warnings: inout [String]
+    ) throws(ConfigError) {
+        guard config.useAuthSecret,
+            let index = config.staticAuthSecrets.firstIndex(of: RelayConfiguration.placeholderAuthSecret)
+        else { return }
+        let source = sources.element("static-auth-secret", index)
+        let advice = "set your own (for example the output of 'openssl rand -hex 32') and give your credential backend the same"
+        if let listener = ConfigAdvisor.nonLoopbackListener(config) {
+            throw .conflict(
+                "is the placeholder shipped in conf/relayd.conf, refused while listening on \(listener): anyone could "
+                    + "mint credentials; \(advice)", key: "static-auth-secret", at: source)
+        }
+        warnings.append(
+            warning(
+                source, key: "static-auth-secret",
+                "is the placeholder shipped in conf/relayd.conf: anyone could mint credentials; fine on loopback, "
+                    + "refused on any other listener; \(advice)"))
     }
 
     private static func checkServices(_ config: RelayConfiguration, sources: ConfigSources) throws(ConfigError) {

@@ -94,6 +94,7 @@ extension RelayConfiguration {
         add("tcp-idle-timeout", tcpIdleTimeout)
         add("tls-handshake-timeout", tlsHandshakeTimeout)
         add("max-connections-per-ip", maxConnectionsPerIP)
+        add("max-pending-connections-per-ip", maxPendingConnectionsPerIP)
         add("max-connections", maxConnections)
         return summary
     }

@@ -117,7 +117,12 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var tlsHandshakeTimeout = 10
     /// Concurrent TCP/TLS connections per source IP (0: unlimited, the default).
     public var maxConnectionsPerIP = 0
+    /// Concurrent TCP/TLS connections per source IP that have not had an allocation yet (0: unlimited).
+    public var maxPendingConnectionsPerIP = 500
     public var maxConnections = 10000
+
+    /// The `static-auth-secret` that `conf/relayd.conf` ships with: refused beyond loopback.
+    public static let placeholderAuthSecret = "change-me-to-a-long-random-secret"
 
     /// Every setting at its default.
     public init() {}

@@ -42,8 +42,11 @@ extension RelayServer {
                 checkDrain()
             }
         }
+        // With allocations left the drain may last up to drain-timeout (an hour by default):
+        // say how to stop at once, for whoever pressed Ctrl-C in a terminal.
+        let howToStop = drain.exitWhenDone ? "; a second Ctrl-C (SIGINT) or SIGTERM stops at once" : ""
         logger.notice(
-            "draining: new allocations refused, existing ones relayed until they end",
+            "draining: new allocations refused, existing ones relayed until they end\(howToStop)",
             metadata: [
                 "event": "drain_started", "signal": "\(signal)", "allocations": "\(activeAllocations())",
                 "timeout_s": "\(max(0, drain.deadline - Int64(time(nil))))",

@@ -54,7 +54,7 @@ extension RelayServer {
         quota.update(userQuota: next.userQuota, totalQuota: next.totalQuota)
         bandwidth.update(capacity: next.bpsCapacity)
         sourceLimits = sourceLimits.updated(from: previous, to: next)
-        streams.limiter.update(maxTotal: next.maxConnections, maxPerIP: next.maxConnectionsPerIP)
+        streams.limiter.update(ConnectionLimiter.Limits(configuration: next))
         streams.reloadTLS(using: next)
         http?.update(configuration: next)
         postContexts()

@@ -1,4 +1,5 @@
 import CLibevent
+import COpenSSL
 import Foundation
 import Glibc
 import Logging
@@ -120,27 +121,36 @@ public final class RelayServer {
             let slot = metrics.slots[index]
             let mailbox = mailboxes[index]
             let thread = Thread {
-                let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
-                let transport = StreamTransport(loop: loop, service: streams)
-                loop.onPublish = { core in
-                    var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
-                    transport.contribute(to: &snapshot)
-                    slot.publish(snapshot)
+                // Everything the loop owns (TLS sessions among it) is freed inside `serve`, and
+                // OpenSSL's per-thread state just after, before the main thread is let go: once it
+                // is, the process may exit, and OpenSSL's exit handler would free what this
+                // thread's exit would otherwise still clean up (a SIGSEGV at shutdown, seen once).
+                func serve() {
+                    let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
+                    let transport = StreamTransport(loop: loop, service: streams)
+                    loop.onPublish = { core in
+                        var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
+                        transport.contribute(to: &snapshot)
+                        slot.publish(snapshot)
+                    }
+                    loop.onPublish?(loop.core)
+                    var failure: String? = nil
+                    for address in addresses where !loop.addUDPListener(address) {
+                        failure = "cannot bind UDP \(address): \(String(cString: strerror(errno)))"
+                        break
+                    }
+                    if failure == nil { failure = transport.start() }
+                    loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
+                    started.withLock {
+                        $0.ready += 1
+                        if $0.failure == nil { $0.failure = failure }
+                    }
+                    if failure == nil { loop.run() }
+                    transport.shutdown()
+                    loop.onPublish = nil
                 }
-                loop.onPublish?(loop.core)
-                var failure: String? = nil
-                for address in addresses where !loop.addUDPListener(address) {
-                    failure = "cannot bind UDP \(address): \(String(cString: strerror(errno)))"
-                    break
-                }
-                if failure == nil { failure = transport.start() }
-                loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
-                started.withLock {
-                    $0.ready += 1
-                    if $0.failure == nil { $0.failure = failure }
-                }
-                if failure == nil { loop.run() }
-                transport.shutdown()
+                serve()
+                OPENSSL_thread_stop()
                 finished.leave()
             }
             thread.name = "relayd-loop-\(index)"

@@ -38,6 +38,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     private(set) var drainingSince: Int64 = 0
     /// True once a well-formed STUN message arrived; until then `tcp-idle-timeout` runs from `readyAt`.
     private(set) var sawValidStun = false
+    /// True once a request on this connection created an allocation (it is no longer pending).
+    private(set) var hasAllocated = false
     /// True once the TLS handshake completed (always for TCP).
     private(set) var handshakeDone: Bool
     private(set) var closeReason: StreamCloseReason?
@@ -220,6 +222,10 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
                 sawValidStun = true
             }
             loop.core.handleClientPacket(message, from: origin, now: now)
+            if !hasAllocated, frame.kind == .stun, loop.core.allocation(for: origin.fiveTuple) != nil {
+                hasAllocated = true
+                owner.connectionAllocated(self)
+            }
             consumed += frame.length
             if loop.core.outbox.needsFlush { loop.flush() }
         }

@@ -35,6 +35,8 @@ public enum StreamRefusal: Int, CaseIterable, Sendable {
     case perIPLimit
     /// `max-connections` reached.
     case totalLimit
+    /// `max-pending-connections-per-ip` connections without an allocation from the source address.
+    case pendingPerIPLimit
     /// No TLS context or no memory for the connection.
     case resources
 
@@ -42,6 +44,7 @@ public enum StreamRefusal: Int, CaseIterable, Sendable {
         switch self {
         case .perIPLimit: return "per_ip_limit"
         case .totalLimit: return "total_limit"
+        case .pendingPerIPLimit: return "pending_per_ip_limit"
         case .resources: return "resources"
         }
     }

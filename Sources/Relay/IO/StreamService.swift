@@ -25,7 +25,7 @@ final class StreamService: Sendable {
             c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }
         configuredTLSAddresses =
             c.noTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
-        limiter = ConnectionLimiter(maxTotal: c.maxConnections, maxPerIP: c.maxConnectionsPerIP)
+        limiter = ConnectionLimiter(ConnectionLimiter.Limits(configuration: c))
     }
 
     /// TLS listener addresses: the configured ones once a certificate is loaded, else none.

@@ -93,7 +93,7 @@ final class StreamTransport {
         let origin = ClientOrigin(
             fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport), socket: fd)
         guard let connection = makeConnection(fd, origin: origin) else {
-            service.limiter.release(client.ip)
+            service.limiter.release(client.ip, pending: true)
             counters.refused[StreamRefusal.resources.rawValue] &+= 1
             return
         }
@@ -133,6 +133,12 @@ final class StreamTransport {
     }
 
     func handshakeCompleted() { counters.tlsHandshakesCompleted &+= 1 }
+
+    /// `connection` got its first allocation: it stops counting against its source's
+    /// `max-pending-connections-per-ip`.
+    func connectionAllocated(_ connection: StreamConnection) {
+        service.limiter.allocated(connection.origin.fiveTuple.client.ip)
+    }
 
     // MARK: Sending
 
@@ -219,7 +225,7 @@ final class StreamTransport {
         loop.core.connectionClosed(origin, now: now)
         let reason = connection.closeReason ?? .error
         connection.free()
-        service.limiter.release(origin.fiveTuple.client.ip)
+        service.limiter.release(origin.fiveTuple.client.ip, pending: !connection.hasAllocated)
         counters.closed[reason.rawValue] &+= 1
         if !connection.handshakeDone { counters.tlsHandshakesFailed &+= 1 }
         counters.open -= 1
