@@ -14,11 +14,12 @@ import Testing
     }
 
     @Test(
-        "Control characters, ignorables, noncharacters, unassigned and conjoining jamo are refused",
+        "Controls, format characters, separators, private use, ignorables, noncharacters, unassigned and jamo are refused",
         arguments: [
             ("1795487209:probe\r\nFAKE LOG LINE %n%s", 0x0D), ("a\u{0}b", 0x00), ("tab\there", 0x09), ("del\u{7F}", 0x7F),
             ("c1\u{85}", 0x85), ("soft\u{AD}hyphen", 0xAD), ("zw\u{200B}sp", 0x200B), ("non\u{FFFF}", 0xFFFF),
-            ("jamo\u{1100}", 0x1100), ("unassigned\u{0378}", 0x0378),
+            ("jamo\u{1100}", 0x1100), ("unassigned\u{0378}", 0x0378), ("line\u{2028}sep", 0x2028),
+            ("para\u{2029}", 0x2029), ("rlo\u{202E}txt", 0x202E), ("private\u{E000}", 0xE000),
         ] as [(String, UInt32)])
     func disallowed(name: String, scalar: UInt32) {
         #expect(UsernameCheck.validate(Array(name.utf8)) == .failure(.disallowed(Unicode.Scalar(scalar)!)))

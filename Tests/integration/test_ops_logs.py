@@ -263,3 +263,37 @@ def test_log_level_notice_leaves_out_allocation_lines(tmp_path):
         assert TEXT_LINE.match(line), line
         assert line.split(" ")[1] in ("notice", "warning", "error", "critical"), line
     assert not any(re.search(r"event=(allocation|permission|channel)_", line) for line in lines), lines
+
+
+FORGING_USERS = {
+    "json-breakout": 'x","level":"critical","msg":"forged',
+    "backslash-quote": 'a\\"b\\\\c',
+    "non-ascii": "ünïcödé 日本",
+}
+
+
+@pytest.mark.parametrize("user", list(FORGING_USERS.values()), ids=list(FORGING_USERS))
+def test_usernames_with_quotes_and_non_ascii_stay_inside_their_field(tmp_path, user):
+    """A valid USERNAME (OpaqueString allows quotes, backslashes and non-ASCII letters) is
+    escaped into its `user` field: every line stays one JSON object, nothing is forged, and the
+    field is the escaped text (non-ASCII and backslash as \\u{...})."""
+    server = RelayServer("relayd", tmp_path / "srv", extra_args=["--log-format=json"])
+    server.start()
+    try:
+        with TurnClient(server.address) as client:
+            client.allocate(*server.credentials(user))
+            client.refresh(0)
+        assert eventually(lambda: '"allocation_deleted"' in server.log_text()), server.log_tail()
+    finally:
+        problems = server.stop()
+    assert not problems, problems
+    records = json_lines(server.log_text())
+    assert not [r for r in records if r.get("msg") == "forged" or r.get("level") == "critical"]
+    created = events(records, "allocation_created")
+    assert len(created) == 1
+    field = created[0]["user"]
+    assert all(0x20 <= ord(c) < 0x7F for c in field), field
+    if user.isascii() and "\\" not in user:
+        assert field == user
+    else:
+        assert "\\u{" in field

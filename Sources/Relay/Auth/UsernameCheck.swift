@@ -2,8 +2,10 @@ import StunCodec
 
 /// The checks a USERNAME passes before any key is derived for it (RFC 8489 §14.3): UTF-8 of
 /// fewer than 509 bytes, processed with the OpaqueString profile (RFC 8265 §4.2), whose base
-/// class FreeformClass disallows control characters, default-ignorable code points and
-/// noncharacters, unassigned code points and old Hangul jamo (RFC 8264 §4.3, §9.10-§9.14).
+/// class FreeformClass allows letters, marks, numbers, punctuation, symbols and spaces, and
+/// disallows the rest: control and format characters, line and paragraph separators, private
+/// use, default-ignorable code points and noncharacters, unassigned code points and old Hangul
+/// jamo (RFC 8264 §4.3, §9).
 /// relayd answers a request whose USERNAME fails them with 400, and refuses `user=` lines whose
 /// name fails them, so no such name reaches a log line, a metric or the HTTP API.
 public enum UsernameCheck {
@@ -42,8 +44,12 @@ public enum UsernameCheck {
         let v = scalar.value
         if v >= 0x20 && v < 0x7F { return true }
         let p = scalar.properties
+        // FreeformClass's valid categories: letters, marks, numbers, punctuation, symbols and
+        // spaces (Zs). Controls, format characters (bidi overrides among them), line and
+        // paragraph separators, private use, surrogates and unassigned code points are not.
         switch p.generalCategory {
-        case .control, .unassigned, .surrogate: return false
+        case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned:
+            return false
         default: break
         }
         if p.isDefaultIgnorableCodePoint || p.isNoncharacterCodePoint { return false }
