@@ -240,6 +240,10 @@ import Testing
         ),
         ("advertised-uri=turn:", "key 'advertised-uri': expected a stun:, stuns:, turn: or turns: URI, got 'turn:'"),
         ("rest-api-separator=::", "key 'rest-api-separator': expected a single character, got '::'"),
+        (
+            "rest-api-separator=\u{200B}",
+            "key 'rest-api-separator': expected one character a STUN USERNAME may hold (no control or format character), got '\u{200B}'"
+        ),
         ("realm=", "key 'realm': expected a non-empty value of at most 127 characters, got ''"),
         (
             "realm=\(String(repeating: "r", count: 128))",

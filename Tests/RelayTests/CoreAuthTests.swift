@@ -229,3 +229,17 @@ private func appendRaw(_ w: inout StunMessageWriter, _ type: AttributeType, _ by
         #expect(try client(harness, user: user).allocate().isSuccess)
     }
 }
+
+extension CoreUsernameTests {
+    @Test("400s to malformed usernames come out of the source's failure budget")
+    func malformedIsAFailure() throws {
+        let harness = CoreHarness(configuration: CoreFixture.configuration { $0.authFailureRateLimit = 1 })
+        let user = "bad\u{7}name"
+        var answered = 0
+        for _ in 0..<5 {
+            if (try? client(harness, user: user).allocate())?.errorCode == 400 { answered += 1 }
+        }
+        #expect(answered == 2)
+        #expect(harness.counters.dropped(.authFailureLimited) == 3)
+    }
+}

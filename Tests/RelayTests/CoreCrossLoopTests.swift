@@ -2,7 +2,7 @@ import Relay
 import StunCodec
 import Testing
 
-/// The relay-to-relay short-circuit across loop threads (issue #6): a packet for the relayed
+/// The relay-to-relay short-circuit across loop threads: a packet for the relayed
 /// address of a UDP allocation on another loop is framed by the sending loop from the shared
 /// directory and leaves through its own listener, as if it had crossed both relay sockets; one
 /// for a TCP/TLS allocation is framed for the stream and queued on the client's connection.

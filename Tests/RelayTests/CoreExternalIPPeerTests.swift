@@ -100,3 +100,52 @@ import Testing
         #expect(ReceivedChannelData(atB[0].bytes) == ReceivedChannelData(StunTestMessages.channelData(0x4006, [6, 7])))
     }
 }
+
+/// The form a relay-to-relay packet's source takes is the target's choice (`knownForm`), on one
+/// loop and across loops alike: the advertised form unless the target permitted only the bound
+/// one, whichever form the sender addressed the target by.
+@Suite struct CoreRelayToRelayFormTests {
+    static let publicIP = IPAddress.literal("203.0.113.7")
+
+    private func pair(loops: Int) throws -> RelayPair {
+        try RelayPair(
+            loops: loops,
+            CoreFixture.configuration {
+                $0.externalIPs = [RelayConfiguration.ExternalIP(publicIP: Self.publicIP, privateIP: CoreFixture.relayIP)]
+            })
+    }
+
+    private func bound(_ advertised: TransportAddress) -> TransportAddress {
+        TransportAddress(ip: CoreFixture.relayIP, port: advertised.port)
+    }
+
+    @Test(
+        "B permitted only A's bound form; A addresses B by either form: B gets it from A's bound form",
+        arguments: [1, 2], [true, false])
+    func boundOnlyPermission(loops: Int, addressAdvertised: Bool) throws {
+        let pair = try pair(loops: loops)
+        #expect(try pair.b.createPermission([bound(pair.relayedA)]).isSuccess)
+        let target = addressAdvertised ? pair.relayedB : bound(pair.relayedB)
+        #expect(try pair.a.createPermission([target]).isSuccess)
+        let sent = pair.sender.receive(
+            try StunTestMessages.sendIndication(to: target, payload: [1, 2]), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].client == CoreFixture.clientB)
+        let data = try ReceivedStun(sent[0].bytes)
+        #expect(data.xorPeerAddress == bound(pair.relayedA))
+        #expect(pair.sender.counters.dropped(.noPermission) == 0)
+    }
+
+    @Test(
+        "B bound a channel to A's advertised form; A addresses B by its bound form: ChannelData on that channel",
+        arguments: [1, 2])
+    func advertisedChannel(loops: Int) throws {
+        let pair = try pair(loops: loops)
+        #expect(try pair.b.channelBind(0x4009, to: pair.relayedA).isSuccess)
+        #expect(try pair.a.createPermission([bound(pair.relayedB)]).isSuccess)
+        let sent = pair.sender.receive(
+            try StunTestMessages.sendIndication(to: bound(pair.relayedB), payload: [7]), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(ReceivedChannelData(sent[0].bytes) == ReceivedChannelData(StunTestMessages.channelData(0x4009, [7])))
+    }
+}

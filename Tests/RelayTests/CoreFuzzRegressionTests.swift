@@ -3,7 +3,7 @@ import RelayFuzzing
 import StunCodec
 import Testing
 
-/// The core fuzzer's corpus as a regression suite (issue #8): every file in FuzzCore/corpus/core
+/// The core fuzzer's corpus as a regression suite: every file in FuzzCore/corpus/core
 /// (seeds and committed crash inputs) replayed through the same operation decoder and
 /// invariants as core-fuzz (FuzzSession.swift), without sanitizers.
 @Suite struct CoreFuzzRegressionTests {

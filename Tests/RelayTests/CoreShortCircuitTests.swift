@@ -2,7 +2,7 @@ import Relay
 import StunCodec
 import Testing
 
-/// The relay-to-relay short-circuit (issue #6): traffic between two allocations of one core goes
+/// The relay-to-relay short-circuit: traffic between two allocations of one core goes
 /// straight to the other allocation's client, framed as if it had crossed the relay sockets.
 @Suite struct CoreShortCircuitTests {
     /// Two clients with allocations on one core; returns their relayed (advertised) addresses.

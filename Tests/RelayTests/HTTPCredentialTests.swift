@@ -120,6 +120,7 @@ import Testing
             ("user=a%7Fb", .userContainsControlCharacter),
             ("user=a%C2%85b", .userContainsControlCharacter),
             ("user=a%E2%80%8Bb", .userNotOpaqueString),
+            ("user=\(String(repeating: "e%CC%81%CC%81", count: 64))", .userTooLong),
             ("user=a%EF%BF%BFb", .userNotOpaqueString),
             ("user=a&ttl=0", .invalidTTL),
             ("user=a&ttl=-5", .invalidTTL),

@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from conftest import RelayServer, running, server_kind
+from stunclient import TurnClient
 from test_uclient import run_uclient, start_peer
 
 PUBLIC = "203.0.113.7"
@@ -25,6 +26,15 @@ def natted(tmp_path_factory):
                          extra_args=[f"--external-ip={PUBLIC}/127.0.0.1"])
     with running(server):
         yield server
+
+
+def test_the_relay_advertises_the_public_form(natted):
+    """The setting is in force: XOR-RELAYED-ADDRESS is the public address (the loss test below
+    would pass trivially if external-ip were ignored)."""
+    with TurnClient(natted.address) as client:
+        client.allocate(*natted.credentials("form"))
+        assert client.relayed[0] == PUBLIC, client.relayed
+        client.refresh(0)
 
 
 def reload_while_running(server: RelayServer, after: float) -> threading.Timer:

@@ -54,7 +54,12 @@ enum ConfigKeyTable {
         ConfigKey(
             "rest-api-separator", .character,
             support: .implemented { config, text throws(ConfigValueError) in
-                config.restAPISeparator = try ConfigValueParser.character(text)
+                let separator = try ConfigValueParser.character(text)
+                // It becomes part of every REST USERNAME (RFC 8489 §14.3): OpaqueString allows it.
+                guard UsernameCheck.firstDisallowed(in: separator) == nil else {
+                    throw ConfigValueError(expected: "one character a STUN USERNAME may hold (no control or format character)")
+                }
+                config.restAPISeparator = separator
             }),
         .flag("lt-cred-mech", \.ltCredMech),
         .list("user", .user, \.users, secret: true, parse: ConfigValueParser.user),

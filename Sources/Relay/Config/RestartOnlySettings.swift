@@ -2,7 +2,7 @@ import Logging
 
 /// Settings a running server cannot change on SIGHUP: they shape sockets, threads and
 /// processes set up once at start. A reload that changes one keeps the running value and
-/// reports the key as "restart needed" (issue #9), never silently ignoring it.
+/// reports the key as "restart needed", never silently ignoring it.
 public struct RestartOnlySetting: Sendable {
     public let key: String
     let differs: @Sendable (RelayConfiguration, RelayConfiguration) -> Bool

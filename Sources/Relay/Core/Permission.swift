@@ -16,4 +16,14 @@ extension Array where Element == Permission {
         for p in self where p.peer == peer { return p.expiry > now }
         return false
     }
+
+    /// The form in which the holder of these permissions knows one of relayd's own relayed
+    /// addresses behind `external-ip`: the advertised one XOR-RELAYED-ADDRESS gave out, unless
+    /// only the bound one is permitted (its client addressed the peer that way). The same rule
+    /// on the socket path, the same-loop short-circuit and across loops (docs/external-ip.md).
+    @inlinable
+    public func knownForm(advertised: TransportAddress, bound: TransportAddress, now: Int64) -> TransportAddress {
+        if advertised != bound && !allows(advertised.ip, now: now) && allows(bound.ip, now: now) { return bound }
+        return advertised
+    }
 }

@@ -7,15 +7,17 @@ extension RelayCore {
         var key: [UInt8]
     }
 
-    /// The long-term credential mechanism (RFC 8489 §9.2.4); on failure the answer (400, 401,
-    /// 438, 441) is already queued and nil is returned. With an existing allocation the request
-    /// must use its USERNAME and is checked with its stored key, so a rotated REST secret does
-    /// not break refreshes of calls in progress (RFC 8656 §7.3).
+    /// The long-term credential mechanism (RFC 8489 §9.2.4), in its order: 400 for missing or
+    /// malformed USERNAME, REALM or NONCE; 401 when the user is unknown or expired or the
+    /// integrity does not verify; 438 when the nonce is no longer valid. On failure the answer is
+    /// already queued and nil is returned. With an existing allocation the request must use its
+    /// USERNAME (else 441) and is checked with its stored key, so a rotated REST secret does not
+    /// break refreshes of calls in progress (RFC 8656 §8).
     ///
-    /// A challenge (401 to a request without credentials, 438) is charged to the source's
-    /// `unauth-rate-limit` bucket and a failure (bad integrity, unknown or expired user) to its
-    /// `auth-failure-rate-limit` bucket; a request with valid credentials is never limited and
-    /// gives the source back one challenge (docs/rate-limits.md).
+    /// Per source address (docs/rate-limits.md): a 401 to a request without credentials is
+    /// charged to `unauth-rate-limit`; the answers to failed credentials (400, 401, 441) to
+    /// `auth-failure-rate-limit`. A request whose credentials verify is never limited: its 438
+    /// is not charged, and its success gives the source back one challenge.
     func authenticate(_ message: StunMessage, origin: ClientOrigin, existing: Allocation?, now: Int64) -> Authenticated? {
         if configuration.noAuth { return Authenticated(username: "", key: []) }
         guard message.integrityOffset != nil || message.integritySHA256Offset != nil else {
@@ -30,46 +32,61 @@ extension RelayCore {
             case .success(let username) = UsernameCheck.validate(usernameAttribute.value)
         else {
             counters.auth[AuthOutcome.malformed.rawValue] += 1
-            sendError(.badRequest, to: message, origin: origin, key: nil)
+            if withinFailureBudget(origin, now: now) { sendError(.badRequest, to: message, origin: origin, key: nil) }
             return nil
+        }
+        if let existing, username != existing.username {
+            counters.auth[AuthOutcome.wrongCredentials.rawValue] += 1
+            if withinFailureBudget(origin, now: now) {
+                sendError(.wrongCredentials, to: message, origin: origin, key: nil)
+            }
+            return nil
+        }
+        let key: [UInt8]
+        switch verifiedKey(of: message, username: username, existing: existing, now: now) {
+        case .failed(let outcome):
+            counters.auth[outcome.rawValue] += 1
+            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
+            return nil
+        case .verified(let verified):
+            key = verified
         }
         guard context.nonces.check(nonce.value, client: origin.fiveTuple.client.ip, now: now) == .fresh else {
             counters.auth[AuthOutcome.staleNonce.rawValue] += 1
-            sendChallenge(.staleNonce, to: message, origin: origin, charging: .challenge, now: now)
+            sendChallenge(.staleNonce, to: message, origin: origin, charging: nil, now: now)
             return nil
         }
-        if let existing {
-            guard username == existing.username else {
-                counters.auth[AuthOutcome.wrongCredentials.rawValue] += 1
-                sendError(.wrongCredentials, to: message, origin: origin, key: nil)
-                return nil
-            }
-            guard message.verifyIntegrity(key: existing.key) == .valid else {
-                counters.auth[AuthOutcome.badIntegrity.rawValue] += 1
-                sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
-                return nil
-            }
-            return authenticated(username, key: existing.key, origin: origin, now: now)
-        }
-        switch context.credentials.candidateKeys(for: username, now: now) {
-        case .failure(let failure):
-            counters.auth[(failure == .expired ? AuthOutcome.expired : .unknownUser).rawValue] += 1
-            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
-            return nil
-        case .success(let keys):
-            for key in keys where message.verifyIntegrity(key: key) == .valid {
-                return authenticated(username, key: key, origin: origin, now: now)
-            }
-            counters.auth[AuthOutcome.badIntegrity.rawValue] += 1
-            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
-            return nil
-        }
-    }
-
-    /// A request that passed: counted, and the source's challenge bucket gets its token back.
-    private func authenticated(_ username: String, key: [UInt8], origin: ClientOrigin, now: Int64) -> Authenticated {
         counters.auth[AuthOutcome.ok.rawValue] += 1
         context.sourceLimits.challenges.refund(origin.fiveTuple.client.ip, now: now)
         return Authenticated(username: username, key: key)
+    }
+
+    private enum KeyCheck {
+        case verified([UInt8])
+        case failed(AuthOutcome)
+    }
+
+    /// The key `message`'s MESSAGE-INTEGRITY verifies with: the existing allocation's, else one of
+    /// the user's (a static user's, or one per REST secret).
+    private func verifiedKey(of message: StunMessage, username: String, existing: Allocation?, now: Int64) -> KeyCheck {
+        if let existing {
+            return message.verifyIntegrity(key: existing.key) == .valid ? .verified(existing.key) : .failed(.badIntegrity)
+        }
+        switch context.credentials.candidateKeys(for: username, now: now) {
+        case .failure(let failure):
+            return .failed(failure == .expired ? .expired : .unknownUser)
+        case .success(let keys):
+            for key in keys where message.verifyIntegrity(key: key) == .valid { return .verified(key) }
+            return .failed(.badIntegrity)
+        }
+    }
+
+    /// Takes one answer from the source's `auth-failure-rate-limit`; false (counted) when spent.
+    func withinFailureBudget(_ origin: ClientOrigin, now: Int64) -> Bool {
+        guard context.sourceLimits.failures.allow(origin.fiveTuple.client.ip, now: now) else {
+            counters.drop(.authFailureLimited)
+            return false
+        }
+        return true
     }
 }

@@ -1,11 +1,11 @@
 import StunCodec
 
 extension RelayCore {
-    /// The relay-to-relay short-circuit across loop threads (issue #6): `peer` (in the form the
+    /// The relay-to-relay short-circuit across loop threads: `peer` (in the form the
     /// sender addressed it; `bound` is its bound form) is the relayed address of an allocation
     /// on another loop. Instead of leaving through `from`'s relay socket and waking the other
     /// loop at the target's relay socket, the payload is framed here exactly as the target would
-    /// frame it (source = `from`'s relayed address in the form the target knows, ChannelData if
+    /// frame it (source = `from`'s relayed address in the form the target knows, `knownForm`; ChannelData if
     /// the target bound a channel to it, else a Data indication) and leaves through this loop's
     /// own SO_REUSEPORT listener on the target client's server address: the same 5-tuple the
     /// target's answers use. The checks are the target's: a live allocation, a live permission
@@ -23,12 +23,14 @@ extension RelayCore {
         now: Int64
     ) -> Bool {
         guard context.threadCount > 1 else { return false }
-        let source = peer == bound ? from.relayedAddress : from.advertisedAddress
         guard let copy = copyToScratch(payload) else { return false }
+        let advertisedAllowed = context.policy.isAllowed(from.advertisedAddress)
+        let forms = RelayedAddressDirectory.SourceForms(
+            advertised: from.advertisedAddress, bound: from.relayedAddress, advertisedAllowed: advertisedAllowed,
+            boundAllowed: from.advertisedAddress == from.relayedAddress
+                ? advertisedAllowed : context.policy.isAllowed(from.relayedAddress))
         let delivery: RelayedAddressDirectory.Delivery
-        switch context.directory.deliver(
-            to: bound, from: source, allowed: context.policy.isAllowed(source), bytes: payload.count, now: now)
-        {
+        switch context.directory.deliver(to: bound, from: forms, bytes: payload.count, now: now) {
         case .notFound:
             return false
         case .noPermission:
@@ -44,7 +46,7 @@ extension RelayCore {
             delivery = found
         }
         if let sink = delivery.sink {
-            let delivered = writeAcrossLoops(copy, from: source, to: sink, channelNumber: delivery.channelNumber)
+            let delivered = writeAcrossLoops(copy, from: delivery.source, to: sink, channelNumber: delivery.channelNumber)
             if delivered != .written { context.directory.retract(bound, bytes: payload.count, now: now) }
             return delivered != .notSent
         }
@@ -54,7 +56,7 @@ extension RelayCore {
         }
         guard
             let framed = frameForClient(
-                buffer: copy.region, payload: copy.payload, from: source, channelNumber: delivery.channelNumber,
+                buffer: copy.region, payload: copy.payload, from: delivery.source, channelNumber: delivery.channelNumber,
                 stream: false)
         else {
             context.directory.retract(bound, bytes: payload.count, now: now)

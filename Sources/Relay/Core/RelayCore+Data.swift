@@ -61,19 +61,20 @@ extension RelayCore {
         context.relayAddresses.contains { $0.bound == ip || $0.advertised == ip }
     }
 
-    /// Relay-to-relay short-circuit (issue #6): when `peer` is the relayed address of another
+    /// Relay-to-relay short-circuit: when `peer` is the relayed address of another
     /// allocation on this thread (the everyday case of both call parties on one relay), the
     /// payload goes straight to that allocation's client, framed exactly as if it had arrived on
-    /// its relay socket from `from`'s relayed address, in the form the peer was addressed by (the
-    /// advertised `external-ip` form behind 1:1 NAT, which also works where the cloud does not
-    /// hairpin). It passes the same permission and policy checks as the socket path. The
+    /// its relay socket from `from`'s relayed address, in the form the target knows it by
+    /// (`knownForm`: behind 1:1 NAT the advertised `external-ip` form, which also works where the
+    /// cloud does not hairpin). It passes the same permission and policy checks as the socket path. The
     /// payload is copied into the outbox's arena so the client's receive buffer is never written.
     /// Returns false when `peer` is not such an allocation (the caller sends through the socket).
     func shortCircuit(_ payload: UnsafeRawBufferPointer, from: Allocation, to peer: TransportAddress, now: Int64)
         -> Bool
     {
         guard let target = byRelayedAddress[peer], target !== from else { return false }
-        let source = peer == target.relayedAddress ? from.relayedAddress : from.advertisedAddress
+        let source = target.permissions.knownForm(
+            advertised: from.advertisedAddress, bound: from.relayedAddress, now: now)
         guard let copy = copyToScratch(payload) else { return false }
         counters.shortCircuited &+= 1
         if deliverToClient(target, from: source, buffer: copy.region, payload: copy.payload, now: now) {
@@ -119,10 +120,7 @@ extension RelayCore {
     @inline(__always)
     func sourceAsKnown(_ peer: TransportAddress, by allocation: Allocation, now: Int64) -> TransportAddress {
         guard let advertised = context.advertisedForm(of: peer) else { return peer }
-        if !allocation.hasPermission(for: advertised.ip, now: now) && allocation.hasPermission(for: peer.ip, now: now) {
-            return peer
-        }
-        return advertised
+        return allocation.permissions.knownForm(advertised: advertised, bound: peer, now: now)
     }
 
     /// Frames a peer's payload for `allocation`'s client (ChannelData if a channel is bound to

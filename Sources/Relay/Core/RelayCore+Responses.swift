@@ -49,7 +49,7 @@ extension RelayCore {
 
     /// Which per-source bucket an unauthenticated answer is charged to (docs/rate-limits.md).
     enum ChallengeCharge {
-        /// A request without credentials, or with a stale nonce: `unauth-rate-limit`.
+        /// A request without credentials: `unauth-rate-limit`.
         case challenge
         /// Credentials that failed: `auth-failure-rate-limit`.
         case failure
@@ -57,18 +57,20 @@ extension RelayCore {
 
     /// 401 or 438 with REALM and a fresh NONCE (RFC 8489 §9.2.4). No SOFTWARE: these answers go
     /// to unauthenticated sources and must stay small. Over the source IP's bucket for `charge`
-    /// the request is dropped (counted), so relayd is no use as a reflector or a password oracle.
+    /// the request is dropped (counted), so relayd is no use as a reflector; nil charges nothing
+    /// (a 438 to credentials that verified).
     func sendChallenge(
-        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, charging charge: ChallengeCharge, now: Int64
+        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, charging charge: ChallengeCharge?, now: Int64
     ) {
-        let source = origin.fiveTuple.client.ip
         switch charge {
         case .challenge:
-            guard context.sourceLimits.challenges.allow(source, now: now) else { return counters.drop(.rateLimited) }
-        case .failure:
-            guard context.sourceLimits.failures.allow(source, now: now) else {
-                return counters.drop(.authFailureLimited)
+            guard context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
+                return counters.drop(.rateLimited)
             }
+        case .failure:
+            guard withinFailureBudget(origin, now: now) else { return }
+        case nil:
+            break
         }
         let nonce = context.nonces.make(for: origin.fiveTuple.client.ip, now: now)
         sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in

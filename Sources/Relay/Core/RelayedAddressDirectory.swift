@@ -6,7 +6,7 @@ import Synchronization
 /// client's address and listener, or for a TCP/TLS client its connection (`StreamSink`), its
 /// permissions and channels (RFC 8656 §9, §12) and its expiry.
 ///
-/// It extends the relay-to-relay short-circuit (issue #6) across loop threads. SO_REUSEPORT
+/// It extends the relay-to-relay short-circuit across loop threads. SO_REUSEPORT
 /// spreads the two clients of a call over the loops at random, so with N loops only 1/N of the
 /// pairs meet on one thread. The owning thread writes an entry whenever that state changes
 /// (Allocate, CreatePermission, ChannelBind, Refresh, deletion: the control plane); the other
@@ -32,11 +32,23 @@ public final class RelayedAddressDirectory: Sendable {
     /// Where the client of the target allocation is, and the channel to frame the payload with
     /// (nil: a Data indication), as the target would have framed it (RFC 8656 §11.3, §12.7).
     struct Delivery {
+        /// The sending allocation's relayed address in the form the target knows (`knownForm`).
+        var source: TransportAddress
         var client: TransportAddress
         var server: TransportAddress
         var channelNumber: UInt16?
         /// For a TCP/TLS client: its connection, which takes the packet from this thread.
         var sink: (any StreamSink)?
+    }
+
+    /// A relay-to-relay packet's source: the sending allocation's relayed address in its
+    /// advertised and bound forms (the same without `external-ip`), with the sender's peer-policy
+    /// verdict on each; the target's permissions choose the form.
+    struct SourceForms {
+        var advertised: TransportAddress
+        var bound: TransportAddress
+        var advertisedAllowed: Bool
+        var boundAllowed: Bool
     }
 
     enum Verdict {
@@ -88,17 +100,15 @@ public final class RelayedAddressDirectory: Sendable {
         return (entry?.packetsDelivered ?? 0, entry?.bytesDelivered ?? 0)
     }
 
-    /// Decides a packet from `source` (another allocation's relayed address, in the form the
+    /// Decides a packet from another allocation's relayed address (`source`, in the form the
     /// target knows it by) to the allocation at `relayed` (bound form), and counts it when it is
     /// to be delivered. The same checks as the target's own relay socket path: a live allocation
-    /// and a live permission for the source's IP, then the caller's peer-policy verdict `allowed`,
-    /// then the target's `max-bps` budget, which a delivered packet takes `bytes` from.
-    func deliver(
-        to relayed: TransportAddress, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
-    ) -> Verdict {
+    /// and a live permission for the source's IP, then the caller's peer-policy verdict on that
+    /// form, then the target's `max-bps` budget, which a delivered packet takes `bytes` from.
+    func deliver(to relayed: TransportAddress, from source: SourceForms, bytes: Int, now: Int64) -> Verdict {
         shard(relayed).entries.withLock { entries in
             guard let index = entries.index(forKey: relayed) else { return .notFound }
-            return Self.judge(&entries.values[index], from: source, allowed: allowed, bytes: bytes, now: now)
+            return Self.judge(&entries.values[index], from: source, bytes: bytes, now: now)
         }
     }
 
@@ -120,18 +130,17 @@ public final class RelayedAddressDirectory: Sendable {
     }
 
     /// `deliver`'s checks on one entry, read and counted in place (no copy of its arrays).
-    private static func judge(
-        _ entry: inout Entry, from source: TransportAddress, allowed: Bool, bytes: Int, now: Int64
-    ) -> Verdict {
+    private static func judge(_ entry: inout Entry, from forms: SourceForms, bytes: Int, now: Int64) -> Verdict {
         guard entry.expiry > now else { return .notFound }
+        let source = entry.permissions.knownForm(advertised: forms.advertised, bound: forms.bound, now: now)
         guard entry.permissions.allows(source.ip, now: now) else { return .noPermission }
-        guard allowed else { return .policy }
+        guard source == forms.advertised ? forms.advertisedAllowed : forms.boundAllowed else { return .policy }
         if let budget = entry.budget, !budget.admit(.toClient, bytes: bytes, now: now) { return .bandwidth }
         entry.packetsDelivered &+= 1
         entry.bytesDelivered &+= UInt64(bytes)
         return .deliver(
             Delivery(
-                client: entry.client, server: entry.server,
+                source: source, client: entry.client, server: entry.server,
                 channelNumber: entry.channels.live(for: source, now: now)?.number, sink: entry.sink))
     }
 

@@ -1,5 +1,5 @@
 /// A TCP/TLS client's connection as the other loop threads see it, for the relay-to-relay
-/// short-circuit across loops (issue #6). Any thread may queue a packet already framed for the
+/// short-circuit across loops. Any thread may queue a packet already framed for the
 /// client (ChannelData padded to 4 bytes, or a Data indication: RFC 8656 §11.3, §12.5, §12.7);
 /// the connection serializes its queue and TLS session with its own lock, so no loop has to wake
 /// the owning one for it.

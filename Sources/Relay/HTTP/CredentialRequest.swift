@@ -48,6 +48,9 @@ public struct CredentialRequest: Sendable, Equatable {
     }
 
     public static let maxUserLength = 64
+    /// At most four UTF-8 bytes a character on average: with the expiry and separator, far
+    /// below the 508 bytes a USERNAME may have.
+    public static let maxUserBytes = 4 * maxUserLength
 
     public var user: String
     /// Requested lifetime in seconds; nil means `credential-ttl`. Capped later at `credential-max-ttl`.
@@ -93,7 +96,9 @@ public struct CredentialRequest: Sendable, Equatable {
         -> CredentialRequest
     {
         guard let user, !user.isEmpty else { throw .missingUser }
-        guard user.count <= maxUserLength else { throw .userTooLong }
+        // Characters, and bytes too: one character may be many code points (combining marks),
+        // and the USERNAME it becomes must stay under 509 bytes (RFC 8489 §14.3).
+        guard user.count <= maxUserLength, user.utf8.count <= maxUserBytes else { throw .userTooLong }
         guard !user.unicodeScalars.contains(where: isControl) else { throw .userContainsControlCharacter }
         guard UsernameCheck.firstDisallowed(in: user) == nil else { throw .userNotOpaqueString }
         guard separator.isEmpty || !user.contains(separator) else { throw .userContainsSeparator }

@@ -9,7 +9,7 @@ import Synchronization
 /// The running daemon: one `EventLoop` thread per core (`relay-threads`), each with its own
 /// SO_REUSEPORT listeners, plus the main thread's loop for signals and the HTTP service
 /// (credentials, metrics, health). SIGHUP reloads the configuration; SIGTERM/SIGINT drain and
-/// exit, SIGUSR1 drains without exiting (issue #9).
+/// exit, SIGUSR1 drains without exiting.
 public final class RelayServer {
     /// The running configuration; replaced (on the main thread) by a reload.
     public internal(set) var configuration: RelayConfiguration
@@ -121,35 +121,30 @@ public final class RelayServer {
             let slot = metrics.slots[index]
             let mailbox = mailboxes[index]
             let thread = Thread {
-                // Everything the loop owns (TLS sessions among it) is freed inside `serve`, and
-                // OpenSSL's per-thread state just after, before the main thread is let go: once it
-                // is, the process may exit, and OpenSSL's exit handler would free what this
-                // thread's exit would otherwise still clean up (a SIGSEGV at shutdown, seen once).
-                func serve() {
-                    let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
-                    let transport = StreamTransport(loop: loop, service: streams)
-                    loop.onPublish = { core in
-                        var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
-                        transport.contribute(to: &snapshot)
-                        slot.publish(snapshot)
-                    }
-                    loop.onPublish?(loop.core)
-                    var failure: String? = nil
-                    for address in addresses where !loop.addUDPListener(address) {
-                        failure = "cannot bind UDP \(address): \(String(cString: strerror(errno)))"
-                        break
-                    }
-                    if failure == nil { failure = transport.start() }
-                    loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
-                    started.withLock {
-                        $0.ready += 1
-                        if $0.failure == nil { $0.failure = failure }
-                    }
-                    if failure == nil { loop.run() }
-                    transport.shutdown()
-                    loop.onPublish = nil
+                let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
+                let transport = StreamTransport(loop: loop, service: streams)
+                loop.onPublish = { core in
+                    var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
+                    transport.contribute(to: &snapshot)
+                    slot.publish(snapshot)
                 }
-                serve()
+                loop.onPublish?(loop.core)
+                var failure: String? = nil
+                for address in addresses where !loop.addUDPListener(address) {
+                    failure = "cannot bind UDP \(address): \(String(cString: strerror(errno)))"
+                    break
+                }
+                if failure == nil { failure = transport.start() }
+                loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
+                started.withLock {
+                    $0.ready += 1
+                    if $0.failure == nil { $0.failure = failure }
+                }
+                if failure == nil { loop.run() }
+                transport.shutdown()
+                // OpenSSL keeps per-thread state (error queue, DRBG) that it frees when the thread
+                // exits. Free it here instead: once the main thread is let go, the process may
+                // exit, and OpenSSL's exit handler must not race this thread's own cleanup.
                 OPENSSL_thread_stop()
                 finished.leave()
             }
