@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# relayd vs coturn, side by side on loopback (issue #6). Builds release binaries, then for each
+# relayd vs coturn, side by side on loopback. Builds release binaries, then for each
 # repetition starts relayd and coturn in turn (the order alternates between repetitions; the
 # two servers never run at the same time) with equivalent settings and drives each with the
 # same relay-bench workloads:

@@ -1,6 +1,6 @@
 import Glibc
 
-/// relay-bench: a TURN load generator for relayd and coturn (issue #6). See BenchOptions.usage.
+/// relay-bench: a TURN load generator for relayd and coturn. See BenchOptions.usage.
 let options: BenchOptions
 do {
     options = try BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))

@@ -7,7 +7,7 @@ import Logging
 /// buffer goes to the file in one write(2) when it passes `flushBytes`, when a line of level
 /// warning or above arrives (`flush()`), at the latest `flushInterval` later (a flusher thread),
 /// on `reopen()` and at exit. With a write(2) per line, 8 % of relayd's CPU samples were in
-/// write(2) while setting up allocations (two info lines each; issue #6). A crash loses at most
+/// write(2) while setting up allocations (two info lines each). A crash loses at most
 /// the last `flushInterval` of info lines.
 ///
 /// `reopen()` lets logrotate move the file away and have relayd continue in a fresh one at the

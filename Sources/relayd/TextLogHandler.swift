@@ -5,7 +5,7 @@ import Logging
 /// `StreamLogHandler` (`<time> <level> <label>: k=v … [<source>] <message>`, metadata sorted by
 /// key), but built without merging dictionaries when only the call carries metadata, which
 /// is every relayd line: the allocation created/deleted pair was a fifth of relayd's CPU during
-/// the allocation-setup benchmark (issue #6).
+/// the allocation-setup benchmark.
 struct TextLogHandler: LogHandler {
     let label: String
     /// Where lines go; writes one whole line per call.

@@ -1,7 +1,7 @@
 """Shared pieces of the lifecycle tests (reload, drain, systemd notify): a relayd whose
 authentication, TLS and limits come from a config file the test rewrites, a paced
 ChannelData stream with sequence numbers, and small polling helpers. relayd only: these
-are relayd's own operations features (issue #9)."""
+are relayd's own operations features."""
 
 from __future__ import annotations
 

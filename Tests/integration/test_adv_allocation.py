@@ -1,4 +1,4 @@
-"""Adversarial suite, part 3: allocation abuse (issue #8; RFC 8656 §7.2, §9, §14.6).
+"""Adversarial suite, part 3: allocation abuse (RFC 8656 §7.2, §9, §14.6).
 
 Every REQUESTED-TRANSPORT value, LIFETIME 0xFFFFFFFF, EVEN-PORT churn without a port leak,
 the per-user quota (486) and port exhaustion (508) with recovery when allocations end, and

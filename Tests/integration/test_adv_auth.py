@@ -1,5 +1,5 @@
-"""Adversarial suite, part 2: the long-term credential mechanism under attack (issue #8;
-RFC 8489 §9.2.4, coturn's TURN REST usernames `<expiry>:<user>`).
+"""Adversarial suite, part 2: the long-term credential mechanism under attack (RFC 8489
+§9.2.4, coturn's TURN REST usernames `<expiry>:<user>`).
 
 Missing, forged, expired and foreign nonces; wrong keys; expired and malformed REST
 usernames; USERNAME/REALM/NONCE missing next to MESSAGE-INTEGRITY; attributes after

@@ -1,4 +1,4 @@
-"""Adversarial suite, part 1: the peer policy (issue #8; RFC 8656 §21.3 "the server must not
+"""Adversarial suite, part 1: the peer policy (RFC 8656 §21.3 "the server must not
 become a proxy into networks its operator did not intend"; ../shared/design/ARCHITECTURE.md
 "Security defaults").
 

@@ -1,4 +1,4 @@
-"""`relayd check-config -c FILE [--self-test]` (issue #9): validates the file, prints the effective
+"""`relayd check-config -c FILE [--self-test]`: validates the file, prints the effective
 configuration with secrets masked, then warnings about likely mistakes (exit 0); an invalid file is
 an error naming file, line and key (exit non-zero). --self-test sends a STUN Binding from the relay
 address to the configured listener of an already running server.

@@ -1,4 +1,4 @@
-"""Drain and shutdown (issue #9): SIGTERM refuses new allocations, keeps relaying for the
+"""Drain and shutdown: SIGTERM refuses new allocations, keeps relaying for the
 existing ones, flips /readyz and exits 0 when they end or at drain-timeout; a second SIGTERM
 exits at once; SIGUSR1 drains without exiting; with alternate-server new Allocates get 300."""
 

@@ -1,4 +1,4 @@
-"""external-ip behind 1:1 NAT (issue #9): with `external-ip=203.0.113.7/127.0.0.1` the
+"""external-ip behind 1:1 NAT: with `external-ip=203.0.113.7/127.0.0.1` the
 Allocate response advertises 203.0.113.7 with the port of the real socket bound on 127.0.0.1,
 the credential service hands out URIs with the public address, and two clients of the relay
 reach each other through the public forms without any packet going to 203.0.113.7 (the

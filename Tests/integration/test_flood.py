@@ -1,4 +1,4 @@
-"""Unauthenticated floods (issue #8): a per-source-IP limit on 401 answers, no per-source
+"""Unauthenticated floods: a per-source-IP limit on 401 answers, no per-source
 state beyond the limiter's fixed table (memory stays flat), 401s carry nothing but
 ERROR-CODE, REALM and NONCE, and a legitimate client from another address still gets an
 allocation during the flood. Loopback only, bounded in time."""

@@ -1,4 +1,4 @@
-"""relayd's structured logs (log-format=json, issue #9): every line of the captured log is one
+"""relayd's structured logs (log-format=json): every line of the captured log is one
 JSON object (checked with json.loads, `python3 -m json.tool --json-lines` and jq when present),
 the operational events are there (started, self_test, allocation_created, allocation_deleted
 with its per-allocation summary), and no secret, password or API token ever reaches the log.

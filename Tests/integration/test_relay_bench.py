@@ -1,4 +1,4 @@
-"""The load generator of issue #6 (`relay-bench`), run briefly against the server under test.
+"""The load generator (`relay-bench`), run briefly against the server under test.
 
 scripts/bench.sh is not part of the test suite (speed is measured there, side by side with
 coturn, never by timed tests), so without these tests nothing would notice a load generator

@@ -1,4 +1,4 @@
-"""SIGHUP reload without dropping calls (issue #9): under continuous relayed traffic the REST
+"""SIGHUP reload without dropping calls: under continuous relayed traffic the REST
 secret and the TLS certificate rotate, nothing is lost on the existing allocation, new
 credentials work, old ones are refused for new allocations, an invalid file is rejected and
 logged, and restart-only keys are reported."""

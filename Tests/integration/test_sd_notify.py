@@ -1,4 +1,4 @@
-"""systemd notification (issue #9): relayd, started with NOTIFY_SOCKET pointing at a datagram
+"""systemd notification: relayd, started with NOTIFY_SOCKET pointing at a datagram
 socket the test owns, reports READY=1, then RELOADING=1 and READY=1 around a SIGHUP, then
 STOPPING=1 on SIGTERM, in that order; with WATCHDOG_USEC it pings WATCHDOG=1."""
 

@@ -1,4 +1,4 @@
-"""Relay-to-relay between TCP/TLS clients on two loop threads (issue #6).
+"""Relay-to-relay between TCP/TLS clients on two loop threads.
 
 When both parties of a call use the same relayd but landed on different loop threads, the
 sending loop checks the target's permission, frames the packet as if it had come in on the

@@ -4,7 +4,7 @@ import Synchronization
 /// Hands a new `CoreContext` (a reloaded configuration, the drain flag) from the main thread to
 /// one loop thread. The loop's own thread swaps it into its core between packets, so the core
 /// never sees a half-applied configuration and the data path takes no lock: the configuration
-/// is an immutable value replaced per loop (issue #9).
+/// is an immutable value replaced per loop.
 final class LoopMailbox: Sendable {
     private struct State {
         var context: CoreContext?

@@ -27,7 +27,7 @@ extension RelayServer {
     }
 
     /// Refuses new allocations (508, or 300 with ALTERNATE-SERVER when `alternate-server` is set),
-    /// turns `/readyz` unready and keeps relaying for the allocations already there (issue #9).
+    /// turns `/readyz` unready and keeps relaying for the allocations already there.
     func startDrain(exitWhenDone: Bool, signal: String) {
         if exitWhenDone {
             drain.exitWhenDone = true

@@ -4,7 +4,7 @@ import Logging
 
 extension RelayServer {
     /// SIGHUP: re-reads the configuration (`reloadArguments`: `-c FILE` plus the command line)
-    /// and applies it without touching live allocations (issue #9): secrets and users (existing
+    /// and applies it without touching live allocations: secrets and users (existing
     /// allocations keep the key they were made with; new Allocates use the new set), peer policy,
     /// quotas and limits, TLS certificate and key, log level, API keys. Restart-only settings
     /// (listeners, threads, relay addresses and ports) keep their running values and are logged

@@ -15,7 +15,7 @@ import StunCodec
 /// packets are queued (TLS: each its own record, as coturn does: some clients, turnutils_uclient
 /// among them, read one message per record) and leave in one write(2) at the end of the loop
 /// iteration, by whichever loop thread queued them: other loops queue relay-to-relay packets
-/// here directly (`StreamSink`, issue #6). The lock in `io` guards the TLS session, the output
+/// here directly (`StreamSink`). The lock in `io` guards the TLS session, the output
 /// queue and the state those threads look at; everything else is the owning loop's alone.
 final class StreamConnection: StreamSink, @unchecked Sendable {
     enum State {
