@@ -1,6 +1,6 @@
 #ifndef RELAYD_CLIBEVENT_SHIM_H
 #define RELAYD_CLIBEVENT_SHIM_H
-/* System headers first: see shared/design/PITFALLS.md (fd_set vs SwiftGlibc). */
+/* System headers first: see docs/building.md (fd_set vs SwiftGlibc). */
 #include <sys/types.h>
 #include <sys/select.h>
 #include <sys/time.h>

@@ -1,7 +1,7 @@
 import Relay
 import Testing
 
-/// Which keys exist: COMPAT.md's coturn keys, relayd's own, and coturn keys that only warn.
+/// Which keys exist: coturn's keys (docs/compatibility.md), relayd's own, and coturn keys that only warn.
 @Suite struct ConfigKeysTests {
     private let file = "conf/relayd.conf"
 
@@ -9,7 +9,7 @@ import Testing
         try RelayConfiguration.load(fileText: text, fileName: file, arguments: arguments)
     }
 
-    /// Every key of COMPAT.md's table, with a value where it needs one.
+    /// Every coturn key relayd implements, with a value where it needs one.
     @Test(arguments: [
         "listening-port=3478", "tls-listening-port=5349", "alt-listening-port=3479", "alt-tls-listening-port=5350",
         "listening-ip=127.0.0.1", "no-udp", "no-tcp", "no-tls",

@@ -3,7 +3,7 @@ import StunCodec
 import Testing
 
 /// Malformed input is dropped without an answer and counted under a named reason; it never
-/// crashes or over-reads (shared/design/ARCHITECTURE.md, "Security defaults").
+/// crashes or over-reads (docs/peer-policy.md).
 @Suite struct CoreMalformedTests {
     /// A malformed datagram, what it is, and the drop reason it must be counted under.
     struct Case: Sendable, CustomTestStringConvertible {

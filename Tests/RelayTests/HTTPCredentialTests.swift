@@ -2,10 +2,10 @@ import Relay
 import StunCodec
 import Testing
 
-/// The credential service mints coturn TURN REST credentials (COMPAT.md) and answers in the three
+/// The credential service mints coturn TURN REST credentials (docs/compatibility.md) and answers in the three
 /// shapes clients already parse, byte for byte.
 @Suite struct HTTPCredentialTests {
-    /// COMPAT.md's vector: secret `north`, `4102444800:alice` -> `58Tl4e2VjINId23vxEnD/7NNBaQ=`.
+    /// docs/compatibility.md's vector: secret `north`, `4102444800:alice` -> `58Tl4e2VjINId23vxEnD/7NNBaQ=`.
     static let vectorExpiry: Int64 = 4_102_444_800
     static let vectorPassword = "58Tl4e2VjINId23vxEnD/7NNBaQ="
 

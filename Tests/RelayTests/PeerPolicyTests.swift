@@ -2,7 +2,7 @@ import Relay
 import StunCodec
 import Testing
 
-/// The peer policy (RFC 8656 §21.3; shared/design/ARCHITECTURE.md "Security defaults"): deny
+/// The peer policy (RFC 8656 §21.3; docs/peer-policy.md): deny
 /// special-purpose ranges and the server's own service ports, allow the relay's own relayed
 /// addresses, honour `allowed-peer-ip` / `denied-peer-ip` to the address.
 @Suite struct PeerPolicyTests {

@@ -4,7 +4,7 @@ import Testing
 @Suite("TURN REST credentials, Base64 and long-term keys")
 struct RESTCredentialTests {
     @Test(
-        "coturn use-auth-secret vectors (COMPAT.md)",
+        "coturn use-auth-secret vectors (docs/compatibility.md)",
         arguments: [
             ("4102444800:alice", "58Tl4e2VjINId23vxEnD/7NNBaQ="),
             ("1700000000:alice", "Cd/49soE35ICqcJF/bCTn8Z4OyE="),

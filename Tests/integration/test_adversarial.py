@@ -1,6 +1,5 @@
 """Adversarial suite, part 1: the peer policy (RFC 8656 §21.3 "the server must not
-become a proxy into networks its operator did not intend"; ../shared/design/ARCHITECTURE.md
-"Security defaults").
+become a proxy into networks its operator did not intend"; docs/peer-policy.md).
 
 Every special-purpose range the architecture denies is probed at its first and last address,
 plus the IPv6 spellings of loopback, link-local, ULA, multicast and embedded private IPv4, on
@@ -212,7 +211,7 @@ _POLICY_DROPS: list[str] = []
 
 # --- the denied ranges ------------------------------------------------------------------
 
-# (range, first, last) for every IPv4 range ARCHITECTURE.md denies by default.
+# (range, first, last) for every IPv4 range docs/peer-policy.md lists as denied by default.
 IPV4_RANGES = [
     ("0.0.0.0/8 unspecified", "0.0.0.0", "0.255.255.255"),
     ("10.0.0.0/8 RFC 1918", "10.0.0.0", "10.255.255.255"),
@@ -321,7 +320,7 @@ SERVICE_HOSTS = ["127.0.0.1", "::ffff:127.0.0.1", "::1"]
 @pytest.mark.parametrize("host", SERVICE_HOSTS)
 @pytest.mark.parametrize("service", SERVICE_CASES)
 def test_own_service_ports_are_refused(open_server, service, host):
-    """ARCHITECTURE.md: the server's own service ports on its own addresses are denied even
+    """docs/peer-policy.md: the server's own service ports on its own addresses are denied even
     when loopback peers are allowed: CreatePermission and ChannelBind 403, Send dropped."""
     ports = _service_ports(open_server)
     if service not in ports:
@@ -406,7 +405,7 @@ def test_one_forbidden_peer_refuses_the_whole_create_permission(policy, clients)
 @coturn_differs("without --allow-loopback-peers coturn refuses its own loopback relayed addresses")
 @pytest.mark.parametrize("family", [4, 6])
 def test_relay_to_relay_between_two_allocations_works(policy_server, family):
-    """ARCHITECTURE.md: two clients of the same relay talking relay-to-relay must work under
+    """docs/peer-policy.md: two clients of the same relay talking relay-to-relay must work under
     the default policy, though the relayed addresses are loopback here."""
     with TurnClient(policy_server.address) as a, TurnClient(policy_server.address) as b:
         assert allocate(policy_server, a, user="a", family=family).cls == Class.SUCCESS
@@ -444,7 +443,7 @@ def external_ip_server(tmp_path_factory):
     pytest.param("listener", 403, id="external-ip-listening-port-403"),
 ])
 def test_relay_to_relay_via_external_ip(external_ip_server, target, expected):
-    """ARCHITECTURE.md: relay-to-relay must also work via `external-ip`: the advertised
+    """docs/peer-policy.md: relay-to-relay must also work via `external-ip`: the advertised
     (public) form of another allocation's relayed address is allowed, though EXTERNAL_IP is in
     a denied range; the same address on a port outside the relay range, or on the listening
     port, is not."""

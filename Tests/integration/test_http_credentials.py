@@ -1,7 +1,7 @@
 """relayd's credential service over real HTTP, and the credentials it mints used for real.
 
 GET/POST /api/v1/credentials with `Authorization: Bearer <token>` returns coturn
-TURN REST credentials (COMPAT.md) that relayd itself and a coturn sharing the
+TURN REST credentials (docs/compatibility.md) that relayd itself and a coturn sharing the
 secret accept until they expire. Every refusal has its exact status and a JSON
 error; tokens and passwords never reach the server's log.
 """

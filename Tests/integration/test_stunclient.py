@@ -2,7 +2,7 @@
 
 If a test against the server fails, these say the client side is right:
 RFC 5769 sample messages (MESSAGE-INTEGRITY, FINGERPRINT, XOR-MAPPED-ADDRESS)
-and the TURN REST credential vectors promised in COMPAT.md.
+and the TURN REST credential vectors promised in docs/compatibility.md.
 """
 
 from stunclient import (
@@ -105,7 +105,7 @@ def test_channel_data_round_trip():
 
 
 def test_rest_credentials_match_the_compat_vectors():
-    # COMPAT.md, secret "north"; the second one is expired (the server says 401).
+    # docs/compatibility.md, secret "north"; the second one is expired (the server says 401).
     assert rest_credentials("north", "alice", expiry=4102444800) == (
         "4102444800:alice", "58Tl4e2VjINId23vxEnD/7NNBaQ=")
     assert rest_credentials("north", "alice", expiry=1700000000) == (

@@ -1,4 +1,4 @@
-/// Every key relayd accepts, by name: coturn's (COMPAT.md), relayd's own, and the coturn keys
+/// Every key relayd accepts, by name: coturn's (docs/compatibility.md), relayd's own, and the coturn keys
 /// it knows but does not implement.
 enum ConfigKeyTable {
     static let byName: [String: ConfigKey] = {

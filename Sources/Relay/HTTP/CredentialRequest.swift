@@ -3,7 +3,7 @@ import Foundation
 /// A caller's request for TURN credentials, validated: from the query of
 /// `GET /api/v1/credentials?user=<id>&ttl=<s>&format=<f>` or the JSON body of the POST.
 public struct CredentialRequest: Sendable, Equatable {
-    /// The response shape (COMPAT.md, "Credential service responses").
+    /// The response shape (docs/compatibility.md, "Credential service responses").
     public enum Format: String, CaseIterable, Sendable {
         /// draft-uberti-behave-turn-rest-00 §2.2: `username`, `password`, `ttl`, `uris`.
         case rest

@@ -1,6 +1,6 @@
 import StunCodec
 
-/// Mints coturn-compatible TURN REST credentials (COMPAT.md): username `<now+ttl><sep><user>`,
+/// Mints coturn-compatible TURN REST credentials (docs/compatibility.md): username `<now+ttl><sep><user>`,
 /// password base64(HMAC-SHA1(secret, username)) under the first `static-auth-secret`, so relayd
 /// itself and any coturn sharing the secret accept them until the expiry passes.
 public struct CredentialService: Sendable {

@@ -1,5 +1,5 @@
 /// A small JSON writer that keeps keys in the order written, so responses come out byte for
-/// byte in the shapes COMPAT.md shows (Foundation's `JSONEncoder` orders keys by hash on Linux).
+/// byte in the shapes docs/compatibility.md describes (Foundation's `JSONEncoder` orders keys by hash on Linux).
 public struct JSONWriter: Sendable {
     public private(set) var text = ""
     private var needsComma = false

@@ -1,7 +1,7 @@
 import StunCodec
 
 /// Address ranges a relay must not reach unless the operator opens them
-/// (shared/design/ARCHITECTURE.md "Security defaults"; IANA special-purpose registries, RFC 6890).
+/// (docs/peer-policy.md; IANA special-purpose registries, RFC 6890).
 enum SpecialPurposeRanges {
     static let ipv4: [IPRange] = [
         "0.0.0.0/8",  // "this network", unspecified
