@@ -29,7 +29,7 @@ public final class BandwidthBudget: Sendable {
         self.bytesPerSecond = min(max(bytesPerSecond, 0), Int(UInt32.max))
     }
 
-    /// Takes `bytes` from `direction`'s budget for the second `now` (unix seconds); false, and
+    /// Takes `bytes` from `direction`'s budget for the second `now` (monotonic seconds, docs/clocks.md); false, and
     /// nothing taken, when they do not fit in what is left of that second.
     ///
     /// Loops read the clock at different moments, so a packet stamped with a second just before

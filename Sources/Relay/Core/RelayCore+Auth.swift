@@ -51,7 +51,7 @@ extension RelayCore {
         case .verified(let verified):
             key = verified
         }
-        guard context.nonces.check(nonce.value, client: origin.fiveTuple.client.ip, now: now) == .fresh else {
+        guard context.nonces.check(nonce.value, client: origin.fiveTuple.client.ip, now: wallTime(now)) == .fresh else {
             counters.auth[AuthOutcome.staleNonce.rawValue] += 1
             sendChallenge(.staleNonce, to: message, origin: origin, charging: nil, now: now)
             return nil
@@ -72,7 +72,7 @@ extension RelayCore {
         if let existing {
             return message.verifyIntegrity(key: existing.key) == .valid ? .verified(existing.key) : .failed(.badIntegrity)
         }
-        switch context.credentials.candidateKeys(for: username, now: now) {
+        switch context.credentials.candidateKeys(for: username, now: wallTime(now)) {
         case .failure(let failure):
             return .failed(failure == .expired ? .expired : .unknownUser)
         case .success(let keys):

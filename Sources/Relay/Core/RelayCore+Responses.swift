@@ -72,7 +72,7 @@ extension RelayCore {
         case nil:
             break
         }
-        let nonce = context.nonces.make(for: origin.fiveTuple.client.ip, now: now)
+        let nonce = context.nonces.make(for: origin.fiveTuple.client.ip, now: wallTime(now))
         sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in
             try w.append(Realm(value: context.credentials.realm))
             try w.append(Nonce(value: nonce))

@@ -40,6 +40,16 @@ public final class RelayCore {
         var expiry: Int64
     }
 
+    /// Unix time minus the monotonic `now` every call is given: the wall clock, for the rules the
+    /// protocol ties to it (REST username expiry, nonce age). The I/O layer refreshes it once a
+    /// second; lifetimes, rate limits and bandwidth windows never see it (docs/clocks.md). 0 when
+    /// the caller's `now` is unix time already (tests, the fuzzer, the benchmark).
+    public var wallOffset: Int64 = 0
+
+    /// Unix time at monotonic `now`.
+    @inline(__always)
+    func wallTime(_ now: Int64) -> Int64 { now &+ wallOffset }
+
     public init(context: CoreContext, sockets: any RelaySocketProvider, logger: Logger) {
         self.context = context
         self.sockets = sockets

@@ -44,6 +44,7 @@ final class EventLoop: RelaySocketProvider {
         batch = DatagramBatch(headroom: RelayCore.peerHeadroom, tailroom: RelayCore.peerTailroom)
         sender = SendBatch(capacity: 256)
         core = RelayCore(context: context, sockets: self, logger: logger)
+        core.wallOffset = EventLoop.wallOffset()
     }
 
     deinit {
@@ -112,7 +113,18 @@ final class EventLoop: RelaySocketProvider {
     /// Asks the loop to return from `run()`; safe from another thread (libevent pthreads locking).
     func stop() { event_base_loopexit(base, nil) }
 
-    static func now() -> Int64 { Int64(time(nil)) }
+    /// Seconds on the monotonic clock that also counts suspended time (CLOCK_BOOTTIME): every
+    /// lifetime, deadline, rate limit and bandwidth window runs on it, so a wall-clock step (NTP,
+    /// an operator's `date -s`) moves none of them (docs/clocks.md).
+    static func now() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        return Int64(ts.tv_sec)
+    }
+
+    /// Unix time minus `now()`: what the core adds for the few rules the protocol ties to the
+    /// wall clock (REST expiry, nonces).
+    static func wallOffset() -> Int64 { Int64(time(nil)) - now() }
 
     /// Swaps in a context posted by the main thread; live allocations keep their state.
     func applyMail() {
@@ -121,6 +133,7 @@ final class EventLoop: RelaySocketProvider {
     }
 
     func tick() {
+        core.wallOffset = EventLoop.wallOffset()
         core.sweep(now: EventLoop.now())
         flush()
         onTick?(core)

@@ -35,7 +35,7 @@ extension RelayServer {
         }
         if !drain.active {
             drain.active = true
-            drain.deadline = Int64(time(nil)) + Int64(configuration.drainTimeout)
+            drain.deadline = EventLoop.now() + Int64(configuration.drainTimeout)
             health.setDraining(true)
             postContexts()
             drain.timer = LoopEvent(base: mainBase!, every: timeval(tv_sec: 0, tv_usec: 250_000)) { [unowned self] in
@@ -49,7 +49,7 @@ extension RelayServer {
             "draining: new allocations refused, existing ones relayed until they end\(howToStop)",
             metadata: [
                 "event": "drain_started", "signal": "\(signal)", "allocations": "\(activeAllocations())",
-                "timeout_s": "\(max(0, drain.deadline - Int64(time(nil))))",
+                "timeout_s": "\(max(0, drain.deadline - EventLoop.now()))",
                 "exit_when_done": "\(drain.exitWhenDone)",
             ])
         checkDrain()
@@ -58,7 +58,7 @@ extension RelayServer {
     /// Ends the drain when no allocation is left or the timeout has passed.
     func checkDrain() {
         let remaining = activeAllocations()
-        let timedOut = Int64(time(nil)) >= drain.deadline
+        let timedOut = EventLoop.now() >= drain.deadline
         guard remaining == 0 || timedOut else { return }
         if drain.exitWhenDone {
             logger.notice(

@@ -27,7 +27,7 @@ public struct LoopMetrics: Sendable {
         allocationsActive[Self.allocationIndex(transport, family)]
     }
 
-    /// Reads `core` at unix time `now`: counters and histogram are copied element by element
+    /// Reads `core` at monotonic second `now`: counters and histogram are copied element by element
     /// (so the core's arrays never become shared and its next increment never copies), gauges
     /// are counted over the live allocations.
     public init(capturing core: RelayCore, now: Int64) {
