@@ -30,11 +30,6 @@ struct Serve: ParsableCommand {
         let warnings =
             loaded.warnings + logging.notes + ConfigAdvisor.warnings(for: loaded.configuration, interfaceAddresses: interfaces)
         for warning in warnings { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
-        if loaded.configuration.noAuth && !loaded.configuration.stunOnly {
-            logger.warning(
-                "no-auth without stun-only: anyone can allocate relays on this server",
-                metadata: ["event": "config_warning"])
-        }
         let pidfile = try PIDFile(path: loaded.configuration.pidfile)
         defer { pidfile.remove() }
         let server = RelayServer(configuration: loaded.configuration, logger: logger)

@@ -25,6 +25,17 @@ import Testing
         ConfigAdvisor.warnings(for: c, interfaceAddresses: interfaces)
     }
 
+    @Test("no-auth without stun-only is named (check-config shows it as well as the server's start)")
+    func openRelayIsNamed() {
+        let open = Self.sound {
+            $0.useAuthSecret = false
+            $0.staticAuthSecrets = []
+            $0.noAuth = true
+        }
+        #expect(warnings(open) == ["no-auth without stun-only: anyone can allocate relays on this server"])
+        #expect(warnings(Self.sound { $0.noAuth = true; $0.stunOnly = true; $0.useAuthSecret = false }) == [])
+    }
+
     @Test("A sound configuration draws no warning")
     func soundConfigurationIsQuiet() {
         #expect(warnings(Self.sound()) == [])

@@ -44,6 +44,9 @@ public enum ConfigAdvisor {
                     + "can relay to services on this host's loopback interface")
         }
         notes += tlsWarnings(config)
+        if config.noAuth && !config.stunOnly {
+            notes.append("no-auth without stun-only: anyone can allocate relays on this server")
+        }
         return notes
     }
 
