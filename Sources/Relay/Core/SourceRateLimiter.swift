@@ -2,34 +2,54 @@ import StunCodec
 import Synchronization
 
 /// A per-source-IP token bucket shared by every loop thread. The table has a fixed size
-/// (`RateLimiter`), so a flood from many sources costs no memory beyond it. Touched only on the
-/// paths it limits, never for relayed packets. A rate of 0 turns the limit off.
+/// (`RateLimiter`), so a flood from many sources costs no memory beyond it, and it is split into
+/// shards by source address, each behind its own lock: a source always meets the same shard (its
+/// bucket is the one it would have in one table), and loops serving different sources rarely
+/// wait for each other, however hard one source floods. Touched only on the paths it limits,
+/// never for relayed packets. A rate of 0 turns the limit off.
 public final class SourceRateLimiter: Sendable {
-    private let buckets: Mutex<RateLimiter>
+    private final class Shard: Sendable {
+        let buckets: Mutex<RateLimiter>
+        init(_ limiter: RateLimiter) { buckets = Mutex(limiter) }
+    }
+
+    private let shards: [Shard]
     /// Tokens added per second per source IP (0: unlimited).
     public let perSecond: Int
     /// The most a source's bucket holds.
     public let burst: Int
 
-    /// `perSecond` tokens a second per source, up to `burst` (default twice the rate) at once.
-    public init(perSecond: Int, burst: Int? = nil, capacity: Int = 4096) {
+    /// `perSecond` tokens a second per source, up to `burst` (default twice the rate) at once;
+    /// `capacity` buckets in all, over `shardCount` shards.
+    public init(perSecond: Int, burst: Int? = nil, capacity: Int = 4096, shardCount: Int = 16) {
         self.perSecond = perSecond
         let rate = max(perSecond, 1)
-        self.burst = max(burst ?? 2 * rate, 1)
-        buckets = Mutex(
-            RateLimiter(rate: Double(rate), burst: Double(self.burst), capacity: perSecond > 0 ? capacity : 16))
+        let burst = max(burst ?? 2 * rate, 1)
+        self.burst = burst
+        let count = perSecond > 0 ? max(1, shardCount) : 1
+        let perShard = perSecond > 0 ? max(16, capacity / count) : 16
+        shards = (0..<count).map { _ in
+            Shard(RateLimiter(rate: Double(rate), burst: Double(burst), capacity: perShard))
+        }
     }
 
     /// Takes a token for `source` at `now` (seconds); false when its bucket is empty.
     public func allow(_ source: IPAddress, now: Int64) -> Bool {
         guard perSecond > 0 else { return true }
-        return buckets.withLock { $0.allow(source, now: Double(now)) }
+        return shard(of: source).buckets.withLock { $0.allow(source, now: Double(now)) }
     }
 
     /// Gives `source` a token back (at most up to `burst`).
     public func refund(_ source: IPAddress, now: Int64) {
         guard perSecond > 0 else { return }
-        buckets.withLock { $0.refund(source, now: Double(now)) }
+        shard(of: source).buckets.withLock { $0.refund(source, now: Double(now)) }
+    }
+
+    private func shard(of source: IPAddress) -> Shard {
+        var hasher = Hasher()
+        hasher.combine(source)
+        // The top bits pick the shard; `RateLimiter` places the bucket by the low bits.
+        return shards[Int(UInt(bitPattern: hasher.finalize()) >> 32) % shards.count]
     }
 }
 
