@@ -1,6 +1,6 @@
 /// Hands out relay ports from this thread's share of `min-port`...`max-port` (RFC 8656 §7.2:
 /// the server picks the relayed transport address). Each loop thread owns a disjoint slice, so
-/// no locks are needed; EVEN-PORT pairs (RFC 8656 §14.6) never straddle slices.
+/// no locks are needed; EVEN-PORT pairs (RFC 8656 §18.7) never straddle slices.
 public struct PortAllocator: Sendable {
     public let range: ClosedRange<UInt16>
     private var inUse: [Bool]
@@ -16,10 +16,12 @@ public struct PortAllocator: Sendable {
         return UInt16(Swift.min(lower, Int(max)))...UInt16(Swift.max(Swift.min(lower, Int(max)), upper))
     }
 
-    public init(range: ClosedRange<UInt16>) {
+    /// The search for a free port starts at `start` (reduced into the range): the core passes a
+    /// number from its seeded generator, so runs are reproducible when the seed is.
+    public init(range: ClosedRange<UInt16>, start: UInt64) {
         self.range = range
         inUse = Array(repeating: false, count: range.count)
-        cursor = Int.random(in: 0..<range.count)
+        cursor = Int(start % UInt64(range.count))
     }
 
     public var freeCount: Int { range.count - usedCount }

@@ -27,13 +27,13 @@ public final class RelayCore {
     var ports: [IPAddress: PortAllocator] = [:]
     var reservations: [UInt64: Reservation] = [:]
     var relayCursor = 0
-    var random = FastRandom()
+    var random: FastRandom
 
     /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.
     public static let peerHeadroom = 48
     public static let peerTailroom = 12
 
-    /// A port held by EVEN-PORT's R bit for a later Allocate with RESERVATION-TOKEN (RFC 8656 §7.2, §14.9).
+    /// A port held by EVEN-PORT's R bit for a later Allocate with RESERVATION-TOKEN (RFC 8656 §7.2, §18.10).
     struct Reservation {
         var address: IPAddress
         var port: UInt16
@@ -50,7 +50,10 @@ public final class RelayCore {
     @inline(__always)
     func wallTime(_ now: Int64) -> Int64 { now &+ wallOffset }
 
-    public init(context: CoreContext, sockets: any RelaySocketProvider, logger: Logger) {
+    /// `seed` drives every choice the core makes at random (nil: from the system); a test that
+    /// passes one gets the same ports, tokens and transaction IDs on every run.
+    public init(context: CoreContext, sockets: any RelaySocketProvider, logger: Logger, seed: UInt64? = nil) {
+        random = FastRandom(seed: seed ?? UInt64.random(in: 1...UInt64.max))
         self.context = context
         self.sockets = sockets
         self.logger = logger
@@ -75,7 +78,7 @@ public final class RelayCore {
             of: context.threadCount)
         var fresh: [IPAddress: PortAllocator] = [:]
         for relay in context.relayAddresses {
-            var allocator = PortAllocator(range: slice)
+            var allocator = PortAllocator(range: slice, start: random.next())
             for allocation in byFiveTuple.values where allocation.relayedAddress.ip == relay.bound {
                 _ = allocator.claim(allocation.relayedAddress.port)
             }
@@ -167,7 +170,7 @@ public final class RelayCore {
         }
     }
 
-    /// Comprehension-required attributes this server does not understand (RFC 8489 §7.3.1, 420).
+    /// Comprehension-required attributes this server does not understand (RFC 8489 §6.3.1, 420).
     func unknownComprehensionRequired(in message: StunMessage) -> [AttributeType]? {
         var unknown: [AttributeType]? = nil
         var it = message.attributes
@@ -251,46 +254,5 @@ public final class RelayCore {
                 "packets_to_client": "\(t.packetsToClient)", "bytes_to_client": "\(t.bytesToClient)",
                 "permissions": "\(allocation.permissionsUsed)", "channels": "\(allocation.channelsUsed)",
             ])
-    }
-}
-
-/// The attribute types this server understands, for the 420 check (RFC 8489 §7.3.1).
-enum KnownAttributes {
-    static let types: Set<UInt16> = Set(
-        [
-            AttributeType.mappedAddress, .username, .messageIntegrity, .errorCode, .unknownAttributes, .realm, .nonce,
-            .messageIntegritySHA256, .passwordAlgorithm, .userhash, .xorMappedAddress, .channelNumber, .lifetime,
-            .xorPeerAddress, .data, .xorRelayedAddress, .requestedAddressFamily, .evenPort, .requestedTransport,
-            .dontFragment, .reservationToken, .connectionID, .changeRequest, .padding, .responsePort, .priority,
-            .useCandidate,
-        ].map(\.rawValue))
-
-    static func contains(_ type: AttributeType) -> Bool { types.contains(type.rawValue) }
-}
-
-/// A xorshift generator for transaction IDs of Data indications: cheap, seeded from the system.
-struct FastRandom {
-    var state: UInt64 = UInt64.random(in: 1...UInt64.max)
-
-    mutating func next() -> UInt64 {
-        state ^= state << 13
-        state ^= state >> 7
-        state ^= state << 17
-        return state
-    }
-}
-
-/// Makes client-supplied text safe for a log line: control characters and non-ASCII are escaped.
-enum LogSafe {
-    static func text(_ s: some StringProtocol) -> String {
-        var out = ""
-        for scalar in s.unicodeScalars.prefix(128) {
-            if scalar.value >= 0x20 && scalar.value < 0x7F && scalar != "\\" {
-                out.unicodeScalars.append(scalar)
-            } else {
-                out += "\\u{\(String(scalar.value, radix: 16))}"
-            }
-        }
-        return out
     }
 }

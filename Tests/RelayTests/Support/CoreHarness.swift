@@ -80,7 +80,7 @@ final class CoreHarness {
 
     init(
         configuration: RelayConfiguration = CoreFixture.configuration(), now: Int64 = CoreFixture.start,
-        interfaceAddresses: [IPAddress] = [], loop: LoopPlacement? = nil
+        interfaceAddresses: [IPAddress] = [], loop: LoopPlacement? = nil, seed: UInt64? = nil
     ) {
         self.configuration = configuration
         self.now = now
@@ -89,7 +89,7 @@ final class CoreHarness {
             configuration: configuration, nonceKey: Array(0..<32), quota: quota,
             directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
             threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1, bandwidth: loop?.bandwidth)
-        core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger)
+        core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger, seed: seed)
         core.addUDPListener(CoreFixture.server, socket: listenerSocket)
     }
 
