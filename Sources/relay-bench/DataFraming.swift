@@ -1,7 +1,7 @@
 import StunCodec
 
 /// How a client's data travels to the server: ChannelData on its bound channel, or a Send
-/// indication to its peer (RFC 8656 §12.4, §11.3). Frames are built once per send slot; only
+/// indication to its peer (RFC 8656 §12.4, §11.1). Frames are built once per send slot; only
 /// the payload header changes per packet.
 enum DataFraming {
     case channelData

@@ -36,7 +36,7 @@ final class TurnClient {
         if let newNonce { nonce = newNonce }
     }
 
-    /// Replaces the socket with a new one on another local port (RFC 8656 §7.2: after a 437 the
+    /// Replaces the socket with a new one on another local port (RFC 8656 §7.4: after a 437 the
     /// client retries from a different transport address); false if none could be opened.
     func reopen(server: TransportAddress, bufferBytes: Int32) -> Bool {
         guard stream == nil else { return false }

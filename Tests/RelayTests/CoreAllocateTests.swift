@@ -175,7 +175,7 @@ import Testing
     }
 
     @Test(
-        "A comprehension-required attribute the server does not know gets 420 listing it in UNKNOWN-ATTRIBUTES (RFC 8489 §7.3.1)"
+        "A comprehension-required attribute the server does not know gets 420 listing it in UNKNOWN-ATTRIBUTES (RFC 8489 §6.3.1)"
     )
     func unknownComprehensionRequired() throws {
         let harness = CoreHarness()
@@ -188,7 +188,7 @@ import Testing
         #expect(harness.sockets.opens == 0)
     }
 
-    @Test("An unknown comprehension-optional attribute is ignored (RFC 8489 §7.3)")
+    @Test("An unknown comprehension-optional attribute is ignored (RFC 8489 §6.3)")
     func unknownComprehensionOptional() throws {
         let harness = CoreHarness()
         let response = try harness.restClient(at: CoreFixture.clientA).allocate { w in

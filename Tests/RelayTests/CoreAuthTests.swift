@@ -139,7 +139,7 @@ import Testing
     }
 
     @Test(
-        "After the secret an allocation was made under is removed, the allocation keeps refreshing with its key (RFC 8656 §7.3)"
+        "After the secret an allocation was made under is removed, the allocation keeps refreshing with its key (RFC 8656 §8)"
     )
     func refreshSurvivesRotation() throws {
         let harness = CoreHarness()

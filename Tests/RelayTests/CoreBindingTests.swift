@@ -2,7 +2,7 @@ import Relay
 import StunCodec
 import Testing
 
-/// Binding (RFC 8489 §7.3.1): any source gets its reflexive transport address, unauthenticated.
+/// Binding (RFC 8489 §6.3.1): any source gets its reflexive transport address, unauthenticated.
 @Suite struct CoreBindingTests {
     @Test(
         "A Binding success response carries XOR-MAPPED-ADDRESS with the request's source transport address",
@@ -23,7 +23,7 @@ import Testing
         #expect(harness.counters.bindingRequests == 1)
     }
 
-    @Test("A response to a request with FINGERPRINT carries FINGERPRINT as its last attribute (RFC 8489 §7.3)")
+    @Test("A response to a request with FINGERPRINT carries FINGERPRINT as its last attribute (RFC 8489 §6.3)")
     func fingerprintIsEchoed() throws {
         let harness = CoreHarness()
         let sent = harness.receive(try StunTestMessages.binding(fingerprint: true), from: CoreFixture.clientA)

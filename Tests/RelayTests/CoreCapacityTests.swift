@@ -2,7 +2,7 @@ import Relay
 import StunCodec
 import Testing
 
-/// Quotas, relay ports and EVEN-PORT reservations (RFC 8656 §7.2, §14.6, §14.9).
+/// Quotas, relay ports and EVEN-PORT reservations (RFC 8656 §7.2, §18.7, §18.10).
 @Suite struct CoreCapacityTests {
     @Test("With user-quota 1 a user's second allocation gets 486; another user still allocates")
     func userQuota() throws {

@@ -2,7 +2,7 @@ import Relay
 import StunCodec
 import Testing
 
-/// ChannelBind and ChannelData (RFC 8656 §11, §12).
+/// ChannelBind and ChannelData (RFC 8656 §12).
 @Suite struct CoreChannelTests {
     private func allocated(transport: TransportProtocol = .udp) throws -> (CoreHarness, TurnTestClient, Int32) {
         let harness = CoreHarness()
@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test(
-        "A channel number outside the channel range gets 400 (RFC 8656 §11.2; RFC 5766's 0x4000–0x7FFF is accepted)",
+        "A channel number outside the channel range gets 400 (RFC 8656 §12.2; RFC 5766's 0x4000–0x7FFF is accepted)",
         arguments: [0x0000, 0x0001, 0x3FFF, 0x8000, 0xBFFF, 0xFFFF] as [UInt16])
     func channelOutOfRange(channel: UInt16) throws {
         let (harness, client, _) = try allocated()
@@ -54,7 +54,7 @@ import Testing
             try harness.restClient(at: CoreFixture.clientA).channelBind(0x4000, to: CoreFixture.peer1).errorCode == 437)
     }
 
-    @Test("A bound channel cannot be rebound to another peer: 400 (RFC 8656 §11.2)")
+    @Test("A bound channel cannot be rebound to another peer: 400 (RFC 8656 §12.2)")
     func rebindChannelToOtherPeer() throws {
         let (harness, client, _) = try allocated()
         #expect(try client.channelBind(0x4001, to: CoreFixture.peer1).isSuccess)
@@ -62,7 +62,7 @@ import Testing
         #expect(harness.allocation(of: CoreFixture.clientA)?.channels.map(\.peer) == [CoreFixture.peer1])
     }
 
-    @Test("A peer bound to one channel cannot be bound to another: 400 (RFC 8656 §11.2)")
+    @Test("A peer bound to one channel cannot be bound to another: 400 (RFC 8656 §12.2)")
     func bindPeerToSecondChannel() throws {
         let (harness, client, _) = try allocated()
         #expect(try client.channelBind(0x4001, to: CoreFixture.peer1).isSuccess)
@@ -206,7 +206,7 @@ import Testing
         #expect(harness.counters.dropped(.noAllocation) == 1)
     }
 
-    @Test("ChannelBind installs a permission for the peer's IP (RFC 8656 §11.2)")
+    @Test("ChannelBind installs a permission for the peer's IP (RFC 8656 §12.2)")
     func channelBindInstallsPermission() throws {
         let (harness, client, _) = try allocated()
         #expect(try client.channelBind(0x4000, to: CoreFixture.peer1).isSuccess)

@@ -2,7 +2,7 @@ import Relay
 import StunCodec
 import Testing
 
-/// Refresh and the end of an allocation (RFC 8656 §7.3, §7.4 and §2.2 "expires").
+/// Refresh and the end of an allocation (RFC 8656 §8.2, §8.3 and §6 "expires").
 @Suite struct CoreRefreshTests {
     private func onePortConfiguration() -> RelayConfiguration {
         CoreFixture.configuration {
@@ -35,7 +35,7 @@ import Testing
         #expect(again.xorRelayedAddress == relayed)
     }
 
-    @Test("Refresh on a 5-tuple without an allocation gets 437 (RFC 8656 §7.3)")
+    @Test("Refresh on a 5-tuple without an allocation gets 437 (RFC 8656 §8.2)")
     func refreshWithoutAllocation() throws {
         let harness = CoreHarness()
         let client = harness.restClient(at: CoreFixture.clientA)
@@ -54,7 +54,7 @@ import Testing
     }
 
     @Test(
-        "Refresh grants max(600, min(requested, max-allocate-lifetime)), or 600 without LIFETIME (RFC 8656 §7.3)",
+        "Refresh grants max(600, min(requested, max-allocate-lifetime)), or 600 without LIFETIME (RFC 8656 §8.2)",
         arguments: [(nil, 600), (1, 600), (60, 600), (600, 600), (1200, 1200), (3600, 3600), (UInt32.max, 3600)]
             as [(UInt32?, UInt32)])
     func refreshLifetime(requested: UInt32?, granted: UInt32) throws {
@@ -82,7 +82,7 @@ import Testing
         #expect(harness.core.allocationCount == 0)
     }
 
-    @Test("Refresh with a REQUESTED-ADDRESS-FAMILY other than the allocation's gets 443 (RFC 8656 §7.3)")
+    @Test("Refresh with a REQUESTED-ADDRESS-FAMILY other than the allocation's gets 443 (RFC 8656 §8.2)")
     func refreshFamilyMismatch() throws {
         let harness = CoreHarness()
         let client = harness.restClient(at: CoreFixture.clientA)

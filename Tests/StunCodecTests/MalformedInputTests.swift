@@ -49,8 +49,8 @@ struct MalformedInputTests {
     static let messages: [MalformedMessage] = [
         MalformedMessage("empty datagram", [], .truncated),
         MalformedMessage("19 bytes", Array(rawMessage()[0..<19]), .truncated),
-        MalformedMessage("top bit set (RFC 8489 §6)", [0x80] + rawMessage().dropFirst(), .notStun),
-        MalformedMessage("second bit set (RFC 8489 §6)", [0x40] + rawMessage().dropFirst(), .notStun),
+        MalformedMessage("top bit set (RFC 8489 §5)", [0x80] + rawMessage().dropFirst(), .notStun),
+        MalformedMessage("second bit set (RFC 8489 §5)", [0x40] + rawMessage().dropFirst(), .notStun),
         MalformedMessage("bad magic cookie", rawMessage(cookie: 0x2112_A443), .badMagicCookie),
         MalformedMessage("RFC 3489 message: no cookie", rawMessage(cookie: 0x1234_5678), .badMagicCookie),
         MalformedMessage("length not a multiple of 4", rawMessage(length: 3, [1, 2, 3]), .badMessageLength),

@@ -68,7 +68,7 @@ class Attr:
     FINGERPRINT = 0x8028
 
 
-UDP_TRANSPORT = 17  # RFC 8656 §18.7: protocol number of UDP
+UDP_TRANSPORT = 17  # RFC 8656 §18.8: protocol number of UDP
 
 
 class StunDecodeError(ValueError):
@@ -503,7 +503,7 @@ class TurnClient:
         return resp
 
     def create_permission(self, *peers) -> StunMessage:
-        """CreatePermission (§9) for the IP addresses of `peers`."""
+        """CreatePermission (§10) for the IP addresses of `peers`."""
         resp = self.authenticated_request(
             Method.CREATE_PERMISSION,
             lambda tid: [(Attr.XOR_PEER_ADDRESS, encode_xor_address(p, tid)) for p in peers],
@@ -511,7 +511,7 @@ class TurnClient:
         return self.check(resp, "CreatePermission")
 
     def channel_bind(self, channel: int, peer) -> StunMessage:
-        """ChannelBind (§11): CHANNEL-NUMBER (number + RFFU) and XOR-PEER-ADDRESS."""
+        """ChannelBind (§12): CHANNEL-NUMBER (number + RFFU) and XOR-PEER-ADDRESS."""
         resp = self.authenticated_request(
             Method.CHANNEL_BIND,
             lambda tid: [

@@ -1,4 +1,4 @@
-"""Adversarial suite, part 3: allocation abuse (RFC 8656 §7.2, §9, §14.6).
+"""Adversarial suite, part 3: allocation abuse (RFC 8656 §7.2, §9, §18.7).
 
 Every REQUESTED-TRANSPORT value, LIFETIME 0xFFFFFFFF, EVEN-PORT churn without a port leak,
 the per-user quota (486) and port exhaustion (508) with recovery when allocations end, and
@@ -73,7 +73,7 @@ def test_requested_transport_other_than_udp_is_442(server, credentials, protocol
 
 @pytest.mark.parametrize("method", ["allocate", "refresh"])
 def test_lifetime_ffffffff_is_capped_at_max_allocate_lifetime(server, method):
-    """RFC 8656 §7.2, §7.3: the server caps the requested LIFETIME at its maximum."""
+    """RFC 8656 §7.2, §8.2: the server caps the requested LIFETIME at its maximum."""
     with TurnClient(server.address) as client:
         huge = [(Attr.LIFETIME, struct.pack("!I", 0xFFFFFFFF))]
         resp = allocate(server, client, user="life", extra=huge if method == "allocate" else [])
@@ -85,7 +85,7 @@ def test_lifetime_ffffffff_is_capped_at_max_allocate_lifetime(server, method):
 
 
 def even_port(reserve: bool) -> tuple[int, bytes]:
-    """EVEN-PORT (RFC 8656 §14.6): the R bit asks to reserve the next port too."""
+    """EVEN-PORT (RFC 8656 §18.7): the R bit asks to reserve the next port too."""
     return (Attr.EVEN_PORT, bytes([0x80 if reserve else 0]))
 
 
@@ -94,7 +94,7 @@ RESERVATION_TOKEN = 0x0022
 
 @relayd_only
 def test_even_port_churn_leaks_no_port(server):
-    """Repeated Allocate with EVEN-PORT, with and without R (RFC 8656 §7.2, §14.6): each
+    """Repeated Allocate with EVEN-PORT, with and without R (RFC 8656 §7.2, §18.7): each
     relayed port is even; a second EVEN-PORT Allocate on a live 5-tuple is 437 and claims
     nothing; a RESERVATION-TOKEN survives a refused Allocate (442) and then gives port + 1.
     Once the allocations end, relayd_relay_ports_in_use is back at its baseline."""

@@ -1,4 +1,4 @@
-"""Adversarial suite, part 4: malformed input (RFC 8489 §6, §14, §14.7; RFC 8656
+"""Adversarial suite, part 4: malformed input (RFC 8489 §5, §14, §14.7; RFC 8656
 §12.4; RFC 7983 demultiplexing by first byte).
 
 Truncated headers, lengths beyond the datagram, attribute overruns, odd lengths, a wrong

@@ -104,7 +104,7 @@ def baseline_metric(server: RelayServer, name: str, **labels) -> float:
 
 
 def requested_transport(protocol: int) -> bytes:
-    """REQUESTED-TRANSPORT (RFC 8656 §18.7): protocol number then 3 RFFU bytes."""
+    """REQUESTED-TRANSPORT (RFC 8656 §18.8): protocol number then 3 RFFU bytes."""
     return struct.pack("!B3x", protocol)
 
 
@@ -112,7 +112,7 @@ def allocate(server: RelayServer, client: TurnClient, user: str = "alice", famil
              extra=(), username: str | None = None, password: str | None = None,
              transport: int = 17) -> StunMessage:
     """Allocate (RFC 8656 §7.2) after the 401 challenge, IPv6 via REQUESTED-ADDRESS-FAMILY
-    (RFC 8656 §18.1); returns the final response (success or error) without raising."""
+    (RFC 8656 §18.6); returns the final response (success or error) without raising."""
     if username is None:
         username, password = server.credentials(user)
     challenge = client.allocate_unauthenticated()
@@ -274,9 +274,9 @@ def test_create_permission_to_a_denied_address_is_403(policy, clients, address):
 
 @pytest.mark.parametrize("address", [_case(a) for a in DENIED_V4 + DENIED_V6])
 def test_channel_bind_to_a_denied_address_is_403(policy, clients, address):
-    """RFC 8656 §11.2: ChannelBind installs a permission, so the same policy answers 403."""
+    """RFC 8656 §12.2: ChannelBind installs a permission, so the same policy answers 403."""
     client = _client_for(clients, address)
-    channel = 0x4000 + (DENIED_V4 + DENIED_V6).index(address)  # a fresh channel per peer (RFC 8656 §11)
+    channel = 0x4000 + (DENIED_V4 + DENIED_V6).index(address)  # a fresh channel per peer (RFC 8656 §12)
     assert error_code(client.channel_bind, channel, peer(address)) == 403
 
 

@@ -110,18 +110,18 @@ def test_allocation_relays_both_ways_then_refresh_zero_releases_it(relay):
 
             client.create_permission(peer_addr)
 
-            # §10: Send indication -> UDP datagram from the relayed address.
+            # §11: Send indication -> UDP datagram from the relayed address.
             client.send_indication(peer_addr, b"via a Send indication, unpadded")
             assert recv_from(peer, WAIT) == (b"via a Send indication, unpadded", relayed)
 
-            # §10: peer -> relayed address -> Data indication naming the peer.
+            # §11: peer -> relayed address -> Data indication naming the peer.
             peer.sendto(b"back as a Data indication", relayed)
             got = client.receive(WAIT)
             assert got is not None and got.kind == "data"
             assert got.peer == peer_addr
             assert got.payload == b"back as a Data indication"
 
-            # §11, §12: with a channel bound, both directions use ChannelData.
+            # §12: with a channel bound, both directions use ChannelData.
             client.channel_bind(CHANNEL, peer_addr)
             out = bytes(range(37))  # not a multiple of 4: sent unpadded over UDP
             client.send_channel_data(CHANNEL, out)
@@ -133,7 +133,7 @@ def test_allocation_relays_both_ways_then_refresh_zero_releases_it(relay):
             assert got is not None and got.kind == "channel"
             assert (got.channel, got.payload) == (CHANNEL, back)
 
-            # §7.3: Refresh with LIFETIME 0 deletes the allocation; the success
+            # §8.2: Refresh with LIFETIME 0 deletes the allocation; the success
             # response says LIFETIME 0.
             resp = client.refresh(0)
             assert resp.verify_integrity(client.key)
@@ -296,7 +296,7 @@ def test_request_with_attributes_past_the_message_gets_no_success(relay, datagra
 
 def test_oversized_channel_data_on_a_bound_channel_is_not_relayed(relay):
     """ChannelData whose length (35510) exceeds the 3 bytes it carries must not be
-    relayed (RFC 8656 §12.5), even on a bound channel; valid ChannelData still is."""
+    relayed (RFC 8656 §12.6), even on a bound channel; valid ChannelData still is."""
     username, password = relay.credentials("alice")
     peer = udp_socket()
     peer_addr = peer.getsockname()
@@ -309,7 +309,7 @@ def test_oversized_channel_data_on_a_bound_channel_is_not_relayed(relay):
             assert recv_from(peer, QUIET) is None
             assert client.recv_raw(QUIET) is None
 
-            # ChannelData on a channel that is not bound is dropped too (§12.5).
+            # ChannelData on a channel that is not bound is dropped too (§12.6).
             client.send_channel_data(CHANNEL + 1, b"unbound channel")
             assert recv_from(peer, QUIET) is None
 

@@ -1,6 +1,6 @@
 import StunCodec
 
-/// One TURN allocation (RFC 8656 §2.2, §7): a relayed transport address bound to a client's
+/// One TURN allocation (RFC 8656 §6, §7): a relayed transport address bound to a client's
 /// 5-tuple, with its permissions, channels, credentials and expiry. Lives on one loop thread.
 public final class Allocation {
     public let origin: ClientOrigin
@@ -10,7 +10,7 @@ public final class Allocation {
     public let advertisedAddress: TransportAddress
     /// The relay socket's file descriptor, owned by the I/O layer.
     public let relaySocket: Int32
-    /// USERNAME the allocation was created with; later requests must use the same (RFC 8656 §7.3, 441).
+    /// USERNAME the allocation was created with; later requests must use the same (RFC 8656 §5, 441).
     public let username: String
     /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
     public let key: [UInt8]

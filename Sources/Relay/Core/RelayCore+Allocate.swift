@@ -125,7 +125,7 @@ extension RelayCore {
     }
 
     /// Chooses a relay address and port and opens its socket: the reserved port for a
-    /// RESERVATION-TOKEN, an even port for EVEN-PORT (RFC 8656 §14.6), otherwise any free port
+    /// RESERVATION-TOKEN, an even port for EVEN-PORT (RFC 8656 §18.7), otherwise any free port
     /// on the next relay address of the family, round robin.
     func openRelay(family: IPAddress.Family, evenPort: EvenPort?, token: ReservationToken?, now: Int64)
         -> (TransportAddress, Int32)?

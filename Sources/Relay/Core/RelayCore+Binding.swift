@@ -1,7 +1,7 @@
 import StunCodec
 
 extension RelayCore {
-    /// Binding request (RFC 8489 §7.3.1): XOR-MAPPED-ADDRESS with the source transport address.
+    /// Binding request (RFC 8489 §6.3.1): XOR-MAPPED-ADDRESS with the source transport address.
     /// No authentication: STUN servers for ICE answer anyone.
     func handleBinding(_ message: StunMessage, from origin: ClientOrigin) {
         counters.bindingRequests += 1

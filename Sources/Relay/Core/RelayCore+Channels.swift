@@ -1,7 +1,7 @@
 import StunCodec
 
 extension RelayCore {
-    /// ChannelBind (RFC 8656 §11.2): binds or refreshes a channel number for one peer transport
+    /// ChannelBind (RFC 8656 §12.2): binds or refreshes a channel number for one peer transport
     /// address and installs or refreshes the permission for the peer's IP.
     func handleChannelBind(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         let existing = byFiveTuple[origin.fiveTuple]
@@ -17,7 +17,7 @@ extension RelayCore {
         if let error = checkPeer(peer.address, for: allocation) {
             return sendError(error, to: message, origin: origin, key: auth.key)
         }
-        // A channel is bound to one peer and a peer to one channel (RFC 8656 §11.2).
+        // A channel is bound to one peer and a peer to one channel (RFC 8656 §12.2).
         if let bound = allocation.channel(number: number.value, now: now), bound.peer != peer.address {
             return sendError(.badRequest, to: message, origin: origin, key: auth.key)
         }

@@ -1,7 +1,7 @@
 import StunCodec
 
 extension RelayCore {
-    /// Refresh request (RFC 8656 §7.3): LIFETIME 0 deletes the allocation, otherwise extends it
+    /// Refresh request (RFC 8656 §8.2): LIFETIME 0 deletes the allocation, otherwise extends it
     /// by the "desired lifetime" computed as for Allocate: min(requested, max-allocate-lifetime)
     /// but never below the default 600 s, which is also used when LIFETIME is absent.
     func handleRefresh(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {

@@ -3,7 +3,7 @@ import StunCodec
 extension RelayCore {
     /// Writes a response to `request` into the outbox: `body` adds the attributes, then
     /// MESSAGE-INTEGRITY when `key` is given and FINGERPRINT when the request carried one or
-    /// `fingerprint` is configured (RFC 8489 §7.3, §14.7). Returns the bytes written.
+    /// `fingerprint` is configured (RFC 8489 §6.3, §14.7). Returns the bytes written.
     @discardableResult
     func respond(
         to request: StunMessage, origin: ClientOrigin, messageClass: MessageClass, key: [UInt8]?,

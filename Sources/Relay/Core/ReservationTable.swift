@@ -1,7 +1,7 @@
 import StunCodec
 import Synchronization
 
-/// RESERVATION-TOKENs of every loop thread (RFC 8656 §7.2, §14.9). The Allocate carrying a
+/// RESERVATION-TOKENs of every loop thread (RFC 8656 §7.2, §18.10). The Allocate carrying a
 /// token comes from another client socket, which SO_REUSEPORT may steer to another thread than
 /// the one that reserved the port, so the tokens are shared; touched only by Allocate and sweeps.
 public final class ReservationTable: Sendable {

@@ -1,5 +1,5 @@
 /// ADDRESS-ERROR-CODE: why the server did not allocate a relayed address of `family` in a
-/// dual-stack Allocate (RFC 8656 §18.13), coded like ERROR-CODE with the family in byte 0:
+/// dual-stack Allocate (RFC 8656 §18.12), coded like ERROR-CODE with the family in byte 0:
 ///
 /// ```
 /// |  Family       |    Reserved             |Class|     Number    |

@@ -1,5 +1,5 @@
 /// REQUESTED- and ADDITIONAL-ADDRESS-FAMILY: one family byte (0x01 IPv4, 0x02 IPv6) followed
-/// by 24 RFFU bits (RFC 8656 §18.10, §18.11). Exactly 4 bytes, else `.badAttributeLength`; an
+/// by 24 RFFU bits (RFC 8656 §18.6, §18.11). Exactly 4 bytes, else `.badAttributeLength`; an
 /// unknown family is `.badAttributeValue`.
 public protocol AddressFamilyAttribute: StunAttributeValue {
     var family: IPAddress.Family { get }

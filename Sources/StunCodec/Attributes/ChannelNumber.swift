@@ -2,7 +2,7 @@
 /// sent as zero and ignored (RFC 8656 §18.1). Exactly 4 bytes, else `.badAttributeLength`.
 ///
 /// Any number decodes; whether it lies in 0x4000–0x7FFF (`ChannelDataMessage.channelRange`)
-/// is the server's check, answered with 400 (RFC 8656 §11.2).
+/// is the server's check, answered with 400 (RFC 8656 §12.2).
 public struct ChannelNumber: StunAttributeValue, Hashable {
     public var value: UInt16
 

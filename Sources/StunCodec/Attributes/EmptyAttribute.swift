@@ -1,5 +1,5 @@
 /// An attribute whose presence is its meaning and whose value is empty (DONT-FRAGMENT,
-/// RFC 8656 §18.12; USE-CANDIDATE, RFC 8445 §16.1). Any value bytes are `.badAttributeLength`.
+/// RFC 8656 §18.9; USE-CANDIDATE, RFC 8445 §16.1). Any value bytes are `.badAttributeLength`.
 public protocol EmptyAttribute: StunAttributeValue {
     init()
 }

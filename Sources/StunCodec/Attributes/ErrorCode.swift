@@ -92,7 +92,7 @@ extension ErrorCode {
 }
 
 /// The class/number/reason part shared by ERROR-CODE (RFC 8489 §14.8) and ADDRESS-ERROR-CODE
-/// (RFC 8656 §18.13); bytes 0–1 differ between the two and are left to the caller.
+/// (RFC 8656 §18.12); bytes 0–1 differ between the two and are left to the caller.
 enum ErrorCodeCoding {
     static func decode(_ value: UnsafeRawBufferPointer, type: AttributeType) throws(StunDecodeError) -> (Int, String) {
         guard value.count >= 4, value.count <= 4 + ErrorCode.maxReasonBytes else { throw .badAttributeLength(type) }

@@ -1,5 +1,5 @@
 /// EVEN-PORT: asks for an even relayed port and, with the R bit (0x80), for the next port to be
-/// reserved as well (RFC 8656 §18.8). Exactly 1 byte, else `.badAttributeLength`; the 7 RFFU
+/// reserved as well (RFC 8656 §18.7). Exactly 1 byte, else `.badAttributeLength`; the 7 RFFU
 /// bits are ignored.
 public struct EvenPort: StunAttributeValue, Hashable {
     public var reservePair: Bool

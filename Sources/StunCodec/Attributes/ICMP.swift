@@ -1,5 +1,5 @@
 /// ICMP: an ICMP error the relay received for data it sent to a peer, passed to the client in a
-/// Data indication (RFC 8656 §18.14):
+/// Data indication (RFC 8656 §18.13):
 ///
 /// ```
 /// |          Reserved             |  ICMP Type    |  ICMP Code    |

@@ -1,10 +1,10 @@
 /// REQUESTED-TRANSPORT: the IP protocol number of the transport to relay over, followed by 24
-/// RFFU bits (RFC 8656 §18.7; TCP allocations RFC 6062 §6.1). Exactly 4 bytes, else
+/// RFFU bits (RFC 8656 §18.8; TCP allocations RFC 6062 §6.1). Exactly 4 bytes, else
 /// `.badAttributeLength`. Any protocol decodes; unsupported ones are answered with 442.
 public struct RequestedTransport: StunAttributeValue, Hashable {
     public var protocolNumber: UInt8
 
-    /// UDP, protocol 17 (RFC 8656 §18.7).
+    /// UDP, protocol 17 (RFC 8656 §18.8).
     public static let udp = RequestedTransport(protocolNumber: 17)
     /// TCP, protocol 6 (RFC 6062 §6.1).
     public static let tcp = RequestedTransport(protocolNumber: 6)

@@ -1,5 +1,5 @@
 /// RESERVATION-TOKEN: names a relayed port the server holds back for a later Allocate, after an
-/// EVEN-PORT request with the R bit (RFC 8656 §18.9). Exactly 8 bytes, else `.badAttributeLength`.
+/// EVEN-PORT request with the R bit (RFC 8656 §18.10). Exactly 8 bytes, else `.badAttributeLength`.
 public struct ReservationToken: StunAttributeValue, Hashable {
     public var value: UInt64
 

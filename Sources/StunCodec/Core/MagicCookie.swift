@@ -1,6 +1,6 @@
-/// Fixed values of the STUN header (RFC 8489 §6).
+/// Fixed values of the STUN header (RFC 8489 §5).
 public enum StunConstants {
-    /// The magic cookie, 0x2112A442 in network order (RFC 8489 §6).
+    /// The magic cookie, 0x2112A442 in network order (RFC 8489 §5).
     public static let magicCookie: UInt32 = 0x2112_A442
     /// Size of the STUN header in bytes.
     public static let headerLength = 20

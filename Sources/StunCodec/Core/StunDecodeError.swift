@@ -4,9 +4,9 @@
 public enum StunDecodeError: Error, Hashable, Sendable {
     /// Fewer bytes than the fixed header (or than a fixed-size value) needs.
     case truncated
-    /// One of the two most significant bits of the message is set (RFC 8489 §6).
+    /// One of the two most significant bits of the message is set (RFC 8489 §5).
     case notStun
-    /// The magic cookie is not 0x2112A442 (RFC 8489 §6).
+    /// The magic cookie is not 0x2112A442 (RFC 8489 §5).
     case badMagicCookie
     /// The header's length is not a multiple of 4 or disagrees with the bytes received.
     case badMessageLength

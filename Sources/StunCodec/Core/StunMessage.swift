@@ -1,4 +1,4 @@
-/// A received STUN message, validated and indexed in one pass over the caller's bytes (RFC 8489 §6, §14).
+/// A received STUN message, validated and indexed in one pass over the caller's bytes (RFC 8489 §5, §14).
 ///
 /// A view: it holds a pointer into the buffer it was parsed from and copies nothing, so the
 /// buffer must outlive it. Attributes after MESSAGE-INTEGRITY other than MESSAGE-INTEGRITY-SHA256
@@ -21,7 +21,7 @@ public struct StunMessage {
 
     /// Validates `bytes` as exactly one STUN message (a whole UDP datagram or one framed stream message).
     ///
-    /// Checks RFC 8489 §6: two zero bits, magic cookie, length multiple of 4 and equal to the
+    /// Checks RFC 8489 §5: two zero bits, magic cookie, length multiple of 4 and equal to the
     /// bytes after the header; every attribute inside the message; FINGERPRINT last and correct.
     @inlinable
     public init(parsing bytes: UnsafeRawBufferPointer) throws(StunDecodeError) {

@@ -1,4 +1,4 @@
-/// Writes a STUN message into a caller-provided buffer (RFC 8489 §6, §14), keeping the header's
+/// Writes a STUN message into a caller-provided buffer (RFC 8489 §5, §14), keeping the header's
 /// length field current after every attribute so that MESSAGE-INTEGRITY and FINGERPRINT,
 /// appended last, cover the right bytes. Nothing is allocated.
 public struct StunMessageWriter {

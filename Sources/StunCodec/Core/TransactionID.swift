@@ -1,4 +1,4 @@
-/// The 96-bit transaction ID (RFC 8489 §6), stored inline.
+/// The 96-bit transaction ID (RFC 8489 §5), stored inline.
 public struct TransactionID: Hashable, Sendable {
     /// Bytes 0–3 of the ID (network order).
     public var high: UInt32

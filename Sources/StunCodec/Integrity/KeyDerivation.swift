@@ -1,10 +1,10 @@
-/// Keys for MESSAGE-INTEGRITY (RFC 8489 §9.1.2, §9.2.2) and coturn's TURN REST passwords.
+/// Keys for MESSAGE-INTEGRITY (RFC 8489 §9.1.1, §9.2.2) and coturn's TURN REST passwords.
 ///
 /// Passwords are taken as already prepared bytes: the OpaqueString preparation (RFC 8265 §4.2)
 /// needs Unicode normalization, which lives beside the server's auth code, outside this
 /// Foundation-free codec.
 public enum KeyDerivation {
-    /// Short-term key: the password itself (RFC 8489 §9.1.2).
+    /// Short-term key: the password itself (RFC 8489 §9.1.1).
     public static func shortTermKey(password: [UInt8]) -> [UInt8] { password }
 
     /// Long-term key with MD5: MD5(username ":" realm ":" password) (RFC 8489 §9.2.2).

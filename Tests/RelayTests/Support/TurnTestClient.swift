@@ -94,7 +94,7 @@ final class TurnTestClient {
         }
     }
 
-    /// Refresh (RFC 8656 §7.3); LIFETIME 0 deletes.
+    /// Refresh (RFC 8656 §8.1); LIFETIME 0 deletes.
     func refresh(lifetime: UInt32? = nil) throws -> ReceivedStun {
         try request(.refresh) { w in
             if let lifetime { try w.append(Lifetime(seconds: lifetime)) }
@@ -108,7 +108,7 @@ final class TurnTestClient {
         }
     }
 
-    /// ChannelBind (RFC 8656 §11.1).
+    /// ChannelBind (RFC 8656 §12.1).
     func channelBind(_ channel: UInt16, to peer: TransportAddress) throws -> ReceivedStun {
         try request(.channelBind) { w in
             try w.append(ChannelNumber(value: channel))
