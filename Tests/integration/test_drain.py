@@ -94,29 +94,19 @@ def test_drain_timeout_ends_remaining_allocations_and_exits_0(tmp_path):
         server.stop()
 
 
-def test_second_sigterm_exits_at_once(draining_server):
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_second_stop_signal_exits_at_once(draining_server, name):
+    """SIGTERM, or SIGINT (Ctrl-C in a terminal), starts a drain that may last an hour; the
+    drain line says how to stop at once, and a second one does."""
     server = draining_server
+    sig = getattr(signal, name)
     client, peer = allocate_with_channel(server, server.secret)
-    server.proc.send_signal(signal.SIGTERM)
-    log = wait_for_log(server, r"draining")
-    # The drain may last an hour: the line says how to stop at once (a Ctrl-C in a terminal).
-    assert "a second Ctrl-C (SIGINT) or SIGTERM stops at once" in log
-    server.proc.send_signal(signal.SIGTERM)
-    assert exit_code(server, timeout=5) == 0
-    assert "SIGTERM again: exiting now" in server.log_text()
-    client.close()
-    peer.close()
-
-
-def test_sigint_drains_and_a_second_ctrl_c_exits_at_once(draining_server):
-    server = draining_server
-    client, peer = allocate_with_channel(server, server.secret)
-    server.proc.send_signal(signal.SIGINT)
+    server.proc.send_signal(sig)
     log = wait_for_log(server, r"draining")
     assert "a second Ctrl-C (SIGINT) or SIGTERM stops at once" in log
-    server.proc.send_signal(signal.SIGINT)
+    server.proc.send_signal(sig)
     assert exit_code(server, timeout=5) == 0
-    assert "SIGINT again: exiting now" in server.log_text()
+    assert f"{name} again: exiting now" in server.log_text()
     client.close()
     peer.close()
 

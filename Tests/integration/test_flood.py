@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import RelayServer, running, server_kind
+from floods import flood, metric
 from stunclient import Attr, Class, Method, StunMessage, TurnClient
 
 RATE = 50  # unauth-rate-limit for this test (per second per source IP)
@@ -37,15 +38,6 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise AssertionError("no VmRSS")
-
-
-def metric(server: RelayServer, name: str, **labels) -> float:
-    text = server.http("GET", "/metrics", headers={"Authorization": f"Bearer {server.api_token}"}).body.decode()
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(name + ("{" + want + "}" if want else " ")):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def unauthenticated_allocate() -> bytes:
@@ -74,10 +66,7 @@ def test_flood_is_rate_limited_memory_flat_and_legit_clients_still_allocate(limi
 
     flooder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     flooder.bind(("127.0.0.1", 0))
-    flooder.setblocking(False)
     request = unauthenticated_allocate()
-    answers = 0
-    sent = 0
     legit_result: dict = {}
 
     def legit():
@@ -93,29 +82,8 @@ def test_flood_is_rate_limited_memory_flat_and_legit_clients_still_allocate(limi
 
     thread = threading.Thread(target=legit)
     thread.start()
-    deadline = time.monotonic() + FLOOD_SECONDS
     try:
-        while time.monotonic() < deadline:
-            for _ in range(50):
-                try:
-                    flooder.sendto(request, limited.address)
-                    sent += 1
-                except BlockingIOError:
-                    break
-            while True:
-                try:
-                    flooder.recv(2048)
-                    answers += 1
-                except BlockingIOError:
-                    break
-            time.sleep(0.001)
-        settle = time.monotonic() + 0.5
-        while time.monotonic() < settle:
-            try:
-                flooder.recv(2048)
-                answers += 1
-            except BlockingIOError:
-                time.sleep(0.01)
+        sent, answers = flood(flooder, limited.address, lambda: request, FLOOD_SECONDS)
     finally:
         flooder.close()
         thread.join(timeout=10)

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from conftest import RelayServer, running, server_kind
+from floods import flood, metric
 from stunclient import Attr, Class, Method, StunMessage, TurnClient, long_term_key, rest_credentials
 from streamclient import StreamTurnClient, client_tls_context
 
@@ -179,15 +180,6 @@ def test_1000_concurrent_tls_allocations_from_one_address(defaults_tls):
             client.close()
 
 
-def metric(server: RelayServer, name: str, **labels) -> float:
-    text = server.http("GET", "/metrics", headers={"Authorization": f"Bearer {server.api_token}"}).body.decode()
-    want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
-    for line in text.splitlines():
-        if line.startswith(name + want):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 FLOOD_SECONDS = 3.0
 LEGIT_PER_SOURCE = 200
 
@@ -198,7 +190,6 @@ def test_wrong_password_flood_is_throttled_while_valid_users_are_served(defaults
     limit = 5  # auth-failure-rate-limit's default: 5/s, bursts of 10
     username, _ = rest_credentials(server.secret, "mallory")
     flooder = TurnClient(server.address)
-    realm, nonce = None, None
     challenge = flooder.allocate_unauthenticated()
     realm, nonce = challenge.text(Attr.REALM), challenge.get(Attr.NONCE)
     wrong_key = long_term_key(username, realm, "not-the-password")
@@ -216,37 +207,16 @@ def test_wrong_password_flood_is_throttled_while_valid_users_are_served(defaults
             except Exception as e:  # reported below
                 legit[source].append(repr(e))
 
+    def wrong_password() -> bytes:
+        req = StunMessage(Method.ALLOCATE, Class.REQUEST).add(*requested_udp())
+        req.add(Attr.USERNAME, username.encode()).add(Attr.REALM, realm.encode()).add(Attr.NONCE, nonce)
+        return req.encode(integrity_key=wrong_key)
+
     threads = [threading.Thread(target=serve_legit, args=(s,)) for s in legit]
-    sock = flooder.sock
-    sock.setblocking(False)
-    sent = answers = 0
     for t in threads:
         t.start()
-    deadline = time.monotonic() + FLOOD_SECONDS
     try:
-        while time.monotonic() < deadline:
-            for _ in range(20):
-                req = StunMessage(Method.ALLOCATE, Class.REQUEST).add(*requested_udp())
-                req.add(Attr.USERNAME, username.encode()).add(Attr.REALM, realm.encode()).add(Attr.NONCE, nonce)
-                try:
-                    sock.sendto(req.encode(integrity_key=wrong_key), server.address)
-                    sent += 1
-                except BlockingIOError:
-                    break
-            while True:
-                try:
-                    sock.recv(2048)
-                    answers += 1
-                except BlockingIOError:
-                    break
-            time.sleep(0.002)
-        settle = time.monotonic() + 0.5
-        while time.monotonic() < settle:
-            try:
-                sock.recv(2048)
-                answers += 1
-            except BlockingIOError:
-                time.sleep(0.01)
+        sent, answers = flood(flooder.sock, server.address, wrong_password, FLOOD_SECONDS, per_round=20, pause=0.002)
     finally:
         for t in threads:
             t.join(timeout=LOAD_TIMEOUT)
