@@ -85,9 +85,9 @@ extension RelayCore {
             let next = relay.port + 1
             if ports[relay.ip]?.claim(next) == true {
                 let value = random.next()
-                reservations[value] = Reservation(address: relay.ip, port: next, expiry: now + 30)
-                context.reservationTable.insert(
-                    value, ReservationTable.Entry(address: relay.ip, port: next, expiry: now + 30))
+                let entry = ReservationTable.Entry(address: relay.ip, port: next, expiry: now + 30)
+                reservations[value] = entry
+                context.reservationTable.insert(value, entry)
                 reservation = value
             }
         }

@@ -25,20 +25,16 @@ public final class RelayCore {
     /// threads leave from (the same address the target's client talks to).
     public internal(set) var udpListeners: [(address: TransportAddress, socket: Int32)] = []
     var ports: [IPAddress: PortAllocator] = [:]
-    var reservations: [UInt64: Reservation] = [:]
+    /// The EVEN-PORT reservations this thread made (RFC 8656 §7.2, §18.10): their ports are in this
+    /// thread's allocator until they expire, whichever thread's Allocate takes the token from the
+    /// shared `ReservationTable`, which holds the same entries for the other threads.
+    var reservations: [UInt64: ReservationTable.Entry] = [:]
     var relayCursor = 0
     var random: FastRandom
 
     /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.
     public static let peerHeadroom = 48
     public static let peerTailroom = 12
-
-    /// A port held by EVEN-PORT's R bit for a later Allocate with RESERVATION-TOKEN (RFC 8656 §7.2, §18.10).
-    struct Reservation {
-        var address: IPAddress
-        var port: UInt16
-        var expiry: Int64
-    }
 
     /// Unix time minus the monotonic `now` every call is given: the wall clock, for the rules the
     /// protocol ties to it (REST username expiry, nonce age). The I/O layer refreshes it once a

@@ -5,6 +5,7 @@ import Synchronization
 /// token comes from another client socket, which SO_REUSEPORT may steer to another thread than
 /// the one that reserved the port, so the tokens are shared; touched only by Allocate and sweeps.
 public final class ReservationTable: Sendable {
+    /// A port held by EVEN-PORT's R bit for a later Allocate with RESERVATION-TOKEN.
     public struct Entry: Sendable, Hashable {
         public var address: IPAddress
         public var port: UInt16

@@ -352,9 +352,17 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
 
     // MARK: Handshake and errors
 
+    /// Changes `state` under the connection's lock. Other loops read it there (`enqueue`); the
+    /// owning loop, its only writer, reads it without the lock and writes it only here.
+    private func transition(to next: State) {
+        relayd_stream_io_lock(io)
+        state = next
+        relayd_stream_io_unlock(io)
+    }
+
     private func handshakeCompleted() {
         guard state == .handshaking else { return }
-        state = .open
+        transition(to: .open)
         handshakeDone = true
         owner.handshakeCompleted()
         readyAt = EventLoop.now()
@@ -390,7 +398,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         if state == .handshaking || pendingOutput == 0 {
             return close(.clientClosed)
         }
-        state = .draining
+        transition(to: .draining)
         drainingSince = EventLoop.now()
         event_del(readEvent)
         scheduleWrite()
@@ -425,9 +433,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// descriptor is not reused while packets for it may still be queued.
     func close(_ reason: StreamCloseReason, detail: String? = nil) {
         guard state != .closed else { return }
-        relayd_stream_io_lock(io)
-        state = .closed
-        relayd_stream_io_unlock(io)
+        transition(to: .closed)
         closeReason = reason
         if let readEvent { event_del(readEvent) }
         if let writeEvent { event_del(writeEvent) }
