@@ -31,32 +31,86 @@ struct ConfigKey: Sendable {
     /// Values are never echoed in messages or summaries.
     let isSecret: Bool
     let support: Support
+    /// The setting the key writes, for the summary and for reloads; nil for aliases and for keys
+    /// that set nothing (another key names the setting).
+    let field: ConfigField?
+    /// A running server cannot change it on SIGHUP (sockets, threads, the process).
+    private(set) var restartOnly = false
 
     init(
         _ name: String, _ type: ConfigValueType, arity: Arity = .required, repeatable: Bool = false,
-        secret: Bool = false, support: Support
+        secret: Bool = false, field: ConfigField? = nil, support: Support
     ) {
         self.name = name
         self.type = type
         self.arity = arity
         self.repeatable = repeatable
         self.isSecret = secret
+        self.field = field
         self.support = support
+    }
+
+    /// The same key, marked as needing a restart to change.
+    func needsRestart() -> ConfigKey {
+        var key = self
+        key.restartOnly = true
+        return key
+    }
+}
+
+/// The part of `RelayConfiguration` one key sets: how its value reads in the summary (secrets
+/// masked; nothing when unset) and how a reload compares and keeps it. Built from the key path
+/// once, so a key is described in one place (`ConfigKeyTable`).
+struct ConfigField: Sendable {
+    let show: @Sendable (RelayConfiguration) -> [String]
+    let differs: @Sendable (RelayConfiguration, RelayConfiguration) -> Bool
+    let keep: @Sendable (inout RelayConfiguration, RelayConfiguration) -> Void
+
+    init<Value: Equatable & Sendable>(
+        _ path: WritableKeyPath<RelayConfiguration, Value> & Sendable,
+        show: @escaping @Sendable (Value) -> [String]
+    ) {
+        self.show = { show($0[keyPath: path]) }
+        differs = { $0[keyPath: path] != $1[keyPath: path] }
+        keep = { $0[keyPath: path] = $1[keyPath: path] }
+    }
+
+    /// One value, as it prints.
+    static func value<Value: Equatable & Sendable & CustomStringConvertible>(
+        _ path: WritableKeyPath<RelayConfiguration, Value> & Sendable
+    ) -> ConfigField {
+        ConfigField(path) { [$0.description] }
+    }
+
+    /// An optional value: nothing while unset.
+    static func optional<Value: Equatable & Sendable & CustomStringConvertible>(
+        _ path: WritableKeyPath<RelayConfiguration, Value?> & Sendable, secret: Bool = false
+    ) -> ConfigField {
+        ConfigField(path) { value in value.map { [secret ? RelayConfiguration.redaction : $0.description] } ?? [] }
+    }
+
+    /// A list: one line per element.
+    static func list<Element: Equatable & Sendable>(
+        _ path: WritableKeyPath<RelayConfiguration, [Element]> & Sendable,
+        show: @escaping @Sendable (Element) -> String
+    ) -> ConfigField {
+        ConfigField(path) { $0.map(show) }
     }
 }
 
 extension ConfigKey {
     typealias Field<Value> = WritableKeyPath<RelayConfiguration, Value> & Sendable
 
-    static func flag(_ name: String, _ field: Field<Bool>) -> ConfigKey {
+    static func flag(_ name: String, _ field: Field<Bool>, alias: Bool = false) -> ConfigKey {
         ConfigKey(
-            name, .flag, arity: .optional,
+            name, .flag, arity: .optional, field: alias ? nil : .value(field),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.bool(text)
             })
     }
 
     /// A flag that turns `field` off when set (`tlsv1` clears `noTLSv1`).
+    /// An alias of the `field` key: not listed in the summary of its own.
     static func inverseFlag(_ name: String, _ field: Field<Bool>) -> ConfigKey {
         ConfigKey(
             name, .flag, arity: .optional,
@@ -67,7 +121,7 @@ extension ConfigKey {
 
     static func port(_ name: String, _ field: Field<UInt16>) -> ConfigKey {
         ConfigKey(
-            name, .port,
+            name, .port, field: .value(field),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.port(text)
             })
@@ -75,7 +129,7 @@ extension ConfigKey {
 
     static func portOrZero(_ name: String, _ field: Field<UInt16?>) -> ConfigKey {
         ConfigKey(
-            name, .portOrZero,
+            name, .portOrZero, field: .optional(field),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.portOrZero(text)
             })
@@ -84,7 +138,7 @@ extension ConfigKey {
     /// An integer; when `bare` is given the key may stand alone and means that value (coturn's lifetimes).
     static func integer(_ name: String, _ range: ClosedRange<Int>, _ field: Field<Int>, bare: Int? = nil) -> ConfigKey {
         ConfigKey(
-            name, .integer(range), arity: bare == nil ? .required : .optional,
+            name, .integer(range), arity: bare == nil ? .required : .optional, field: .value(field),
             support: .implemented { config, text throws(ConfigValueError) in
                 if let bare, text == nil || text == "" {
                     config[keyPath: field] = bare
@@ -96,7 +150,7 @@ extension ConfigKey {
 
     static func string(_ name: String, _ field: Field<String>, maxLength: Int = 4096) -> ConfigKey {
         ConfigKey(
-            name, .string(maxLength: maxLength),
+            name, .string(maxLength: maxLength), field: .value(field),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.string(text, maxLength: maxLength)
             })
@@ -104,7 +158,7 @@ extension ConfigKey {
 
     static func string(_ name: String, _ field: Field<String?>, secret: Bool = false) -> ConfigKey {
         ConfigKey(
-            name, .string(maxLength: 4096), secret: secret,
+            name, .string(maxLength: 4096), secret: secret, field: .optional(field, secret: secret),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.string(text)
             })
@@ -112,7 +166,7 @@ extension ConfigKey {
 
     static func address(_ name: String, _ field: Field<IPAddress>) -> ConfigKey {
         ConfigKey(
-            name, .ipAddress,
+            name, .ipAddress, field: .value(field),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.ipAddress(text)
             })
@@ -120,19 +174,29 @@ extension ConfigKey {
 
     static func address(_ name: String, _ field: Field<IPAddress?>) -> ConfigKey {
         ConfigKey(
-            name, .ipAddress,
+            name, .ipAddress, field: .optional(field),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.ipAddress(text)
             })
     }
 
-    /// A repeatable key; each use appends one parsed value to `field`.
-    static func list<Element>(
+    /// A repeatable key; each use appends one parsed value to `field`. `show` prints one
+    /// element (secrets masked: a secret list shows only `***`, unless `show` says better).
+    static func list<Element: Equatable & Sendable>(
         _ name: String, _ type: ConfigValueType, _ field: Field<[Element]>, secret: Bool = false,
+        show: (@Sendable (Element) -> String)? = nil,
         parse: @escaping @Sendable (String?) throws(ConfigValueError) -> Element
     ) -> ConfigKey {
-        ConfigKey(
-            name, type, repeatable: true, secret: secret,
+        let shown: @Sendable (Element) -> String
+        if let show {
+            shown = show
+        } else if secret {
+            shown = { _ in RelayConfiguration.redaction }
+        } else {
+            shown = { element in String(describing: element) }
+        }
+        return ConfigKey(
+            name, type, repeatable: true, secret: secret, field: .list(field, show: shown),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field].append(try parse(text))
             })

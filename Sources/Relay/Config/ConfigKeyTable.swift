@@ -21,27 +21,28 @@ enum ConfigKeyTable {
         + process + relaydOwn
 
     private static let listeners: [ConfigKey] = [
-        .port("listening-port", \.listeningPort),
-        .port("tls-listening-port", \.tlsListeningPort),
-        .portOrZero("alt-listening-port", \.altListeningPort),
-        .portOrZero("alt-tls-listening-port", \.altTLSListeningPort),
-        .list("listening-ip", .ipAddress, \.listeningIPs, parse: ConfigValueParser.ipAddress),
-        .flag("no-udp", \.noUDP),
-        .flag("no-tcp", \.noTCP),
-        .flag("no-tls", \.noTLS),
+        .port("listening-port", \.listeningPort).needsRestart(),
+        .port("tls-listening-port", \.tlsListeningPort).needsRestart(),
+        .portOrZero("alt-listening-port", \.altListeningPort).needsRestart(),
+        .portOrZero("alt-tls-listening-port", \.altTLSListeningPort).needsRestart(),
+        .list("listening-ip", .ipAddress, \.listeningIPs, parse: ConfigValueParser.ipAddress).needsRestart(),
+        .flag("no-udp", \.noUDP).needsRestart(),
+        .flag("no-tcp", \.noTCP).needsRestart(),
+        .flag("no-tls", \.noTLS).needsRestart(),
     ]
 
     private static let relay: [ConfigKey] = [
-        .list("relay-ip", .ipAddress, \.relayIPs, parse: ConfigValueParser.ipAddress),
+        .list("relay-ip", .ipAddress, \.relayIPs, parse: ConfigValueParser.ipAddress).needsRestart(),
         .list("external-ip", .externalIP, \.externalIPs, parse: ConfigValueParser.externalIP),
-        .port("min-port", \.minPort),
-        .port("max-port", \.maxPort),
+        .port("min-port", \.minPort).needsRestart(),
+        .port("max-port", \.maxPort).needsRestart(),
         // coturn's 0 (relay inside the listener thread) becomes one relay thread.
         ConfigKey(
-            "relay-threads", .integer(0...1024),
+            "relay-threads", .integer(0...1024), field: .optional(\.relayThreads),
             support: .implemented { config, text throws(ConfigValueError) in
                 config.relayThreads = max(1, try ConfigValueParser.integer(text, in: 0...1024))
-            }),
+            }
+        ).needsRestart(),
     ]
 
     private static let auth: [ConfigKey] = [
@@ -52,7 +53,7 @@ enum ConfigKeyTable {
             text throws(ConfigValueError) in try ConfigValueParser.string(text)
         },
         ConfigKey(
-            "rest-api-separator", .character,
+            "rest-api-separator", .character, field: .value(\.restAPISeparator),
             support: .implemented { config, text throws(ConfigValueError) in
                 let separator = try ConfigValueParser.character(text)
                 // It becomes part of every REST USERNAME (RFC 8489 §14.3): OpaqueString allows it.
@@ -62,7 +63,9 @@ enum ConfigKeyTable {
                 config.restAPISeparator = separator
             }),
         .flag("lt-cred-mech", \.ltCredMech),
-        .list("user", .user, \.users, secret: true, parse: ConfigValueParser.user),
+        .list(
+            "user", .user, \.users, secret: true, show: { "\($0.name):\(RelayConfiguration.redaction)" },
+            parse: ConfigValueParser.user),
         .flag("no-auth", \.noAuth),
         .integer("stale-nonce", seconds, \.staleNonce, bare: 600),
     ]
@@ -103,6 +106,7 @@ enum ConfigKeyTable {
         // RFC 8489 §14.14: SOFTWARE is fewer than 128 characters.
         ConfigKey(
             "software-attribute", .optionalText(maxLength: 127), arity: .optional,
+            field: .optional(\.softwareAttribute),
             support: .implemented { config, text throws(ConfigValueError) in
                 config.softwareAttribute = try ConfigValueParser.optionalText(
                     text, fallback: RelayConfiguration.defaultSoftwareAttribute, maxLength: 127)
@@ -120,35 +124,38 @@ enum ConfigKeyTable {
     ]
 
     private static let metrics: [ConfigKey] = [
-        .flag("prometheus", \.prometheus),
-        .port("prometheus-port", \.prometheusPort),
-        .address("prometheus-address", \.prometheusAddress),
+        .flag("prometheus", \.prometheus).needsRestart(),
+        .port("prometheus-port", \.prometheusPort).needsRestart(),
+        .address("prometheus-address", \.prometheusAddress).needsRestart(),
     ]
 
     private static let process: [ConfigKey] = [
-        .string("log-file", \.logFile),
-        .flag("syslog", \.syslog),
-        .flag("simple-log", \.simpleLog),
+        .string("log-file", \.logFile).needsRestart(),
+        .flag("syslog", \.syslog).needsRestart(),
+        .flag("simple-log", \.simpleLog).needsRestart(),
         .flag("verbose", \.verbose),
-        .flag("Verbose", \.verbose),
-        .string("pidfile", \.pidfile),
+        .flag("Verbose", \.verbose, alias: true),
+        .string("pidfile", \.pidfile).needsRestart(),
         .ignored("no-cli"),
     ]
 
     private static let relaydOwn: [ConfigKey] = [
-        .address("api-listening-ip", \.apiListeningIP),
-        .port("api-listening-port", \.apiListeningPort),
-        .list("api-key", .apiKey, \.apiKeys, secret: true, parse: ConfigValueParser.apiKey),
+        .address("api-listening-ip", \.apiListeningIP).needsRestart(),
+        .port("api-listening-port", \.apiListeningPort).needsRestart(),
+        .list(
+            "api-key", .apiKey, \.apiKeys, secret: true, show: { "\($0.name):\(RelayConfiguration.redaction)" },
+            parse: ConfigValueParser.apiKey),
         .integer("credential-ttl", seconds, \.credentialTTL),
         .integer("credential-max-ttl", seconds, \.credentialMaxTTL),
         .list("advertised-uri", .uri, \.advertisedURIs, parse: ConfigValueParser.uri),
         ConfigKey(
-            "log-format", .logFormat,
+            "log-format", .logFormat, field: ConfigField(\.logFormat) { [$0.rawValue] },
             support: .implemented { config, text throws(ConfigValueError) in
                 config.logFormat = try ConfigValueParser.logFormat(text)
-            }),
+            }
+        ).needsRestart(),
         ConfigKey(
-            "log-level", .logLevel,
+            "log-level", .logLevel, field: ConfigField(\.minimumLogLevel) { [$0.rawValue] },
             support: .implemented { config, text throws(ConfigValueError) in
                 config.minimumLogLevel = try ConfigValueParser.logLevel(text)
             }),
@@ -158,8 +165,8 @@ enum ConfigKeyTable {
         .integer("unauth-rate-burst", positiveCount, \.unauthRateBurst),
         .integer("auth-failure-rate-limit", 0...Int(Int32.max), \.authFailureRateLimit),
         .integer("allocate-rate-limit", 0...Int(Int32.max), \.allocateRateLimit),
-        .integer("tcp-idle-timeout", seconds, \.tcpIdleTimeout),
-        .integer("tls-handshake-timeout", seconds, \.tlsHandshakeTimeout),
+        .integer("tcp-idle-timeout", seconds, \.tcpIdleTimeout).needsRestart(),
+        .integer("tls-handshake-timeout", seconds, \.tlsHandshakeTimeout).needsRestart(),
         .integer("max-connections-per-ip", 0...Int(Int32.max), \.maxConnectionsPerIP),
         .integer("max-pending-connections-per-ip", 0...Int(Int32.max), \.maxPendingConnectionsPerIP),
         .integer("max-connections", positiveCount, \.maxConnections),

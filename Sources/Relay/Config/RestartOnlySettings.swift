@@ -5,30 +5,12 @@ import Logging
 /// reports the key as "restart needed", never silently ignoring it.
 public struct RestartOnlySetting: Sendable {
     public let key: String
-    let differs: @Sendable (RelayConfiguration, RelayConfiguration) -> Bool
-    let keep: @Sendable (inout RelayConfiguration, RelayConfiguration) -> Void
+    let field: ConfigField
 
-    init<Value: Equatable & Sendable>(_ key: String, _ path: WritableKeyPath<RelayConfiguration, Value> & Sendable) {
-        self.key = key
-        differs = { $0[keyPath: path] != $1[keyPath: path] }
-        keep = { $0[keyPath: path] = $1[keyPath: path] }
-    }
-
-    /// Every restart-only setting, by config key.
-    public static var all: [RestartOnlySetting] {
-        [
-            .init("listening-ip", \.listeningIPs), .init("listening-port", \.listeningPort),
-            .init("alt-listening-port", \.altListeningPort), .init("tls-listening-port", \.tlsListeningPort),
-            .init("alt-tls-listening-port", \.altTLSListeningPort), .init("no-udp", \.noUDP),
-            .init("no-tcp", \.noTCP), .init("no-tls", \.noTLS), .init("relay-ip", \.relayIPs),
-            .init("min-port", \.minPort), .init("max-port", \.maxPort), .init("relay-threads", \.relayThreads),
-            .init("api-listening-ip", \.apiListeningIP), .init("api-listening-port", \.apiListeningPort),
-            .init("prometheus", \.prometheus), .init("prometheus-port", \.prometheusPort),
-            .init("prometheus-address", \.prometheusAddress), .init("log-file", \.logFile),
-            .init("syslog", \.syslog), .init("simple-log", \.simpleLog), .init("log-format", \.logFormat),
-            .init("pidfile", \.pidfile), .init("tcp-idle-timeout", \.tcpIdleTimeout),
-            .init("tls-handshake-timeout", \.tlsHandshakeTimeout),
-        ]
+    /// Every restart-only setting, by config key: the keys `ConfigKeyTable` marks `needsRestart()`.
+    public static let all: [RestartOnlySetting] = ConfigKeyTable.implemented.compactMap { key in
+        guard key.restartOnly, let field = key.field else { return nil }
+        return RestartOnlySetting(key: key.name, field: field)
     }
 
     /// `candidate` with every restart-only setting put back to its `running` value, and the keys
@@ -38,9 +20,9 @@ public struct RestartOnlySetting: Sendable {
     ) {
         var merged = candidate
         var keys: [String] = []
-        for setting in all where setting.differs(running, candidate) {
+        for setting in all where setting.field.differs(running, candidate) {
             keys.append(setting.key)
-            setting.keep(&merged, running)
+            setting.field.keep(&merged, running)
         }
         return (merged, keys)
     }

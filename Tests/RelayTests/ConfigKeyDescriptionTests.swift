@@ -1,0 +1,48 @@
+import Relay
+import Testing
+
+/// Each config key is described once, in `ConfigKeyTable`: the summary `check-config` prints and
+/// the settings a reload cannot change are derived from it.
+@Suite struct ConfigKeyDescriptionTests {
+    @Test("Every setting appears in the summary under its key, aliases and no-ops do not")
+    func summaryKeys() {
+        #expect(Set(RelayConfiguration.summaryKeys) == Set([
+            "listening-port", "tls-listening-port", "alt-listening-port", "alt-tls-listening-port", "listening-ip",
+            "no-udp", "no-tcp", "no-tls", "relay-ip", "external-ip", "min-port", "max-port", "relay-threads",
+            "realm", "use-auth-secret", "static-auth-secret", "rest-api-separator", "lt-cred-mech", "user",
+            "no-auth", "stale-nonce", "user-quota", "total-quota", "max-allocate-lifetime", "channel-lifetime",
+            "permission-lifetime", "max-bps", "bps-capacity", "denied-peer-ip", "allowed-peer-ip",
+            "allow-loopback-peers", "no-multicast-peers", "cert", "pkey", "pkey-pwd", "cipher-list", "no-tlsv1",
+            "no-tlsv1_1", "no-tlsv1_2", "fingerprint", "software-attribute", "stun-only", "no-stun",
+            "alternate-server", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
+            "simple-log", "verbose", "pidfile", "api-listening-ip", "api-listening-port", "api-key",
+            "credential-ttl", "credential-max-ttl", "advertised-uri", "log-format", "log-level", "drain-timeout",
+            "max-permissions-per-allocation", "unauth-rate-limit", "unauth-rate-burst", "auth-failure-rate-limit",
+            "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
+            "max-pending-connections-per-ip", "max-connections",
+        ]))
+    }
+
+    @Test("The restart-only settings are the keys of sockets, threads and the process")
+    func restartOnlyKeys() {
+        #expect(Set(RestartOnlySetting.all.map(\.key)) == Set([
+            "listening-ip", "listening-port", "alt-listening-port", "tls-listening-port", "alt-tls-listening-port",
+            "no-udp", "no-tcp", "no-tls", "relay-ip", "min-port", "max-port", "relay-threads", "api-listening-ip",
+            "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
+            "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout",
+        ]))
+    }
+
+    @Test("A reload keeps a restart-only value and names its key; a live one applies")
+    func merge() {
+        var running = RelayConfiguration()
+        running.minPort = 40000
+        running.userQuota = 1
+        var candidate = running
+        candidate.minPort = 41000
+        candidate.userQuota = 5
+        let (merged, restartNeeded) = RestartOnlySetting.merge(running: running, candidate: candidate)
+        #expect(restartNeeded == ["min-port"])
+        #expect(merged.minPort == 40000 && merged.userQuota == 5)
+    }
+}
