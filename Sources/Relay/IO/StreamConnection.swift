@@ -29,7 +29,10 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
 
     let socket: Int32
     let origin: ClientOrigin
-    unowned let owner: StreamTransport
+    /// The transport of the loop that owns the connection. A strong reference: other loops hold
+    /// the connection (through the relayed-address directory) and compare owners, so the owner
+    /// must outlive every such holder; the transport drops the connection when it closes.
+    let owner: StreamTransport
     private(set) var state: State
     let acceptedAt: Int64
     /// When the connection could carry STUN: at accept for TCP, after the handshake for TLS.
