@@ -3,8 +3,7 @@
 # the NAT tests build network namespaces):
 #   1. installs build and test dependencies (apt: libevent-dev libssl-dev coturn chromium
 #      chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
-#   2. builds everything and runs the Swift unit and daemon tests (swift test), then again
-#      under ThreadSanitizer,
+#   2. builds everything and runs the Swift unit and daemon tests (swift test),
 #   3. runs each libFuzzer target (decoder/framer, core state machine) for a bounded time,
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
@@ -26,12 +25,6 @@ swift build --build-tests
 
 step "swift test"
 swift test --skip-build
-
-step "swift test under ThreadSanitizer"
-# The loops share a few structures (directory, limiters, budgets, stream connections): the same
-# tests, built with -sanitize=thread in a separate build folder, must show no data race.
-swift build --build-tests --sanitize=thread --scratch-path .build-tsan
-swift test --skip-build --sanitize=thread --scratch-path .build-tsan
 
 step "fuzz (${FUZZ_SECONDS:-60} s per target)"
 ./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
