@@ -113,6 +113,7 @@ def test_exposition_has_the_documented_families(metrics_server):
         "relayd_relayed_packets_total", "relayd_relayed_bytes_total", "relayd_dropped_packets_total",
         "relayd_auth_results_total", "relayd_error_responses_total", "relayd_stun_binding_requests_total",
         "relayd_relay_ports_in_use", "relayd_relay_ports_free", "relayd_tls_handshakes_total",
+        "relayd_stream_connections_refused_total",
         "relayd_allocation_lifetime_seconds_bucket", "relayd_allocation_lifetime_seconds_sum",
         "relayd_allocation_lifetime_seconds_count",
     ]:

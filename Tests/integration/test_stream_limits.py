@@ -18,6 +18,7 @@ import pytest
 
 import stunclient
 from conftest import RelayServer, running, server_kind
+from floods import metric
 from streamclient import FrameReader, StreamTurnClient, connect
 from stunclient import udp_socket
 
@@ -125,6 +126,17 @@ def test_binding_only_connection_is_closed_once_idle(limited):
 # --- connection caps --------------------------------------------------------------
 
 
+def refused_metric(server: RelayServer, reason: str, expected: int) -> float:
+    """relayd_stream_connections_refused_total{reason}, polled until it reaches `expected` or 5 s
+    pass (each loop publishes its counters about once a second)."""
+    deadline = time.monotonic() + 5
+    while True:
+        value = metric(server, "relayd_stream_connections_refused_total", reason=reason)
+        if value >= expected or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
 REFUSAL_REASONS = {"max-connections-per-ip": "per_ip_limit", "max-connections": "total_limit",
                    "max-pending-connections-per-ip": "pending_per_ip_limit"}
 
@@ -149,6 +161,7 @@ def test_connections_beyond_the_cap_are_refused(tmp_path, limit):
             assert answered == cap
             reason = REFUSAL_REASONS[limit]
             assert len(re.findall(rf"event=connection_refused .*reason={reason}", server.log_text())) == 4
+            assert refused_metric(server, reason, 4) == 4
         finally:
             for sock in socks:
                 sock.close()

@@ -15,6 +15,8 @@ public struct LoopMetrics: Sendable {
     /// TLS handshakes completed and failed; the stream transport layer fills these in.
     public var tlsHandshakesOK: UInt64 = 0
     public var tlsHandshakesFailed: UInt64 = 0
+    /// TCP/TLS connections closed at accept, by `StreamRefusal`; the stream transport fills these in.
+    public var connectionsRefused = [UInt64](repeating: 0, count: StreamRefusal.allCases.count)
 
     public init() {}
 
@@ -54,5 +56,6 @@ public struct LoopMetrics: Sendable {
         lifetimes.add(other.lifetimes)
         tlsHandshakesOK &+= other.tlsHandshakesOK
         tlsHandshakesFailed &+= other.tlsHandshakesFailed
+        for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
     }
 }

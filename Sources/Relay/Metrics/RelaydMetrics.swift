@@ -71,6 +71,15 @@ public enum RelaydMetrics {
         p.sample("relayd_tls_handshakes_total", [("result", "failed")], m.tlsHandshakesFailed)
 
         p.family(
+            "relayd_stream_connections_refused_total", .counter,
+            help: "TCP/TLS connections closed at accept, by the limit that refused them.")
+        for refusal in StreamRefusal.allCases {
+            p.sample(
+                "relayd_stream_connections_refused_total", [("reason", refusal.label)],
+                m.connectionsRefused[refusal.rawValue])
+        }
+
+        p.family(
             "relayd_allocation_lifetime_seconds", .histogram,
             help: "How long TURN allocations lived, observed when they end.")
         p.histogram(
