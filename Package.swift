@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "StunCodec", targets: ["StunCodec"]),
+        .library(name: "RelayCore", targets: ["RelayCore"]),
         .library(name: "Relay", targets: ["Relay"]),
         .executable(name: "relayd", targets: ["relayd"]),
     ],
@@ -37,10 +38,17 @@ let package = Package(
             dependencies: ["COpenSSL"],
             swiftSettings: strict
         ),
+        // The protocol state machine (RFC 8489, RFC 8656): pure Swift, no C module, no
+        // Foundation; it emits commands the I/O layer in `Relay` executes (docs/architecture.md).
+        .target(
+            name: "RelayCore",
+            dependencies: ["StunCodec", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "CLibevent", "COpenSSL", "CStreamIO",
+                "StunCodec", "RelayCore", "CLibevent", "COpenSSL", "CStreamIO",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

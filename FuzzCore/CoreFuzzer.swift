@@ -1,3 +1,4 @@
+import RelayCore
 import RelayFuzzing
 
 /// libFuzzer's entry point (https://llvm.org/docs/LibFuzzer.html): one input as a sequence of

@@ -1,3 +1,4 @@
+import RelayCore
 import RelayFuzzing
 
 /// core-fuzz: the RelayCore state machine under libFuzzer (scripts/fuzz.sh), or a replay of

@@ -3,7 +3,8 @@
 # the NAT tests build network namespaces):
 #   1. installs build and test dependencies (apt: libevent-dev libssl-dev coturn chromium
 #      chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
-#   2. builds everything and runs the Swift unit and daemon tests (swift test),
+#   2. builds everything, checks the core imports no C module or Foundation (check-layers.sh),
+#      and runs the Swift unit and daemon tests (swift test),
 #   3. runs each libFuzzer target (decoder/framer, core state machine) for a bounded time,
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
@@ -22,6 +23,9 @@ step "dependencies"
 
 step "build"
 swift build --build-tests
+
+step "layers (docs/architecture.md)"
+./scripts/check-layers.sh
 
 step "swift test"
 swift test --skip-build

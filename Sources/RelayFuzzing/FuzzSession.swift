@@ -1,5 +1,6 @@
 import Logging
 import Relay
+import RelayCore
 import StunCodec
 
 // Used by core-fuzz (FuzzCore/) and by the corpus replay in CoreFuzzRegressionTests.

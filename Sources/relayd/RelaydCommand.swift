@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import Relay
+import RelayCore
 
 /// `relayd`: the STUN/TURN relay daemon. Every coturn `turnserver.conf` key also works as a
 /// long option (`--listening-port=3478`); the command line overrides the file.

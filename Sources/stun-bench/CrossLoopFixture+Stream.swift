@@ -1,4 +1,5 @@
 import Relay
+import RelayCore
 import StunCodec
 
 /// (i)'s stand-in for TCP client B's connection: keeps the last packet queued on it in fixed

@@ -1,4 +1,5 @@
 import Relay
+import RelayCore
 import StunCodec
 
 /// Two loop threads' cores sharing a relayed-address directory: client A on loop 0 bound by

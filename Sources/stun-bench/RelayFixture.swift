@@ -1,5 +1,6 @@
 import Logging
 import Relay
+import RelayCore
 import StunCodec
 
 /// A `RelayCore` set up with real requests (untimed) for the data-path benchmarks: client A with

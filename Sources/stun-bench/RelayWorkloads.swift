@@ -1,4 +1,5 @@
 import Relay
+import RelayCore
 import StunCodec
 
 /// (d) A client's ChannelData to a public peer: demultiplex, find the allocation by 5-tuple,

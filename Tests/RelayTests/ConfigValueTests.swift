@@ -1,5 +1,6 @@
 import Logging
 import Relay
+import RelayCore
 import StunCodec
 import Testing
 

@@ -1,4 +1,5 @@
 import Relay
+import RelayCore
 import StunCodec
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import Relay
+import RelayCore
 import StunCodec
 import Synchronization
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Relay
+import RelayCore
 import StunCodec
 import Synchronization
 import Testing

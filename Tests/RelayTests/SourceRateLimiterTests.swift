@@ -1,5 +1,6 @@
 import Dispatch
 import Relay
+import RelayCore
 import StunCodec
 import Synchronization
 import Testing

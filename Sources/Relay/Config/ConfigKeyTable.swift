@@ -1,3 +1,5 @@
+import RelayCore
+
 /// Every key relayd accepts, by name: coturn's (docs/compatibility.md), relayd's own, and the coturn keys
 /// it knows but does not implement.
 enum ConfigKeyTable {

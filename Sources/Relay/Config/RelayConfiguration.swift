@@ -1,3 +1,4 @@
+import RelayCore
 import Logging
 import StunCodec
 

@@ -1,3 +1,4 @@
+import RelayCore
 import StunCodec
 
 /// The bearer tokens the credential service accepts (`api-key=name:token`). A presented token is

@@ -1,3 +1,4 @@
+import RelayCore
 import Foundation
 
 /// A caller's request for TURN credentials, validated: from the query of

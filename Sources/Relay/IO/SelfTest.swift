@@ -1,3 +1,4 @@
+import RelayCore
 import Glibc
 import StunCodec
 

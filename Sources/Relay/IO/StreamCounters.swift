@@ -1,3 +1,5 @@
+import RelayCore
+
 /// Why a TCP/TLS connection ended; each reason is counted.
 public enum StreamCloseReason: Int, CaseIterable, Sendable {
     /// The client closed its side (after its pending answers were written, within a bound).

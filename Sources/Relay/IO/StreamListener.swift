@@ -1,3 +1,4 @@
+import RelayCore
 import CLibevent
 import Glibc
 import StunCodec

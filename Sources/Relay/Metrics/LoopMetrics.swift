@@ -1,3 +1,4 @@
+import RelayCore
 import StunCodec
 
 /// One loop thread's metrics at one moment: its counters, plus the gauges read off its core.

@@ -1,3 +1,4 @@
+import RelayCore
 import StunCodec
 
 /// relayd's metric families, names prefixed `relayd_`, counters ending in `_total`, labels from

@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 
 /// The hash functions STUN needs, over OpenSSL's low-level digests with contexts on the stack,
 /// so that no digest touches the heap. This folder is the codec's only door to OpenSSL.

@@ -1,5 +1,6 @@
 import Logging
 import Relay
+import RelayCore
 import StunCodec
 
 /// The configuration the core tests share: REST credentials (`use-auth-secret`) plus one

@@ -1,4 +1,5 @@
 import Relay
+import RelayCore
 import StunCodec
 
 /// A `RelaySocketProvider` for driving `RelayCore` without the network: it hands out fake

@@ -22,11 +22,11 @@ extension RelayCore {
         }
         guard !peers.isEmpty else { return sendError(.badRequest, to: message, origin: origin, key: auth.key) }
         let newOnes = peers.filter { !allocation.hasPermission(for: $0, now: now) }.count
-        if allocation.livePermissionCount(now: now) + newOnes > configuration.maxPermissionsPerAllocation {
+        if allocation.livePermissionCount(now: now) + newOnes > settings.maxPermissionsPerAllocation {
             return sendError(.insufficientCapacity, to: message, origin: origin, key: auth.key)
         }
         allocation.sweep(now: now)
-        for peer in peers { allocation.installPermission(peer, until: now + Int64(configuration.permissionLifetime)) }
+        for peer in peers { allocation.installPermission(peer, until: now + Int64(settings.permissionLifetime)) }
         publish(allocation)
         respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
             try appendSoftware(&w)

@@ -68,21 +68,9 @@ public struct SourceLimits: Sendable {
     /// New allocations (`allocate-rate-limit`); off unless the operator sets it.
     public var allocations: SourceRateLimiter
 
-    public init(configuration c: RelayConfiguration) {
-        challenges = SourceRateLimiter(perSecond: c.unauthRateLimit, burst: c.unauthRateBurst)
-        failures = SourceRateLimiter(perSecond: c.authFailureRateLimit)
-        allocations = SourceRateLimiter(perSecond: c.allocateRateLimit)
-    }
-
-    /// After a reload: a limiter whose settings changed starts afresh, the others keep their buckets.
-    public func updated(from previous: RelayConfiguration, to next: RelayConfiguration) -> SourceLimits {
-        let fresh = SourceLimits(configuration: next)
-        var kept = self
-        if next.unauthRateLimit != previous.unauthRateLimit || next.unauthRateBurst != previous.unauthRateBurst {
-            kept.challenges = fresh.challenges
-        }
-        if next.authFailureRateLimit != previous.authFailureRateLimit { kept.failures = fresh.failures }
-        if next.allocateRateLimit != previous.allocateRateLimit { kept.allocations = fresh.allocations }
-        return kept
+    public init(challenges: SourceRateLimiter, failures: SourceRateLimiter, allocations: SourceRateLimiter) {
+        self.challenges = challenges
+        self.failures = failures
+        self.allocations = allocations
     }
 }

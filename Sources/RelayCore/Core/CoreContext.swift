@@ -10,27 +10,13 @@ public struct RelayAddress: Sendable, Hashable {
         self.bound = bound
         self.advertised = advertised
     }
-
-    /// Pairs each `relay-ip` with its `external-ip` (`pub/priv` by private address; a lone `pub`
-    /// applies to every relay address of its family).
-    public static func mappings(configuration c: RelayConfiguration) -> [RelayAddress] {
-        c.relayIPs.map { ip in
-            if let exact = c.externalIPs.first(where: { $0.privateIP == ip }) {
-                return RelayAddress(bound: ip, advertised: exact.publicIP)
-            }
-            if let lone = c.externalIPs.first(where: { $0.privateIP == nil && $0.publicIP.family == ip.family }) {
-                return RelayAddress(bound: ip, advertised: lone.publicIP)
-            }
-            return RelayAddress(bound: ip, advertised: ip)
-        }
-    }
 }
 
 /// Everything a loop thread's core needs besides its sockets: the immutable configuration and
 /// what was derived from it once (credentials, nonces, policy, relay addresses), plus the
 /// cross-thread quota and bandwidth trackers. Swapped as a whole on reload.
 public struct CoreContext: Sendable {
-    public var configuration: RelayConfiguration
+    public var settings: CoreSettings
     public var credentials: CredentialStore
     public var nonces: NonceGenerator
     public var policy: PeerPolicy
@@ -52,32 +38,31 @@ public struct CoreContext: Sendable {
     public var sourceLimits: SourceLimits
 
     public init(
-        configuration: RelayConfiguration, nonceKey: [UInt8], quota: QuotaTracker,
-        reservationTable: ReservationTable = ReservationTable(),
-        directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
-        threadIndex: Int = 0, threadCount: Int = 1, sourceLimits: SourceLimits? = nil,
-        bandwidth: BandwidthCapacity? = nil
+        settings: CoreSettings, credentials: CredentialStore, nonces: NonceGenerator, policy: PeerPolicy,
+        relayAddresses: [RelayAddress], quota: QuotaTracker, bandwidth: BandwidthCapacity,
+        sourceLimits: SourceLimits, reservationTable: ReservationTable = ReservationTable(),
+        directory: RelayedAddressDirectory = RelayedAddressDirectory(), threadIndex: Int = 0, threadCount: Int = 1
     ) {
-        self.configuration = configuration
-        credentials = CredentialStore(configuration: configuration)
-        nonces = NonceGenerator(key: nonceKey, lifetime: Int64(configuration.staleNonce))
-        policy = PeerPolicy(configuration: configuration, interfaceAddresses: interfaceAddresses)
+        self.settings = settings
+        self.credentials = credentials
+        self.nonces = nonces
+        self.policy = policy
         self.quota = quota
-        self.bandwidth = bandwidth ?? BandwidthCapacity(capacity: configuration.bpsCapacity)
+        self.bandwidth = bandwidth
         self.reservationTable = reservationTable
         self.directory = directory
-        relayAddresses = RelayAddress.mappings(configuration: configuration)
+        self.relayAddresses = relayAddresses
         externalMappings = relayAddresses.filter { $0.bound != $0.advertised }
         self.threadIndex = threadIndex
         self.threadCount = threadCount
-        self.sourceLimits = sourceLimits ?? SourceLimits(configuration: configuration)
+        self.sourceLimits = sourceLimits
     }
 }
 
 extension CoreContext {
     /// Whether `port` is in the relay port range (`min-port`...`max-port`).
     @inline(__always)
-    func isRelayPort(_ port: UInt16) -> Bool { port >= configuration.minPort && port <= configuration.maxPort }
+    func isRelayPort(_ port: UInt16) -> Bool { port >= settings.minPort && port <= settings.maxPort }
 
     /// A peer address in the advertised (`external-ip` public) form of one of relayd's own
     /// relayed addresses (a relay address, a port in the relay port range), turned into the bound

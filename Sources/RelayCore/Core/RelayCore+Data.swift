@@ -195,7 +195,7 @@ extension RelayCore {
                 into: region, type: MessageType(method: .data, messageClass: .indication), transactionID: transactionID)
             try w.append(XORPeerAddress(address: peer))
             try w.appendAttribute(.data, length: payload.count) { _ in }
-            if configuration.fingerprint { try w.appendFingerprint() }
+            if settings.fingerprint { try w.appendFingerprint() }
             return UnsafeRawBufferPointer(rebasing: buffer[start..<start + w.count])
         } catch {
             counters.drop(.outboxFull)

@@ -25,12 +25,12 @@ extension RelayCore {
             return sendError(.badRequest, to: message, origin: origin, key: auth.key)
         }
         if !allocation.hasPermission(for: peer.address.ip, now: now)
-            && allocation.livePermissionCount(now: now) >= configuration.maxPermissionsPerAllocation
+            && allocation.livePermissionCount(now: now) >= settings.maxPermissionsPerAllocation
         {
             return sendError(.insufficientCapacity, to: message, origin: origin, key: auth.key)
         }
-        allocation.bindChannel(number.value, to: peer.address, until: now + Int64(configuration.channelLifetime))
-        allocation.installPermission(peer.address.ip, until: now + Int64(configuration.permissionLifetime))
+        allocation.bindChannel(number.value, to: peer.address, until: now + Int64(settings.channelLifetime))
+        allocation.installPermission(peer.address.ip, until: now + Int64(settings.permissionLifetime))
         publish(allocation)
         respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
             try appendSoftware(&w)

@@ -22,7 +22,7 @@ extension RelayCore {
             if let key {
                 try w.appendMessageIntegrity(key: key)
             }
-            if request.fingerprintOffset != nil || configuration.fingerprint { try w.appendFingerprint() }
+            if request.fingerprintOffset != nil || settings.fingerprint { try w.appendFingerprint() }
             let length = w.count
             outbox.commitScratch(length: length, route: .client(origin))
             return UnsafeRawBufferPointer(rebasing: buffer[0..<length])
@@ -41,7 +41,7 @@ extension RelayCore {
         respond(to: request, origin: origin, messageClass: .errorResponse, key: key) { w throws(StunEncodeError) in
             try w.append(ErrorCode(code: error.code, reason: error.reason))
             try extra(&w)
-            if error.code != 401 && error.code != 438, let software = configuration.softwareAttribute {
+            if error.code != 401 && error.code != 438, let software = settings.softwareAttribute {
                 try w.append(Software(value: software))
             }
         }
@@ -81,6 +81,6 @@ extension RelayCore {
 
     /// SOFTWARE for success responses, when configured (RFC 8489 §14.14).
     func appendSoftware(_ w: inout StunMessageWriter) throws(StunEncodeError) {
-        if let software = configuration.softwareAttribute { try w.append(Software(value: software)) }
+        if let software = settings.softwareAttribute { try w.append(Software(value: software)) }
     }
 }

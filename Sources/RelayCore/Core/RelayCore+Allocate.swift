@@ -18,7 +18,7 @@ extension RelayCore {
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
 
         if context.draining {
-            if let alternate = configuration.alternateServers.first {
+            if let alternate = settings.alternateServers.first {
                 sendError(.tryAlternate, to: message, origin: origin, key: auth.key) { w throws(StunEncodeError) in
                     try w.append(AlternateServer(address: alternate))
                 }
@@ -58,8 +58,8 @@ extension RelayCore {
         if let quotaError = context.quota.acquire(user: userID) { return reply(quotaError) }
         // `max-bps` is reserved from `bps-capacity`; none left: 486, as coturn answers.
         var granted = 0
-        if configuration.maxBPS > 0 {
-            guard let reserved = context.bandwidth.reserve(configuration.maxBPS) else {
+        if settings.maxBPS > 0 {
+            guard let reserved = context.bandwidth.reserve(settings.maxBPS) else {
                 context.quota.release(user: userID)
                 return reply(.allocationQuotaReached)
             }
@@ -118,7 +118,7 @@ extension RelayCore {
     /// Lifetime of a new allocation: the default 600 s unless the client asks for longer, capped at
     /// `max-allocate-lifetime` (RFC 8656 §7.2).
     func allocateLifetime(requested: Lifetime?) -> Int64 {
-        let maximum = Int64(configuration.maxAllocateLifetime)
+        let maximum = Int64(settings.maxAllocateLifetime)
         let defaultLifetime = min(Int64(600), maximum)
         guard let requested else { return defaultLifetime }
         return max(defaultLifetime, min(Int64(requested.seconds), maximum))

@@ -19,7 +19,7 @@ extension RelayCore {
     /// `auth-failure-rate-limit`. A request whose credentials verify is never limited: its 438
     /// is not charged, and its success gives the source back one challenge.
     func authenticate(_ message: StunMessage, origin: ClientOrigin, existing: Allocation?, now: Int64) -> Authenticated? {
-        if configuration.noAuth { return Authenticated(username: "", key: []) }
+        if settings.noAuth { return Authenticated(username: "", key: []) }
         guard message.integrityOffset != nil || message.integritySHA256Offset != nil else {
             counters.auth[AuthOutcome.challenged.rawValue] += 1
             sendChallenge(.unauthorized, to: message, origin: origin, charging: .challenge, now: now)

@@ -33,22 +33,6 @@ public struct PeerPolicy: Sendable {
         self.relayPorts = relayPorts
     }
 
-    /// Builds the policy from the configuration plus the host's own interface addresses.
-    public init(configuration c: RelayConfiguration, interfaceAddresses: [IPAddress]) {
-        var own = Set(c.listeningIPs + c.relayIPs + interfaceAddresses)
-        own.formUnion(c.externalIPs.map(\.publicIP))
-        own.formUnion(c.externalIPs.compactMap(\.privateIP))
-        var ports: Set<UInt16> = [c.listeningPort, c.tlsListeningPort, c.apiListeningPort]
-        if let p = c.altListeningPort { ports.insert(p) }
-        if let p = c.altTLSListeningPort { ports.insert(p) }
-        if c.prometheus { ports.insert(c.prometheusPort) }
-        var relays = Set(c.relayIPs)
-        relays.formUnion(c.externalIPs.map(\.publicIP))
-        self.init(
-            denied: c.deniedPeerIPs, allowed: c.allowedPeerIPs, allowLoopback: c.allowLoopbackPeers,
-            ownAddresses: own, servicePorts: ports, relayAddresses: relays, relayPorts: c.minPort...c.maxPort)
-    }
-
     /// Why a peer was refused, for the drop and error counters.
     public enum Verdict: Sendable, Hashable {
         case allowed

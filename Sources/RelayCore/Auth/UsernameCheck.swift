@@ -35,7 +35,7 @@ public enum UsernameCheck {
 
     /// The first code point of `text` that FreeformClass disallows, nil when there is none.
     /// Printable ASCII (most REST usernames are nothing else) is checked without a table lookup.
-    static func firstDisallowed(in text: String) -> Unicode.Scalar? {
+    public static func firstDisallowed(in text: String) -> Unicode.Scalar? {
         for scalar in text.unicodeScalars where !isAllowed(scalar) { return scalar }
         return nil
     }

@@ -15,7 +15,7 @@ public final class RelayCore {
     public var counters = CoreCounters()
     /// Lifetimes of ended allocations, for the metrics histogram.
     public var lifetimes = LifetimeHistogram()
-    var logger: Logger
+    public internal(set) var logger: Logger
 
     var byFiveTuple: [FiveTuple: Allocation] = [:]
     var bySocket: [Int32: Allocation] = [:]
@@ -56,21 +56,21 @@ public final class RelayCore {
         rebuildPortAllocators()
     }
 
-    var configuration: RelayConfiguration { context.configuration }
+    var settings: CoreSettings { context.settings }
 
     /// Replaces the configuration-derived context; live allocations keep their keys and state.
     public func update(context newContext: CoreContext) {
-        let portsChanged = newContext.configuration.minPort != context.configuration.minPort
-            || newContext.configuration.maxPort != context.configuration.maxPort
+        let portsChanged = newContext.settings.minPort != context.settings.minPort
+            || newContext.settings.maxPort != context.settings.maxPort
             || newContext.relayAddresses != context.relayAddresses
         context = newContext
-        logger.logLevel = newContext.configuration.logLevel
+        logger.logLevel = newContext.settings.logLevel
         if portsChanged { rebuildPortAllocators() }
     }
 
     func rebuildPortAllocators() {
         let slice = PortAllocator.slice(
-            min: configuration.minPort, max: configuration.maxPort, thread: context.threadIndex,
+            min: settings.minPort, max: settings.maxPort, thread: context.threadIndex,
             of: context.threadCount)
         var fresh: [IPAddress: PortAllocator] = [:]
         for relay in context.relayAddresses {
@@ -129,7 +129,7 @@ public final class RelayCore {
         case .request:
             handleRequest(message, from: origin, now: now)
         case .indication:
-            if message.type.method == .send && !configuration.stunOnly {
+            if message.type.method == .send && !settings.stunOnly {
                 handleSendIndication(message, from: origin, now: now)
             } else {
                 counters.drop(.unexpectedMessage)
@@ -142,11 +142,11 @@ public final class RelayCore {
     func handleRequest(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         let method = message.type.method
         if method == .binding {
-            if configuration.noStun {
+            if settings.noStun {
                 counters.drop(.unexpectedMessage)
                 return
             }
-        } else if configuration.stunOnly {
+        } else if settings.stunOnly {
             counters.drop(.unexpectedMessage)
             return
         }

@@ -9,21 +9,13 @@ public struct CredentialStore: Sendable {
     let separator: String
     let users: [String: [UInt8]]
 
-    public init(configuration c: RelayConfiguration) {
-        realm = c.realm
-        restSecrets = c.useAuthSecret ? c.staticAuthSecrets : []
-        separator = c.restAPISeparator
-        var table: [String: [UInt8]] = [:]
-        for user in c.users {
-            switch user.credential {
-            case .key(let key):
-                table[user.name] = key
-            case .password(let password):
-                table[user.name] = KeyDerivation.longTermKeyMD5(
-                    username: user.name, realm: c.realm, password: OpaqueString.prepare(password))
-            }
-        }
-        users = table
+    /// `users`: each static user's long-term key (RFC 8489 §9.2.2); `restSecrets`: the shared
+    /// secrets REST usernames `<expiry><separator><user>` are checked under (empty: no REST).
+    public init(realm: String, users: [String: [UInt8]], restSecrets: [String], separator: String) {
+        self.realm = realm
+        self.users = users
+        self.restSecrets = restSecrets
+        self.separator = separator
     }
 
     /// Why no key could be offered for a USERNAME.

@@ -1,0 +1,124 @@
+import RelayCore
+import StunCodec
+
+// What the protocol core gets from the configuration: the narrow `CoreSettings` and the values
+// derived once per load (credentials, policy, limits, relay addresses). The core target never
+// sees `RelayConfiguration` (docs/architecture.md).
+
+extension CoreSettings {
+    public init(configuration c: RelayConfiguration) {
+        self.init()
+        minPort = c.minPort
+        maxPort = c.maxPort
+        maxAllocateLifetime = c.maxAllocateLifetime
+        channelLifetime = c.channelLifetime
+        permissionLifetime = c.permissionLifetime
+        maxPermissionsPerAllocation = c.maxPermissionsPerAllocation
+        maxBPS = c.maxBPS
+        noAuth = c.noAuth
+        stunOnly = c.stunOnly
+        noStun = c.noStun
+        fingerprint = c.fingerprint
+        softwareAttribute = c.softwareAttribute
+        alternateServers = c.alternateServers
+        logLevel = c.logLevel
+    }
+}
+
+extension CoreContext {
+    /// The context of loop thread `threadIndex` of `threadCount` for `configuration`; the shared
+    /// trackers are passed in so every loop thread counts against the same ones.
+    public init(
+        configuration: RelayConfiguration, nonceKey: [UInt8], quota: QuotaTracker,
+        reservationTable: ReservationTable = ReservationTable(),
+        directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
+        threadIndex: Int = 0, threadCount: Int = 1, sourceLimits: SourceLimits? = nil,
+        bandwidth: BandwidthCapacity? = nil
+    ) {
+        self.init(
+            settings: CoreSettings(configuration: configuration),
+            credentials: CredentialStore(configuration: configuration),
+            nonces: NonceGenerator(key: nonceKey, lifetime: Int64(configuration.staleNonce)),
+            policy: PeerPolicy(configuration: configuration, interfaceAddresses: interfaceAddresses),
+            relayAddresses: RelayAddress.mappings(configuration: configuration), quota: quota,
+            bandwidth: bandwidth ?? BandwidthCapacity(capacity: configuration.bpsCapacity),
+            sourceLimits: sourceLimits ?? SourceLimits(configuration: configuration),
+            reservationTable: reservationTable, directory: directory, threadIndex: threadIndex,
+            threadCount: threadCount)
+    }
+}
+
+extension RelayAddress {
+    /// Pairs each `relay-ip` with its `external-ip` (`pub/priv` by private address; a lone `pub`
+    /// applies to every relay address of its family).
+    public static func mappings(configuration c: RelayConfiguration) -> [RelayAddress] {
+        c.relayIPs.map { ip in
+            if let exact = c.externalIPs.first(where: { $0.privateIP == ip }) {
+                return RelayAddress(bound: ip, advertised: exact.publicIP)
+            }
+            if let lone = c.externalIPs.first(where: { $0.privateIP == nil && $0.publicIP.family == ip.family }) {
+                return RelayAddress(bound: ip, advertised: lone.publicIP)
+            }
+            return RelayAddress(bound: ip, advertised: ip)
+        }
+    }
+}
+
+extension CredentialStore {
+    /// Static users from `user=` lines (passwords prepared with OpaqueString, RFC 8489 §9.2.2)
+    /// and, with `use-auth-secret`, the REST secrets.
+    public init(configuration c: RelayConfiguration) {
+        var table: [String: [UInt8]] = [:]
+        for user in c.users {
+            switch user.credential {
+            case .key(let key):
+                table[user.name] = key
+            case .password(let password):
+                table[user.name] = KeyDerivation.longTermKeyMD5(
+                    username: user.name, realm: c.realm, password: OpaqueString.prepare(password))
+            }
+        }
+        self.init(
+            realm: c.realm, users: table, restSecrets: c.useAuthSecret ? c.staticAuthSecrets : [],
+            separator: c.restAPISeparator)
+    }
+}
+
+extension PeerPolicy {
+    /// Builds the policy from the configuration plus the host's own interface addresses.
+    public init(configuration c: RelayConfiguration, interfaceAddresses: [IPAddress]) {
+        var own = Set(c.listeningIPs + c.relayIPs + interfaceAddresses)
+        own.formUnion(c.externalIPs.map(\.publicIP))
+        own.formUnion(c.externalIPs.compactMap(\.privateIP))
+        var ports: Set<UInt16> = [c.listeningPort, c.tlsListeningPort, c.apiListeningPort]
+        if let p = c.altListeningPort { ports.insert(p) }
+        if let p = c.altTLSListeningPort { ports.insert(p) }
+        if c.prometheus { ports.insert(c.prometheusPort) }
+        var relays = Set(c.relayIPs)
+        relays.formUnion(c.externalIPs.map(\.publicIP))
+        self.init(
+            denied: c.deniedPeerIPs, allowed: c.allowedPeerIPs, allowLoopback: c.allowLoopbackPeers,
+            ownAddresses: own, servicePorts: ports, relayAddresses: relays, relayPorts: c.minPort...c.maxPort)
+    }
+}
+
+extension SourceLimits {
+    public init(configuration c: RelayConfiguration) {
+        self.init(
+            challenges: SourceRateLimiter(perSecond: c.unauthRateLimit, burst: c.unauthRateBurst),
+            failures: SourceRateLimiter(perSecond: c.authFailureRateLimit),
+            allocations: SourceRateLimiter(perSecond: c.allocateRateLimit))
+    }
+
+    /// After a reload: a limiter whose settings changed starts afresh, the others keep their buckets.
+    public func updated(from previous: RelayConfiguration, to next: RelayConfiguration) -> SourceLimits {
+        let fresh = SourceLimits(configuration: next)
+        var kept = self
+        if next.unauthRateLimit != previous.unauthRateLimit || next.unauthRateBurst != previous.unauthRateBurst {
+            kept.challenges = fresh.challenges
+        }
+        if next.authFailureRateLimit != previous.authFailureRateLimit { kept.failures = fresh.failures }
+        if next.allocateRateLimit != previous.allocateRateLimit { kept.allocations = fresh.allocations }
+        return kept
+    }
+}

@@ -1,0 +1,39 @@
+import Logging
+import StunCodec
+
+/// The settings the protocol state machine reads: a narrow value the I/O layer derives from the
+/// configuration (`CoreSettings(configuration:)` in the `Relay` target), so the core never sees
+/// file paths, listeners, TLS or HTTP settings (docs/architecture.md).
+public struct CoreSettings: Sendable, Equatable {
+    /// The relay port range (`min-port`...`max-port`, RFC 8656 §7.2).
+    public var minPort: UInt16 = 49152
+    public var maxPort: UInt16 = 65535
+    /// Longest allocation lifetime a client may ask for (`max-allocate-lifetime`, RFC 8656 §7.2).
+    public var maxAllocateLifetime = 3600
+    /// Channel binding lifetime (`channel-lifetime`; RFC 8656 §12 fixes 600 s).
+    public var channelLifetime = 600
+    /// Permission lifetime (`permission-lifetime`; RFC 8656 §9 fixes 300 s).
+    public var permissionLifetime = 300
+    /// Per-allocation permission limit (`max-permissions-per-allocation`).
+    public var maxPermissionsPerAllocation = 32
+    /// Per-allocation bandwidth in bytes per second each way (`max-bps`; 0: unlimited).
+    public var maxBPS = 0
+    /// No long-term credentials required (`no-auth`).
+    public var noAuth = false
+    /// Binding only (`stun-only`) or TURN only (`no-stun`).
+    public var stunOnly = false
+    public var noStun = false
+    /// FINGERPRINT on every response (`fingerprint`, RFC 8489 §14.7), else only when the request had one.
+    public var fingerprint = false
+    /// SOFTWARE on responses (RFC 8489 §14.14), nil to leave it out.
+    public var softwareAttribute: String?
+    /// ALTERNATE-SERVER offered while draining (RFC 8489 §10).
+    public var alternateServers: [TransportAddress] = []
+    /// The core logger's level.
+    public var logLevel: Logger.Level = .info
+
+    public init() {}
+
+    /// The relay port range as a closed range.
+    public var relayPorts: ClosedRange<UInt16> { minPort...maxPort }
+}
