@@ -89,6 +89,8 @@ public final class FuzzSession {
         }
         core.shutdown(now: now)
         core.sweep(now: now + 3600)
+        checkCommands([])
+        core.outbox.reset()
         require(sockets.bound.isEmpty, "\(sockets.bound.count) relay sockets open after shutdown")
         require(core.relayPortsInUse == 0, "\(core.relayPortsInUse) relay ports in use after shutdown and sweep")
         require(quota.total == 0, "quota still counts \(quota.total) allocations after shutdown")
@@ -99,7 +101,8 @@ public final class FuzzSession {
 
     func origin(_ t: Int) -> ClientOrigin {
         ClientOrigin(
-            fiveTuple: FiveTuple(client: Self.tuples[t].0, server: Self.server, transport: Self.tuples[t].1), socket: 3)
+            fiveTuple: FiveTuple(client: Self.tuples[t].0, server: Self.server, transport: Self.tuples[t].1),
+            socket: ClientSocket(descriptor: 3))
     }
 
     /// One client packet in a buffer of exactly its size, so AddressSanitizer sees an over-read.
@@ -113,7 +116,7 @@ public final class FuzzSession {
 
     func peerPacket(socket: UInt8, peer: UInt8, _ payload: [UInt8]) {
         let open = core.allocations.map(\.relaySocket).sorted()
-        let fd = open.isEmpty || socket == 0xFF ? 9999 : open[Int(socket) % open.count]
+        let fd = open.isEmpty || socket == 0xFF ? RelaySocket(descriptor: 9999) : open[Int(socket) % open.count]
         let candidates = Self.peers + core.allocations.map(\.relayedAddress)
         let head = RelayCore.peerHeadroom
         let buffer = UnsafeMutableRawBufferPointer.allocate(
@@ -238,8 +241,9 @@ public final class FuzzSession {
                 require(core.context.policy.isAllowed(peer), "packet to \(peer), which the peer policy denies")
             }
         }
+        checkCommands(allocations)
         core.outbox.reset()
-        require(core.outbox.packets.isEmpty, "outbox not empty after reset")
+        require(core.outbox.packets.isEmpty && core.outbox.commands.isEmpty, "outbox not empty after reset")
         require(
             core.allocationCount == sockets.bound.count,
             "\(core.allocationCount) allocations but \(sockets.bound.count) sockets")
@@ -254,6 +258,33 @@ public final class FuzzSession {
             quota.total == core.allocationCount, "quota counts \(quota.total) for \(core.allocationCount) allocations")
     }
 
+    /// Executes the outbox's commands as the I/O layer would, judging each: a relay socket is
+    /// closed only once and only after its allocation is gone; a channel route is announced only
+    /// for a live channel of a live UDP allocation with a live permission, never past any of
+    /// their expiries.
+    func checkCommands(_ allocations: [Allocation]) {
+        for command in core.outbox.commands {
+            switch command {
+            case .closeRelaySocket(let socket):
+                require(!allocations.contains { $0.relaySocket == socket }, "closing the socket of a live allocation")
+                require(sockets.close(socket), "closing relay socket \(socket) that is not open")
+            case .installChannel(let route):
+                let owner = allocations.first { $0.relaySocket == route.relaySocket }
+                require(owner?.origin.fiveTuple.transport == .udp, "channel route for no UDP allocation")
+                guard let owner else { continue }
+                let channel = owner.channel(number: route.number, now: now)
+                require(channel?.peer == route.peer, "channel route \(route.number) for a channel not bound to \(route.peer)")
+                require(owner.hasPermission(for: route.peer.ip, now: now), "channel route without a permission")
+                require(route.expiry > now, "channel route already expired")
+                require(
+                    route.expiry <= owner.expiry && route.expiry <= (channel?.expiry ?? 0),
+                    "channel route outlives its channel or allocation")
+            case .removeChannel, .deliverToStream, .sessionStarted, .sessionEnded:
+                break
+            }
+        }
+    }
+
     func require(_ condition: Bool, _ message: @autoclosure () -> String) {
         if !condition && failures.count < 8 { failures.append(message()) }
     }
@@ -262,19 +293,18 @@ public final class FuzzSession {
 /// Relay sockets without the network: fake descriptors, one per bound address; port 50003 is
 /// always refused, as if another process held it.
 final class FuzzSockets: RelaySocketProvider {
-    private(set) var bound: [Int32: TransportAddress] = [:]
+    private(set) var bound: [RelaySocket: TransportAddress] = [:]
     private var next: Int32 = 100
 
-    func openRelaySocket(bound address: TransportAddress) -> Int32? {
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
         if address.port == 50003 || bound.values.contains(address) { return nil }
         next += 1
-        bound[next] = address
-        return next
+        bound[RelaySocket(descriptor: next)] = address
+        return RelaySocket(descriptor: next)
     }
 
-    func closeRelaySocket(_ socket: Int32) {
-        precondition(bound.removeValue(forKey: socket) != nil, "closing relay socket \(socket) that is not open")
-    }
+    /// False when `socket` was not open.
+    func close(_ socket: RelaySocket) -> Bool { bound.removeValue(forKey: socket) != nil }
 }
 
 /// Reads operations; past the end every read is zero.

@@ -20,10 +20,20 @@ final class BenchStreamSink: StreamSink, @unchecked Sendable {
         return true
     }
 
-    /// Loop 1 lists B's allocation with this sink; loop 0 queues on it from its own thread.
-    func install(owner: RelayCore, origin: ClientOrigin, writer: RelayCore) {
+    /// Loop 1 lists B's allocation with this sink.
+    func install(owner: RelayCore, origin: ClientOrigin) {
         owner.streamHooks.sink = { [unowned self] candidate in candidate == origin ? self : nil }
-        writer.streamHooks.write = { sink, bytes in unsafeDowncast(sink, to: BenchStreamSink.self).take(bytes) }
+    }
+
+    /// What loop 0's I/O layer does at its flush: queues each `deliverToStream` packet on the
+    /// connection it names.
+    @inline(__always)
+    static func executeDeliveries(of core: RelayCore) {
+        for command in core.outbox.commands {
+            if case .deliverToStream(let delivery) = command {
+                _ = unsafeDowncast(delivery.sink, to: BenchStreamSink.self).take(delivery.bytes)
+            }
+        }
     }
 }
 
@@ -33,7 +43,9 @@ extension CrossLoopFixture {
     func validateStream() throws {
         guard let sink else { throw BenchError.invalidFixture("stream: no sink") }
         loop0.core.handleClientPacket(toRemoteB, from: loop0.origin(RelayFixture.clientA), now: loop0.now)
-        guard loop0.core.outbox.packets.isEmpty, sink.packets == 1, sink.count == 104, sink.last[1] == 0x05,
+        BenchStreamSink.executeDeliveries(of: loop0.core)
+        defer { loop0.core.outbox.reset() }
+        guard loop0.core.outbox.packets.isEmpty, loop0.core.outbox.commands.count == 1, sink.packets == 1, sink.count == 104, sink.last[1] == 0x05,
             loop0.core.counters.shortCircuited == 1
         else { throw BenchError.invalidFixture("cross-loop stream write") }
     }
@@ -47,6 +59,7 @@ func relayToStream(_ f: CrossLoopFixture, iterations: Int) -> UInt64 {
     let before = f.sink?.packets ?? 0
     for _ in 0..<iterations {
         f.loop0.core.handleClientPacket(opaque(f.toRemoteB), from: origin, now: f.loop0.now)
+        BenchStreamSink.executeDeliveries(of: f.loop0.core)
         f.loop0.core.outbox.reset()
     }
     return UInt64((f.sink?.packets ?? 0) - before)

@@ -21,7 +21,7 @@ final class CrossLoopFixture {
         loop0 = try RelayFixture(loop: 0, of: 2, directory: directory, quota: quota)
         loop1 = try RelayFixture(loop: 1, of: 2, directory: directory, quota: quota, transportB: transportB)
         sink = transportB.isStream ? BenchStreamSink() : nil
-        sink?.install(owner: loop1.core, origin: loop1.origin(RelayFixture.clientB), writer: loop0.core)
+        sink?.install(owner: loop1.core, origin: loop1.origin(RelayFixture.clientB))
         let frame = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
         ChannelDataMessage.writeHeader(into: frame, channelNumber: 0x4004, length: 100)
         for i in 4..<104 { frame[i] = UInt8(truncatingIfNeeded: i) }
@@ -45,7 +45,8 @@ final class CrossLoopFixture {
         core.handleClientPacket(toRemoteB, from: loop0.origin(RelayFixture.clientA), now: loop0.now)
         defer { core.outbox.reset() }
         let expected = ClientOrigin(
-            fiveTuple: FiveTuple(client: RelayFixture.clientB, server: RelayFixture.server, transport: .udp), socket: 3)
+            fiveTuple: FiveTuple(client: RelayFixture.clientB, server: RelayFixture.server, transport: .udp),
+            socket: ClientSocket(descriptor: 3))
         guard core.outbox.packets.count == 1, core.outbox.packets[0].route == .client(expected),
             core.outbox.packets[0].bytes.count == 104, core.outbox.packets[0].bytes[1] == 0x05
         else { throw BenchError.invalidFixture("cross-loop short-circuit") }

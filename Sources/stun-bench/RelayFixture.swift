@@ -19,7 +19,7 @@ final class RelayFixture {
 
     var relayedA = TransportAddress(ip: .ipv4Any, port: 0)
     var relayedB = TransportAddress(ip: .ipv4Any, port: 0)
-    var socketA: Int32 = -1
+    var socketA = RelaySocket(descriptor: -1)
 
     /// ChannelData on 0x4001 (to `channelPeer`) and 0x4002 (to B), 100 bytes, from A.
     let toPeer: UnsafeRawBufferPointer
@@ -57,7 +57,7 @@ final class RelayFixture {
             byteCount: RelayCore.peerHeadroom + 100 + RelayCore.peerTailroom, alignment: 16)
         core = RelayCore(
             context: context, sockets: provider, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
-        core.addUDPListener(Self.server, socket: 3 + Int32(loop))
+        core.addUDPListener(Self.server, socket: ClientSocket(descriptor: 3 + Int32(loop)))
         ChannelDataMessage.writeHeader(into: channelDataToPeer, channelNumber: 0x4001, length: 100)
         ChannelDataMessage.writeHeader(into: channelDataToB, channelNumber: 0x4002, length: 100)
         for i in 4..<104 {
@@ -88,7 +88,7 @@ final class RelayFixture {
         let transport = client == Self.clientB ? transportB : .udp
         return ClientOrigin(
             fiveTuple: FiveTuple(client: client, server: Self.server, transport: transport),
-            socket: transport == .udp ? 3 + Int32(core.context.threadIndex) : 90)
+            socket: ClientSocket(descriptor: transport == .udp ? 3 + Int32(core.context.threadIndex) : 90))
     }
 
     @discardableResult
@@ -123,16 +123,14 @@ final class RelayFixture {
 
 /// Relay "sockets" that are only numbers: the benchmark measures the core, not the kernel.
 final class BenchSockets: RelaySocketProvider {
-    var sockets: [Int32: TransportAddress] = [:]
+    var sockets: [RelaySocket: TransportAddress] = [:]
     var next: Int32 = 100
 
-    func openRelaySocket(bound address: TransportAddress) -> Int32? {
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
         next += 1
-        sockets[next] = address
-        return next
+        sockets[RelaySocket(descriptor: next)] = address
+        return RelaySocket(descriptor: next)
     }
-
-    func closeRelaySocket(_ socket: Int32) { sockets[socket] = nil }
 }
 
 extension StunMessage {

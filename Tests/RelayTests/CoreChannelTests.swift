@@ -5,7 +5,7 @@ import Testing
 
 /// ChannelBind and ChannelData (RFC 8656 §12).
 @Suite struct CoreChannelTests {
-    private func allocated(transport: TransportProtocol = .udp) throws -> (CoreHarness, TurnTestClient, Int32) {
+    private func allocated(transport: TransportProtocol = .udp) throws -> (CoreHarness, TurnTestClient, RelaySocket) {
         let harness = CoreHarness()
         let client = harness.restClient(at: CoreFixture.clientA, transport: transport)
         let relayed = try #require(try client.allocate().xorRelayedAddress)

@@ -20,7 +20,7 @@ import Testing
         return (pair.sender, pair.receiver, pair.a, pair.b, pair.relayedA, pair.relayedB)
     }
 
-    private func socket(of packet: SentPacket) -> Int32? {
+    private func socket(of packet: SentPacket) -> ClientSocket? {
         if case .client(let origin) = packet.route { return origin.socket }
         return nil
     }

@@ -1,10 +1,11 @@
+import RelayCore
 import Relay
 import StunCodec
 import Testing
 
 /// Send indications and peer datagrams (RFC 8656 §11); silent drops are counted by reason.
 @Suite struct CoreDataTests {
-    private func allocated() throws -> (CoreHarness, TurnTestClient, Int32) {
+    private func allocated() throws -> (CoreHarness, TurnTestClient, RelaySocket) {
         let harness = CoreHarness()
         let client = harness.restClient(at: CoreFixture.clientA)
         let relayed = try #require(try client.allocate().xorRelayedAddress)
@@ -110,7 +111,7 @@ import Testing
         #expect(try client.createPermission([CoreFixture.peer1]).isSuccess)
         #expect(harness.receiveFromPeer([1], from: CoreFixture.peer2, at: socket).isEmpty)
         #expect(harness.counters.dropped(.noPermission) == 1)
-        #expect(harness.receiveFromPeer([1], from: CoreFixture.peer1, at: 9999).isEmpty)
+        #expect(harness.receiveFromPeer([1], from: CoreFixture.peer1, at: RelaySocket(descriptor: 9999)).isEmpty)
         #expect(harness.counters.dropped(.noAllocation) == 1)
     }
 

@@ -22,7 +22,7 @@ import Testing
     }
 
     /// Client B with an allocation, and the descriptor of its relay socket.
-    private func allocated(_ harness: CoreHarness) throws -> (TurnTestClient, TransportAddress, Int32) {
+    private func allocated(_ harness: CoreHarness) throws -> (TurnTestClient, TransportAddress, RelaySocket) {
         let b = harness.restClient(at: CoreFixture.clientB)
         let relayedB = try #require(try b.allocate().xorRelayedAddress)
         #expect(relayedB.ip == Self.publicIP)

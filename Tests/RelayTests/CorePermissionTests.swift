@@ -1,3 +1,4 @@
+import RelayCore
 import Relay
 import StunCodec
 import Testing
@@ -6,7 +7,7 @@ import Testing
 @Suite struct CorePermissionTests {
     /// A harness with an allocation for client A; returns the client and its relay socket.
     private func allocated(_ configuration: RelayConfiguration = CoreFixture.configuration()) throws
-        -> (CoreHarness, TurnTestClient, Int32)
+        -> (CoreHarness, TurnTestClient, RelaySocket)
     {
         let harness = CoreHarness(configuration: configuration)
         let client = harness.restClient(at: CoreFixture.clientA)

@@ -3,7 +3,7 @@
 Every REQUESTED-TRANSPORT value, LIFETIME 0xFFFFFFFF, EVEN-PORT churn without a port leak,
 the per-user quota (486) and port exhaustion (508) with recovery when allocations end, and
 more permissions than relayd's per-allocation cap (max-permissions-per-allocation, 32 by
-default, answered 508 by Sources/Relay/Core/RelayCore+Permissions.swift).
+default, answered 508 by Sources/RelayCore/Core/RelayCore+Permissions.swift).
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ final class EventLoop: RelaySocketProvider {
     /// Activated when relay-socket reads queued packets: runs after the iteration's other
     /// ready events and flushes them all at once.
     var flushEvent: LoopEvent?
+    /// The data plane that takes the core's channel routes; nil: none, the core relays every packet.
+    var channelRoutes: (any ChannelRouteTable)?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
         base = EventLoop.makeBase()
@@ -77,7 +79,7 @@ final class EventLoop: RelaySocketProvider {
         }, opaqueSelf)!
         event_add(event, nil)
         listeners.append((fd, address, event))
-        core.addUDPListener(address, socket: fd)
+        core.addUDPListener(address, socket: ClientSocket(descriptor: fd))
         return true
     }
 
@@ -158,7 +160,8 @@ final class EventLoop: RelaySocketProvider {
                 let slot = batch.slot(i)
                 let bytes = UnsafeRawBufferPointer(rebasing: slot[batch.headroom..<batch.headroom + length])
                 let origin = ClientOrigin(
-                    fiveTuple: FiveTuple(client: client, server: listener.address, transport: .udp), socket: fd)
+                    fiveTuple: FiveTuple(client: client, server: listener.address, transport: .udp),
+                    socket: ClientSocket(descriptor: fd))
                 core.handleClientPacket(bytes, from: origin, now: now)
                 if core.outbox.needsFlush { flush() }
             }
@@ -184,7 +187,7 @@ final class EventLoop: RelaySocketProvider {
                     continue
                 }
                 core.handlePeerPacket(
-                    relaySocket: fd, from: peer, buffer: batch.slot(i), payload: batch.headroom..<batch.headroom + length,
+                    relaySocket: RelaySocket(descriptor: fd), from: peer, buffer: batch.slot(i), payload: batch.headroom..<batch.headroom + length,
                     now: now)
                 if core.outbox.needsFlush { flush() }
             }
@@ -198,12 +201,18 @@ final class EventLoop: RelaySocketProvider {
 
     // MARK: Writing
 
-    /// Sends everything the core queued: runs of packets leaving the same socket go out in one sendmmsg.
+    /// Executes everything the core queued: runs of packets leaving the same socket go out in one
+    /// sendmmsg, then the commands run in order (docs/architecture.md, "The command flow").
     func flush() {
         let outbox = core.outbox
         slotsInUse = 0
         defer { if !pendingClose.isEmpty { closePending() } }
-        let packets = outbox.packets
+        sendPackets(outbox.packets)
+        if !outbox.commands.isEmpty { execute(outbox.commands) }
+        outbox.reset()
+    }
+
+    private func sendPackets(_ packets: [OutboundPacket]) {
         guard !packets.isEmpty else { return }
         var staged = 0
         var currentFD: Int32 = -1
@@ -216,10 +225,10 @@ final class EventLoop: RelaySocketProvider {
                     streamSender?(origin, packet.bytes)
                     continue
                 }
-                fd = origin.socket
+                fd = origin.socket.descriptor
                 destination = origin.fiveTuple.client
             case .peer(let relaySocket, let peer):
-                fd = relaySocket
+                fd = relaySocket.descriptor
                 destination = peer
             }
             if fd != currentFD || staged == sender.capacity {
@@ -231,15 +240,17 @@ final class EventLoop: RelaySocketProvider {
             staged += 1
         }
         if staged > 0 { sender.send(count: staged, from: currentFD) }
-        outbox.reset()
     }
 
     /// Writes packets for TCP/TLS clients; set by the stream transport layer.
     var streamSender: ((ClientOrigin, UnsafeRawBufferPointer) -> Void)?
+    /// Queues a `deliverToStream` packet on a connection of any loop; false when the connection
+    /// refuses it (closing, or over its output bound). Set by the stream transport layer.
+    var streamDeliverer: ((StreamDelivery) -> Bool)?
 
     // MARK: RelaySocketProvider
 
-    func openRelaySocket(bound address: TransportAddress) -> Int32? {
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
         guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: 256 * 1024) else { return nil }
         guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
@@ -249,14 +260,14 @@ final class EventLoop: RelaySocketProvider {
         }
         event_add(event, nil)
         relayEvents[fd] = event
-        return fd
+        return RelaySocket(descriptor: fd)
     }
 
-    /// Unregisters at once; the descriptor closes after the next flush, so packets already queued
-    /// for it never go out on a reused descriptor.
-    func closeRelaySocket(_ socket: Int32) {
-        if let event = relayEvents.removeValue(forKey: socket) { event_free(event) }
-        pendingClose.append(socket)
+    /// Unregisters at once; the descriptor closes at the end of this flush, so packets already
+    /// queued for it never go out on a reused descriptor.
+    func closeRelaySocket(_ socket: RelaySocket) {
+        if let event = relayEvents.removeValue(forKey: socket.descriptor) { event_free(event) }
+        pendingClose.append(socket.descriptor)
     }
 
     func closePending() {

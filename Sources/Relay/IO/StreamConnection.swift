@@ -16,8 +16,14 @@ import StunCodec
 /// packets are queued (TLS: each its own record, as coturn does: some clients, turnutils_uclient
 /// among them, read one message per record) and leave in one write(2) at the end of the loop
 /// iteration, by whichever loop thread queued them: other loops queue relay-to-relay packets
-/// here directly (`StreamSink`). The lock in `io` guards the TLS session, the output
-/// queue and the state those threads look at; everything else is the owning loop's alone.
+/// here (their I/O layer executes the core's `deliverToStream` commands). The lock in `io`
+/// guards the TLS session, the output queue and the state those threads look at; everything else
+/// is the owning loop's alone.
+///
+/// This file holds the state and the lifecycle (deadlines, closing); the TLS session is in
+/// `StreamConnection+TLS.swift`, the input framing in `StreamConnection+Framing.swift`, the output
+/// queue in `StreamConnection+Output.swift`. Lock order: the connection's lock, then the
+/// `event_base` lock (docs/architecture.md).
 final class StreamConnection: StreamSink, @unchecked Sendable {
     enum State {
         /// TLS handshake in progress (`tls-handshake-timeout` runs).
@@ -37,34 +43,34 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     private(set) var state: State
     let acceptedAt: Int64
     /// When the connection could carry STUN: at accept for TCP, after the handshake for TLS.
-    private(set) var readyAt: Int64
-    private(set) var lastInputAt: Int64
+    var readyAt: Int64
+    var lastInputAt: Int64
     private(set) var drainingSince: Int64 = 0
     /// True once a well-formed STUN message arrived; until then `tcp-idle-timeout` runs from `readyAt`.
-    private(set) var sawValidStun = false
+    var sawValidStun = false
     /// True once a request on this connection created an allocation (it is no longer pending).
-    private(set) var hasAllocated = false
+    var hasAllocated = false
     /// True once the TLS handshake completed (always for TCP).
-    private(set) var handshakeDone: Bool
+    var handshakeDone: Bool
     private(set) var closeReason: StreamCloseReason?
     /// The TLS session; nil for TCP, and once freed.
-    private var ssl: OpaquePointer?
+    var ssl: OpaquePointer?
     /// Bytes between the socket and OpenSSL (fixed address: the BIO points at it).
-    private let io: UnsafeMutablePointer<relayd_stream_io>
+    let io: UnsafeMutablePointer<relayd_stream_io>
     /// The start of a frame cut off by the end of a read, waiting for its rest.
-    private var partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-    private var partialCount = 0
-    private var readEvent: OpaquePointer?
-    private var writeEvent: OpaquePointer?
+    var partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    var partialCount = 0
+    var readEvent: OpaquePointer?
+    var writeEvent: OpaquePointer?
     /// True while the write event is added (the socket took less than was queued).
-    private var waitingForSocket = false
+    var waitingForSocket = false
     /// True while the connection is on some loop's list of sockets to write at the end of its
     /// iteration (that loop writes everything queued by then).
-    private var awaitingWrite = false
+    var awaitingWrite = false
     /// Set when queuing failed or passed the output bound: later packets are refused, and the
     /// owning loop closes the connection for this reason (at once, or at its next sweep when
     /// another loop found it).
-    private var refusal: (reason: StreamCloseReason, detail: String)?
+    var refusal: (reason: StreamCloseReason, detail: String)?
 
     /// A frame is at most a STUN header plus a 16-bit length (ChannelData: 4 + 65535 + padding).
     static let maxFrameLength = StunConstants.headerLength + 65536
@@ -118,286 +124,18 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         event_add(readEvent, nil)
     }
 
-    // MARK: Input
-
-    /// One read(2) of what the socket holds; for TLS, the handshake or decryption of it; then
-    /// every whole frame to the core.
-    private func readable() {
-        guard state == .open || state == .handshaking else { return }
-        let buffer = ssl == nil ? owner.frameBuffer : owner.cipherBuffer
-        // TCP reads behind the kept part frame, which is copied in front once the read succeeded.
-        let offset = ssl == nil ? partialCount : 0
-        let count = Glibc.read(socket, buffer.baseAddress! + offset, buffer.count - offset)
-        if count <= 0 {
-            if count < 0 {
-                let error = errno
-                if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return }
-                return close(.error, detail: String(cString: strerror(error)))
-            }
-            return clientClosed()
-        }
-        lastInputAt = EventLoop.now()
-        if let ssl {
-            decrypt(ssl, UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            scheduleWrite()  // what OpenSSL wrote itself: a handshake flight, session tickets
-        } else {
-            _ = restorePartial(into: owner.frameBuffer)
-            deliverFrames(in: owner.frameBuffer, count: offset + count)
-        }
-    }
-
-    /// Feeds `ciphertext` to OpenSSL: the handshake first, then records decrypted into the frame
-    /// buffer (behind any partial frame) and delivered, also when the buffer fills up.
-    /// Each OpenSSL call holds the lock (another loop may be writing records); the frames are
-    /// delivered without it (answers to them are queued under it).
-    private func decrypt(_ ssl: OpaquePointer, _ ciphertext: UnsafeRawBufferPointer) {
-        io.pointee.input = ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        io.pointee.input_length = ciphertext.count
-        defer {
-            io.pointee.input = nil
-            io.pointee.input_length = 0
-        }
-        if state == .handshaking {
-            relayd_stream_io_lock(io)
-            ERR_clear_error()
-            let result = SSL_do_handshake(ssl)
-            let error = result == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
-            let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
-            let detail = result == 1 || waiting ? nil : tlsErrorDetail(error)
-            relayd_stream_io_unlock(io)
-            if let detail { return close(.tlsHandshakeFailed, detail: detail) }
-            guard result == 1 else { return }
-            handshakeCompleted()
-        }
-        let frames = owner.frameBuffer
-        var count = restorePartial(into: frames)
-        while state == .open {
-            if count == frames.count {
-                deliverFrames(in: frames, count: count)
-                count = restorePartial(into: frames)
-                continue
-            }
-            relayd_stream_io_lock(io)
-            ERR_clear_error()
-            let space = Int32(clamping: frames.count - count)
-            let result = SSL_read(ssl, frames.baseAddress! + count, space)
-            let error = result > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
-            let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
-            let failed = result <= 0 && !waiting && error != SSL_ERROR_ZERO_RETURN
-            let detail = failed ? tlsErrorDetail(error) : nil
-            relayd_stream_io_unlock(io)
-            if result > 0 {
-                count += Int(result)
-                continue
-            }
-            if waiting { break }
-            deliverFrames(in: frames, count: count)
-            count = 0
-            if let detail {
-                close(.error, detail: detail)
-            } else {
-                clientClosed()  // close_notify
-            }
-            return
-        }
-        if state == .open { deliverFrames(in: frames, count: count) }
-    }
-
-    /// Hands each whole frame in `buffer[..<count]` to the core, writes what it queued (relayed
-    /// payloads are sent straight from these bytes), and keeps a trailing part frame.
-    private func deliverFrames(in buffer: UnsafeMutableRawBufferPointer, count: Int) {
-        let loop = owner.loop
-        let now = EventLoop.now()
-        let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
-        var consumed = 0
-        while state == .open {
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
-            let frame: StreamFramer.Frame?
-            do {
-                frame = try StreamFramer.nextFrame(in: rest)
-            } catch {
-                loop.core.counters.drop(.malformed)
-                close(.badFrame, detail: "\(error)")
-                break
-            }
-            guard let frame else { break }
-            let message = UnsafeRawBufferPointer(rebasing: rest[..<frame.length])
-            if !sawValidStun, frame.kind == .stun, (try? StunMessage(parsing: message)) != nil {
-                sawValidStun = true
-            }
-            loop.core.handleClientPacket(message, from: origin, now: now)
-            if !hasAllocated, frame.kind == .stun, loop.core.allocation(for: origin.fiveTuple) != nil {
-                hasAllocated = true
-                owner.connectionAllocated(self)
-            }
-            consumed += frame.length
-            if loop.core.outbox.needsFlush { loop.flush() }
-        }
-        loop.flush()
-        if state == .open { keepPartial(UnsafeRawBufferPointer(rebasing: bytes[consumed...])) }
-    }
-
-    /// Moves the kept part frame to the start of `buffer`; returns its length.
-    private func restorePartial(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        guard partialCount > 0, let source = partial.baseAddress else { return 0 }
-        let count = partialCount
-        buffer.baseAddress!.copyMemory(from: source, byteCount: count)
-        partialCount = 0
-        return count
-    }
-
-    /// Keeps `bytes` (less than a frame) until the next read; the storage grows as needed and
-    /// stays with the connection.
-    private func keepPartial(_ bytes: UnsafeRawBufferPointer) {
-        partialCount = bytes.count
-        guard bytes.count > 0 else { return }
-        if partial.count < bytes.count {
-            let capacity = min(StreamConnection.maxFrameLength, max(256, bytes.count, partial.count * 2))
-            partial.deallocate()
-            partial = .allocate(byteCount: capacity, alignment: 8)
-        }
-        partial.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-    }
-
-    // MARK: Output
-
-    /// What queuing a packet did.
-    enum Queued {
-        /// Queued; `schedule`: the caller's loop writes the socket at the end of its iteration.
-        case queued(schedule: Bool)
-        /// The connection is closing or refusing packets: dropped.
-        case refused
-    }
-
-    /// Queues a framed packet (over TLS as one record), from any loop thread. Passing
-    /// `StreamTransport.maxOutputBytes`, or a failure to queue, makes the connection refuse
-    /// further packets until its owner closes it.
-    func enqueue(_ bytes: UnsafeRawBufferPointer) -> Queued {
-        guard let base = bytes.baseAddress else { return .refused }
-        relayd_stream_io_lock(io)
-        defer { relayd_stream_io_unlock(io) }
-        guard state == .open || state == .draining, refusal == nil else { return .refused }
-        let queued: Bool
-        if let ssl {
-            ERR_clear_error()
-            queued = SSL_write(ssl, base, Int32(bytes.count)) == Int32(bytes.count)
-        } else {
-            queued = relayd_stream_io_append(io, base, bytes.count) == 0
-        }
-        let pending = relayd_stream_io_pending(io)
-        if !queued {
-            refusal = (.error, "cannot queue output")
-            return .refused
-        }
-        if pending > StreamTransport.maxOutputBytes {
-            refusal = (.slowReader, "\(pending) bytes unread")
-            return .refused
-        }
-        guard !awaitingWrite, !waitingForSocket else { return .queued(schedule: false) }
-        awaitingWrite = true
-        return .queued(schedule: true)
-    }
-
-    /// Owning loop: closes the connection if queuing made it refuse packets.
-    func closeIfRefusing() {
-        relayd_stream_io_lock(io)
-        let found = refusal
-        relayd_stream_io_unlock(io)
-        if let found { close(found.reason, detail: found.detail) }
-    }
-
-    /// Owning loop: puts the connection on its transport's end-of-iteration write list if it
-    /// has output (a TLS handshake flight, say).
-    private func scheduleWrite() {
-        relayd_stream_io_lock(io)
-        let schedule = !awaitingWrite && !waitingForSocket && relayd_stream_io_pending(io) > 0
-        if schedule { awaitingWrite = true }
-        relayd_stream_io_unlock(io)
-        if schedule { owner.noteUnflushed(self) }
-    }
-
-    /// Hands the socket what is queued in one write(2), from whichever loop put the connection
-    /// on its write list (or the write event); what the socket does not take waits for the
-    /// write event. Closing on a socket error or after draining is the owning loop's: another
-    /// loop leaves both to it (its read event or sweep).
-    func writeNow(onOwner: Bool) {
-        relayd_stream_io_lock(io)
-        awaitingWrite = false
-        guard state != .closed else { return relayd_stream_io_unlock(io) }
-        var failure: String? = nil
-        if relayd_stream_io_flush(io, socket) < 0 {
-            let error = errno
-            if error != EAGAIN && error != EWOULDBLOCK { failure = String(cString: strerror(error)) }
-        }
-        let left = relayd_stream_io_pending(io) > 0
-        if failure == nil, left != waitingForSocket {
-            waitingForSocket = left
-            // Not event_del: from another thread it waits for a running callback of the event,
-            // which may be the owner's write callback waiting for this lock.
-            if left { event_add(writeEvent, nil) } else { event_del_noblock(writeEvent) }
-        }
-        if let failure, refusal == nil { refusal = (.error, failure) }
-        let drained = !left && state == .draining
-        relayd_stream_io_unlock(io)
-        guard onOwner else { return }
-        if failure != nil {
-            closeIfRefusing()
-        } else if drained {
-            close(.clientClosed)
-        }
-    }
-
-    /// Bytes queued and not yet taken by the kernel (TLS: ciphertext).
-    var pendingOutput: Int {
-        relayd_stream_io_lock(io)
-        defer { relayd_stream_io_unlock(io) }
-        return relayd_stream_io_pending(io)
-    }
-
-    // MARK: Handshake and errors
+    // MARK: State
 
     /// Changes `state` under the connection's lock. Other loops read it there (`enqueue`); the
     /// owning loop, its only writer, reads it without the lock and writes it only here.
-    private func transition(to next: State) {
+    func transition(to next: State) {
         relayd_stream_io_lock(io)
         state = next
         relayd_stream_io_unlock(io)
     }
 
-    private func handshakeCompleted() {
-        guard state == .handshaking else { return }
-        transition(to: .open)
-        handshakeDone = true
-        owner.handshakeCompleted()
-        readyAt = EventLoop.now()
-        lastInputAt = readyAt
-        guard owner.logger.logLevel <= .debug, let ssl else { return }
-        let sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { LogSafe.text(String(cString: $0)) }
-        var alpn: UnsafePointer<UInt8>? = nil
-        var alpnLength: UInt32 = 0
-        SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
-        let protocolID = alpn.map {
-            String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self)
-        }
-        let cipher = SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) }
-        owner.logger.debug(
-            "TLS handshake completed",
-            metadata: [
-                "event": "tls_handshake", "five_tuple": "\(origin.fiveTuple)", "sni": "\(sni ?? "-")",
-                "alpn": "\(protocolID ?? "-")", "version": "\(String(cString: SSL_get_version(ssl)))",
-                "cipher": "\(cipher ?? "-")",
-            ])
-    }
-
-    /// OpenSSL's reasons for the failed call (this thread's error queue), or the socket error.
-    private func tlsErrorDetail(_ error: Int32) -> String {
-        if ERR_peek_error() != 0 { return TLSContext.drainErrors() }
-        if error == SSL_ERROR_SYSCALL, errno != 0 { return String(cString: strerror(errno)) }
-        return "SSL error \(error)"
-    }
-
     /// End of the client's stream: write what is still queued, then close.
-    private func clientClosed() {
+    func clientClosed() {
         guard state == .open || state == .handshaking else { return }
         if state == .handshaking || pendingOutput == 0 {
             return close(.clientClosed)

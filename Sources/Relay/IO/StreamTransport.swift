@@ -63,9 +63,12 @@ final class StreamTransport {
         guard !listeners.isEmpty else { return nil }
         let me = Unmanaged.passUnretained(self).toOpaque()
         loop.streamSender = { [unowned self] origin, bytes in self.send(bytes, to: origin) }
-        loop.core.streamHooks = StreamSinkHooks(
-            sink: { [unowned self] origin in connections[origin.socket].flatMap { $0.origin == origin ? $0 : nil } },
-            write: { [unowned self] sink, bytes in queue(bytes, on: unsafeDowncast(sink, to: StreamConnection.self)) })
+        loop.core.streamHooks = StreamSinkHooks(sink: { [unowned self] origin in
+            connections[origin.socket.descriptor].flatMap { $0.origin == origin ? $0 : nil }
+        })
+        loop.streamDeliverer = { [unowned self] delivery in
+            queue(delivery.bytes, on: unsafeDowncast(delivery.sink, to: StreamConnection.self))
+        }
         writeEvent = LoopEvent(base: loop.base) { [unowned self] in writeUnflushed() }
         sweepTimer = event_new(
             loop.base, -1, Int16(EV_PERSIST),
@@ -92,7 +95,8 @@ final class StreamTransport {
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
         let origin = ClientOrigin(
-            fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport), socket: fd)
+            fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport),
+            socket: ClientSocket(descriptor: fd))
         guard let connection = makeConnection(fd, origin: origin) else {
             service.limiter.release(client.ip, pending: true)
             counters.refused[StreamRefusal.resources.rawValue] &+= 1
@@ -146,7 +150,7 @@ final class StreamTransport {
     /// `EventLoop.streamSender`: a packet the core queued for a TCP/TLS client.
     @inline(__always)
     func send(_ bytes: UnsafeRawBufferPointer, to origin: ClientOrigin) {
-        guard let connection = connections[origin.socket], connection.origin == origin else {
+        guard let connection = connections[origin.socket.descriptor], connection.origin == origin else {
             counters.sendsToClosed &+= 1
             return
         }
@@ -222,7 +226,7 @@ final class StreamTransport {
 
     private func release(_ connection: StreamConnection, now: Int64, detail: String?) {
         let origin = connection.origin
-        connections[origin.socket] = nil
+        connections[origin.socket.descriptor] = nil
         loop.core.connectionClosed(origin, now: now)
         let reason = connection.closeReason ?? .error
         connection.free()
@@ -243,6 +247,7 @@ final class StreamTransport {
     /// Loop exit: closes every listener and connection before the `event_base` goes away.
     func shutdown() {
         loop.streamSender = nil
+        loop.streamDeliverer = nil
         loop.core.streamHooks = StreamSinkHooks()
         for listener in listeners { listener.close() }
         listeners.removeAll()
@@ -258,6 +263,8 @@ final class StreamTransport {
         }
         for (connection, detail) in released { release(connection, now: now, detail: detail) }
         released.removeAll()
+        // The core's commands for allocations that ended with their connections (summaries, relay sockets).
+        loop.flush()
     }
 }
 

@@ -8,8 +8,8 @@ public final class Allocation {
     public let relayedAddress: TransportAddress
     /// The address advertised in XOR-RELAYED-ADDRESS (the `external-ip` public form, or the same).
     public let advertisedAddress: TransportAddress
-    /// The relay socket's file descriptor, owned by the I/O layer.
-    public let relaySocket: Int32
+    /// The relay socket, owned by the I/O layer.
+    public let relaySocket: RelaySocket
     /// USERNAME the allocation was created with; later requests must use the same (RFC 8656 §5, 441).
     public let username: String
     /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
@@ -38,7 +38,7 @@ public final class Allocation {
 
     init(
         origin: ClientOrigin, relayedAddress: TransportAddress, advertisedAddress: TransportAddress,
-        relaySocket: Int32, username: String, key: [UInt8], transactionID: TransactionID, now: Int64, lifetime: Int64
+        relaySocket: RelaySocket, username: String, key: [UInt8], transactionID: TransactionID, now: Int64, lifetime: Int64
     ) {
         self.origin = origin
         self.relayedAddress = relayedAddress

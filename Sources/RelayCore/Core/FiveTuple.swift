@@ -22,11 +22,11 @@ extension FiveTuple: CustomStringConvertible {
 /// (the UDP listener, or the TCP/TLS connection), which is where answers go back out.
 public struct ClientOrigin: Hashable, Sendable {
     public var fiveTuple: FiveTuple
-    /// File descriptor of the listener (UDP) or connection (TCP/TLS).
-    public var socket: Int32
+    /// The listener (UDP) or connection (TCP/TLS).
+    public var socket: ClientSocket
 
     @inlinable
-    public init(fiveTuple: FiveTuple, socket: Int32) {
+    public init(fiveTuple: FiveTuple, socket: ClientSocket) {
         self.fiveTuple = fiveTuple
         self.socket = socket
     }

@@ -3,7 +3,7 @@ import StunCodec
 /// Where an outbound packet goes: back to a client, or from an allocation's relay socket to a peer.
 public enum Route: Hashable, Sendable {
     case client(ClientOrigin)
-    case peer(relaySocket: Int32, peer: TransportAddress)
+    case peer(relaySocket: RelaySocket, peer: TransportAddress)
 }
 
 /// One packet the I/O layer must send. `bytes` points either into the outbox's arena (responses)
@@ -20,13 +20,15 @@ public struct OutboundPacket {
     }
 }
 
-/// The core's actions for one loop iteration: packets to send, collected without allocating,
-/// and flushed by the I/O layer in one batch (sendmmsg) per iteration.
+/// The core's actions for one loop iteration: packets to send, collected without allocating and
+/// flushed by the I/O layer in one batch (sendmmsg) per iteration, then the other commands.
 public final class Outbox {
     /// Scratch memory for responses the core builds.
     let arena: UnsafeMutableRawBufferPointer
     var arenaUsed = 0
     public private(set) var packets: [OutboundPacket] = []
+    /// Effects other than sending, executed in order after the packets (`CoreCommand`).
+    public private(set) var commands: [CoreCommand] = []
     public let packetCapacity: Int
 
     /// Largest STUN response the core writes (error responses, Allocate success with all attributes).
@@ -96,9 +98,13 @@ public final class Outbox {
         if packets.count < packetCapacity { packets.append(packet) }
     }
 
-    /// Forgets every queued packet; call after the I/O layer has sent them.
+    /// Queues an effect for the I/O layer.
+    func emit(_ command: CoreCommand) { commands.append(command) }
+
+    /// Forgets every queued packet and command; call after the I/O layer has executed them.
     public func reset() {
         packets.removeAll(keepingCapacity: true)
+        commands.removeAll(keepingCapacity: true)
         arenaUsed = 0
     }
 }

@@ -107,12 +107,11 @@ extension RelayCore {
             try appendSoftware(&w)
         }
         if let response { allocation.allocateResponse = Array(response) }
-        logger.info(
-            "allocation created",
-            metadata: [
-                "event": "allocation_created", "session": "\(allocation.session)", "five_tuple": "\(fiveTuple)", "relayed": "\(advertised)",
-                "bound": "\(relay)", "user": "\(LogSafe.text(userID))", "lifetime_s": "\(lifetime)",
-            ])
+        outbox.emit(
+            .sessionStarted(
+                SessionStart(
+                    session: allocation.session, fiveTuple: fiveTuple, relayed: advertised, bound: relay,
+                    user: userID, lifetimeSeconds: lifetime)))
     }
 
     /// Lifetime of a new allocation: the default 600 s unless the client asks for longer, capped at
@@ -128,7 +127,7 @@ extension RelayCore {
     /// RESERVATION-TOKEN, an even port for EVEN-PORT (RFC 8656 §18.7), otherwise any free port
     /// on the next relay address of the family, round robin.
     func openRelay(family: IPAddress.Family, evenPort: EvenPort?, token: ReservationToken?, now: Int64)
-        -> (TransportAddress, Int32)?
+        -> (TransportAddress, RelaySocket)?
     {
         if let token {
             // The thread that reserved the port keeps its claim until the reservation's expiry
@@ -146,7 +145,7 @@ extension RelayCore {
         guard !candidates.isEmpty else { return nil }
         for attempt in 0..<candidates.count {
             let ip = candidates[(relayCursor + attempt) % candidates.count].bound
-            var socket: Int32 = -1
+            var socket = RelaySocket(descriptor: -1)
             let port = ports[ip]?.acquire(even: evenPort != nil, pair: evenPort?.reservePair == true) { port in
                 guard let fd = sockets.openRelaySocket(bound: TransportAddress(ip: ip, port: port)) else { return false }
                 socket = fd

@@ -13,8 +13,9 @@ extension RelayCore {
     /// `max-bps` budget towards its client.
     ///
     /// When the target has a TCP/TLS client, the framed packet (ChannelData padded for the
-    /// stream, RFC 8656 §12.5) is queued on its connection from this thread (`StreamSink`), which
-    /// writes it to the socket at the end of this loop's iteration: the owning loop is not woken.
+    /// stream, RFC 8656 §12.5) becomes a `deliverToStream` command: at the flush this loop's I/O
+    /// layer queues it on the connection (`StreamSink`), which is written to the socket at the
+    /// end of this loop's iteration: the owning loop is not woken.
     ///
     /// Returns false when no other loop has such an allocation, or this loop has no listener on
     /// its server address: the caller then sends through the socket as before.
@@ -46,9 +47,10 @@ extension RelayCore {
             delivery = found
         }
         if let sink = delivery.sink {
-            let delivered = writeAcrossLoops(copy, from: delivery.source, to: sink, channelNumber: delivery.channelNumber)
+            let delivered = writeAcrossLoops(
+                copy, from: delivery.source, to: sink, channelNumber: delivery.channelNumber, target: bound)
             if delivered != .written { context.directory.retract(bound, bytes: payload.count, now: now) }
-            return delivered != .notSent
+            return true
         }
         guard let socket = udpListener(for: delivery.server) else {
             context.directory.retract(bound, bytes: payload.count, now: now)
@@ -72,39 +74,45 @@ extension RelayCore {
 
     /// What became of a packet for a stream client on another loop.
     private enum CrossLoopWrite {
-        /// Queued on the client's connection.
+        /// Queued for the client's connection (`CoreCommand.deliverToStream`).
         case written
-        /// Dropped here: it could not be framed, or the connection refused it.
+        /// Dropped here: it could not be framed.
         case dropped
-        /// Not handled (no stream transport): the caller sends it through the relay socket.
-        case notSent
     }
 
-    /// Frames the payload in `copy` for a stream client and queues it on its connection `sink`
-    /// (the bytes are copied there, so the scratch region is not claimed). A connection that is
-    /// closing or over its output bound drops it (counted as no allocation).
+    /// Frames the payload in `copy` for a stream client and asks the I/O layer to queue it on the
+    /// client's connection `sink` at the flush (`CoreCommand.deliverToStream`); the core never
+    /// calls into a connection. Counted as delivered now; `streamDeliveryRefused` takes it back.
     private func writeAcrossLoops(
         _ copy: (region: UnsafeMutableRawBufferPointer, payload: Range<Int>), from source: TransportAddress,
-        to sink: any StreamSink, channelNumber: UInt16?
+        to sink: any StreamSink, channelNumber: UInt16?, target: TransportAddress
     ) -> CrossLoopWrite {
-        guard let write = streamHooks.write else { return .notSent }
         guard
             let framed = frameForClient(
                 buffer: copy.region, payload: copy.payload, from: source, channelNumber: channelNumber, stream: true)
         else { return .dropped }
-        guard write(sink, framed) else {
-            counters.drop(.noAllocation)
-            return .dropped
-        }
+        outbox.claim(copy.region.count)
+        outbox.emit(
+            .deliverToStream(StreamDelivery(sink: sink, bytes: framed, target: target, payloadCount: copy.payload.count)))
         counters.packetsToClient &+= 1
         counters.bytesToClient &+= UInt64(copy.payload.count)
         counters.shortCircuited &+= 1
         return .written
     }
 
+    /// The connection of a `deliverToStream` command would not take the packet (it is closing,
+    /// or over its output bound): the packet is counted as dropped (no allocation), not delivered.
+    public func streamDeliveryRefused(_ delivery: StreamDelivery, now: Int64) {
+        context.directory.retract(delivery.target, bytes: delivery.payloadCount, now: now)
+        counters.drop(.noAllocation)
+        counters.packetsToClient &-= 1
+        counters.bytesToClient &-= UInt64(delivery.payloadCount)
+        counters.shortCircuited &-= 1
+    }
+
     /// This loop's UDP listener socket on `server`.
     @inline(__always)
-    func udpListener(for server: TransportAddress) -> Int32? {
+    func udpListener(for server: TransportAddress) -> ClientSocket? {
         for listener in udpListeners where listener.address == server { return listener.socket }
         return nil
     }

@@ -103,7 +103,7 @@ extension RelayCore {
     /// The payload sits at `payload` inside `buffer`, with `peerHeadroom` bytes free before it and
     /// `peerTailroom` after it: the header is written in place in front, nothing is copied.
     public func handlePeerPacket(
-        relaySocket: Int32, from peer: TransportAddress, buffer: UnsafeMutableRawBufferPointer, payload: Range<Int>,
+        relaySocket: RelaySocket, from peer: TransportAddress, buffer: UnsafeMutableRawBufferPointer, payload: Range<Int>,
         now: Int64
     ) {
         guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }

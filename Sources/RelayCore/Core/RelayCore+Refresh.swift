@@ -31,6 +31,7 @@ extension RelayCore {
         } else {
             allocation.expiry = now + lifetime
             publish(allocation)
+            announceChannels(of: allocation, peerIPs: nil, now: now)
         }
     }
 }

@@ -4,8 +4,10 @@ import StunCodec
 /// The TURN/STUN protocol state machine of one loop thread (RFC 8489, RFC 8656, RFC 6156).
 ///
 /// Synchronous and single-threaded: the I/O layer hands it packets with their 5-tuple and the
-/// loop's cached time; it answers by queueing packets in `outbox`, which the I/O layer flushes
-/// once per loop iteration. It never touches a socket except through `RelaySocketProvider`.
+/// loop's cached monotonic time; it answers by queueing packets and commands (`CoreCommand`) in
+/// `outbox`, which the I/O layer executes once per loop iteration. It holds typed socket
+/// handles and never reads or writes a socket; the one question it asks the I/O layer directly
+/// is whether a relay port can be bound (`RelaySocketProvider`). docs/architecture.md.
 public final class RelayCore {
     public private(set) var context: CoreContext
     let sockets: any RelaySocketProvider
@@ -18,12 +20,12 @@ public final class RelayCore {
     public internal(set) var logger: Logger
 
     var byFiveTuple: [FiveTuple: Allocation] = [:]
-    var bySocket: [Int32: Allocation] = [:]
+    var bySocket: [RelaySocket: Allocation] = [:]
     /// Allocations by relayed address, bound and advertised forms, for the relay-to-relay short-circuit.
     var byRelayedAddress: [TransportAddress: Allocation] = [:]
     /// This thread's UDP listener socket for each listening address: where packets handed across
     /// threads leave from (the same address the target's client talks to).
-    public internal(set) var udpListeners: [(address: TransportAddress, socket: Int32)] = []
+    public internal(set) var udpListeners: [(address: TransportAddress, socket: ClientSocket)] = []
     var ports: [IPAddress: PortAllocator] = [:]
     /// The EVEN-PORT reservations this thread made (RFC 8656 §7.2, §18.10): their ports are in this
     /// thread's allocator until they expire, whichever thread's Allocate takes the token from the
@@ -84,7 +86,7 @@ public final class RelayCore {
     }
 
     /// Registers this thread's UDP listener on `address` (called by the I/O layer as it opens it).
-    public func addUDPListener(_ address: TransportAddress, socket: Int32) { udpListeners.append((address, socket)) }
+    public func addUDPListener(_ address: TransportAddress, socket: ClientSocket) { udpListeners.append((address, socket)) }
 
     /// Live allocations on this thread.
     public var allocationCount: Int { byFiveTuple.count }
@@ -187,6 +189,7 @@ public final class RelayCore {
             if allocation.expiry <= now {
                 expired.append(allocation)
             } else {
+                withdrawEndingChannels(of: allocation, now: now)
                 allocation.sweep(now: now)
             }
         }
@@ -231,24 +234,22 @@ public final class RelayCore {
             allocation.traffic.packetsToClient &+= delivered.packets
             allocation.traffic.bytesToClient &+= delivered.bytes
         }
-        sockets.closeRelaySocket(allocation.relaySocket)
+        if allocation.origin.fiveTuple.transport == .udp {
+            for channel in allocation.channels { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
+        }
+        outbox.emit(.closeRelaySocket(allocation.relaySocket))
         ports[allocation.relayedAddress.ip]?.release(allocation.relayedAddress.port)
         context.quota.release(user: String(context.credentials.userID(of: allocation.username)))
         if let budget = allocation.bandwidth { context.bandwidth.release(budget.bytesPerSecond) }
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
         lifetimes.observe(seconds: now - allocation.created)
-        let t = allocation.traffic
-        logger.info(
-            "allocation deleted",
-            metadata: [
-                "event": "allocation_deleted", "session": "\(allocation.session)",
-                "five_tuple": "\(allocation.origin.fiveTuple)",
-                "relayed": "\(allocation.advertisedAddress)",
-                "user": "\(LogSafe.text(context.credentials.userID(of: allocation.username)))",
-                "reason": "\(reason.rawValue)", "duration_s": "\(now - allocation.created)",
-                "packets_to_peer": "\(t.packetsToPeer)", "bytes_to_peer": "\(t.bytesToPeer)",
-                "packets_to_client": "\(t.packetsToClient)", "bytes_to_client": "\(t.bytesToClient)",
-                "permissions": "\(allocation.permissionsUsed)", "channels": "\(allocation.channelsUsed)",
-            ])
+        outbox.emit(
+            .sessionEnded(
+                SessionSummary(
+                    session: allocation.session, fiveTuple: allocation.origin.fiveTuple,
+                    relayed: allocation.advertisedAddress,
+                    user: String(context.credentials.userID(of: allocation.username)), reason: reason,
+                    durationSeconds: now - allocation.created, traffic: allocation.traffic,
+                    permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed)))
     }
 }

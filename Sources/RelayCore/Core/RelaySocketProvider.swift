@@ -1,11 +1,11 @@
 import StunCodec
 
-/// The I/O layer's side of relay sockets: the core decides which address and port to use and
-/// when to close; the provider owns the descriptor and its event registration.
+/// The one question the core asks the I/O layer and waits for: can a UDP socket be bound to
+/// this address? The Allocate answer depends on it (another port is tried, or 508, RFC 8656
+/// §7.2), so it is a synchronous call; every other effect, closing the socket included, is a
+/// `CoreCommand` (docs/architecture.md).
 public protocol RelaySocketProvider: AnyObject {
-    /// Opens and registers a UDP socket bound to `address`; returns its descriptor, or nil if
-    /// the port cannot be bound (the core then tries another).
-    func openRelaySocket(bound address: TransportAddress) -> Int32?
-    /// Unregisters and closes a relay socket.
-    func closeRelaySocket(_ socket: Int32)
+    /// Opens and registers a UDP socket bound to `address`; nil if the port cannot be bound (the
+    /// core then tries another).
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocket?
 }

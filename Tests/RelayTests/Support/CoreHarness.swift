@@ -65,7 +65,7 @@ struct SentPacket {
     }
 
     /// The relay socket and peer, for `.peer` routes.
-    var peer: (relaySocket: Int32, peer: TransportAddress)? {
+    var peer: (relaySocket: RelaySocket, peer: TransportAddress)? {
         if case .peer(let socket, let peer) = route { return (socket, peer) }
         return nil
     }
@@ -103,8 +103,10 @@ final class CoreHarness {
         var bandwidth: BandwidthCapacity? = nil
     }
 
-    /// The UDP listener descriptor this harness's loop answers from (one per loop, as with SO_REUSEPORT).
-    var listenerSocket: Int32 { CoreFixture.listenerSocket + Int32(core.context.threadIndex) }
+    /// The UDP listener this harness's loop answers from (one per loop, as with SO_REUSEPORT).
+    var listenerSocket: ClientSocket {
+        ClientSocket(descriptor: CoreFixture.listenerSocket + Int32(core.context.threadIndex))
+    }
 
     var counters: CoreCounters { core.counters }
 
@@ -127,7 +129,7 @@ final class CoreHarness {
     /// Hands the core a UDP datagram from `peer` that arrived at `relaySocket`, laid out the way
     /// the I/O layer reads it: `peerHeadroom` free bytes, the payload, `peerTailroom` free bytes.
     @discardableResult
-    func receiveFromPeer(_ payload: [UInt8], from peer: TransportAddress, at relaySocket: Int32) -> [SentPacket] {
+    func receiveFromPeer(_ payload: [UInt8], from peer: TransportAddress, at relaySocket: RelaySocket) -> [SentPacket] {
         var buffer = [UInt8](repeating: 0xA5, count: RelayCore.peerHeadroom + payload.count + RelayCore.peerTailroom)
         buffer.replaceSubrange(RelayCore.peerHeadroom..<RelayCore.peerHeadroom + payload.count, with: payload)
         return buffer.withUnsafeMutableBytes { raw in
@@ -138,17 +140,53 @@ final class CoreHarness {
         }
     }
 
-    /// Copies every queued packet out (they may point into the caller's buffer) and resets the outbox.
+    /// Copies every queued packet out (they may point into the caller's buffer), executes the
+    /// commands as the I/O layer would (closes relay sockets, queues stream deliveries on
+    /// `RecordingStreamSink`s, records channel routes and session summaries), and resets the outbox.
     func drainOutbox() -> [SentPacket] {
         let packets = core.outbox.packets.map { SentPacket(route: $0.route, bytes: Array($0.bytes)) }
+        for command in core.outbox.commands {
+            switch command {
+            case .closeRelaySocket(let socket):
+                sockets.closeRelaySocket(socket)
+            case .deliverToStream(let delivery):
+                let sink = delivery.sink as? RecordingStreamSink
+                if sink?.take(delivery.bytes) != true { core.streamDeliveryRefused(delivery, now: now) }
+            case .installChannel(let route):
+                channelCommands.append(.install(route))
+            case .removeChannel(let route):
+                channelCommands.append(.remove(route))
+            case .sessionStarted:
+                started += 1
+            case .sessionEnded(let summary):
+                sessions.append(summary)
+            }
+        }
         core.outbox.reset()
         return packets
     }
 
+    /// A channel route command, as a data plane outside the core would receive it.
+    enum ChannelCommand: Equatable {
+        case install(ChannelRoute)
+        case remove(ChannelRoute)
+    }
+
+    /// Every channel route command the core emitted, in order.
+    var channelCommands: [ChannelCommand] = []
+    /// Allocations whose start the core announced.
+    var started = 0
+    /// Every session summary the core emitted, in order.
+    var sessions: [SessionSummary] = []
+
     func advance(to second: Int64) { now = second }
     func advance(by seconds: Int64) { now += seconds }
 
-    func sweep() { core.sweep(now: now) }
+    /// The once-a-second sweep, its commands executed as the I/O layer would.
+    func sweep() {
+        core.sweep(now: now)
+        _ = drainOutbox()
+    }
 
     /// The allocation of `client`'s UDP 5-tuple.
     func allocation(of client: TransportAddress, transport: TransportProtocol = .udp) -> Allocation? {

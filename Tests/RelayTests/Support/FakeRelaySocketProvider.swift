@@ -3,8 +3,9 @@ import RelayCore
 import StunCodec
 
 /// A `RelaySocketProvider` for driving `RelayCore` without the network: it hands out fake
-/// descriptors, remembers what each is bound to, counts opens and closes, and refuses the ports
-/// in `refusedPorts` (or an address already bound) the way the kernel answers EADDRINUSE.
+/// descriptors, remembers what each is bound to, counts opens and closes (the harness executes
+/// the core's `closeRelaySocket` commands here), and refuses the ports in `refusedPorts` (or an
+/// address already bound) the way the kernel answers EADDRINUSE.
 final class FakeRelaySocketProvider: RelaySocketProvider {
     /// Ports another process is pretending to hold; opening them fails.
     var refusedPorts: Set<UInt16> = []
@@ -13,32 +14,33 @@ final class FakeRelaySocketProvider: RelaySocketProvider {
     /// Attempts that failed because the port was refused or the address was already bound.
     private(set) var refusals = 0
     /// Live descriptors and the address each is bound to.
-    private(set) var bound: [Int32: TransportAddress] = [:]
+    private(set) var bound: [RelaySocket: TransportAddress] = [:]
     /// Every descriptor closed so far, in order.
-    private(set) var closed: [Int32] = []
+    private(set) var closed: [RelaySocket] = []
     private var nextDescriptor: Int32 = 100
 
-    func openRelaySocket(bound address: TransportAddress) -> Int32? {
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
         if refusedPorts.contains(address.port) || bound.values.contains(address) {
             refusals += 1
             return nil
         }
-        let descriptor = nextDescriptor
+        let socket = RelaySocket(descriptor: nextDescriptor)
         nextDescriptor += 1
         opens += 1
-        bound[descriptor] = address
-        return descriptor
+        bound[socket] = address
+        return socket
     }
 
-    func closeRelaySocket(_ socket: Int32) {
+    /// Executes a `closeRelaySocket` command.
+    func closeRelaySocket(_ socket: RelaySocket) {
         precondition(bound[socket] != nil, "closing relay socket \(socket) that is not open")
         closes += 1
         bound[socket] = nil
         closed.append(socket)
     }
 
-    /// The live descriptor bound to `address`.
-    func descriptor(boundTo address: TransportAddress) -> Int32? {
+    /// The live relay socket bound to `address`.
+    func descriptor(boundTo address: TransportAddress) -> RelaySocket? {
         bound.first { $0.value == address }?.key
     }
 }

@@ -23,14 +23,11 @@ final class RecordingStreamSink: StreamSink, Sendable {
         }
     }
 
-    /// The owner core lists `client`'s stream allocation with this sink; `writer` queues on it.
-    func install(owner: RelayCore, client: TransportAddress, writer: RelayCore) {
+    /// The owner core lists `client`'s stream allocation with this sink; the harness executes
+    /// the writer's `deliverToStream` commands on it.
+    func install(owner: RelayCore, client: TransportAddress) {
         owner.streamHooks.sink = { [unowned self] origin in
             origin.fiveTuple.client == client && origin.fiveTuple.transport.isStream ? self : nil
-        }
-        writer.streamHooks.write = { sink, bytes in
-            guard let recording = sink as? RecordingStreamSink else { return false }
-            return recording.take(bytes)
         }
     }
 }

@@ -36,7 +36,7 @@ struct RelayPair {
                 loop: .init(index: 1, count: 2, quota: quota, directory: directory, bandwidth: bandwidth))
         }
         if let streamSink {
-            streamSink.install(owner: receiver.core, client: CoreFixture.clientB, writer: sender.core)
+            streamSink.install(owner: receiver.core, client: CoreFixture.clientB)
         }
         a = sender.restClient(at: CoreFixture.clientA, user: "a")
         b = receiver.restClient(at: CoreFixture.clientB, user: "b", transport: transportB)

@@ -1,0 +1,101 @@
+import RelayCore
+import CLibevent
+import COpenSSL
+import CStreamIO
+import Glibc
+import Logging
+import StunCodec
+
+// The TLS session (OpenSSL over the memory BIO of `CStreamIO`): the handshake, decryption of
+// what the socket read, and the errors OpenSSL reports. Every OpenSSL call on the session holds
+// the connection's lock: another loop may be encrypting a record for it (`enqueue`).
+extension StreamConnection {
+    /// Feeds `ciphertext` to OpenSSL: the handshake first, then records decrypted into the frame
+    /// buffer (behind any partial frame) and delivered, also when the buffer fills up.
+    /// Each OpenSSL call holds the lock (another loop may be writing records); the frames are
+    /// delivered without it (answers to them are queued under it).
+    func decrypt(_ ssl: OpaquePointer, _ ciphertext: UnsafeRawBufferPointer) {
+        io.pointee.input = ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        io.pointee.input_length = ciphertext.count
+        defer {
+            io.pointee.input = nil
+            io.pointee.input_length = 0
+        }
+        if state == .handshaking {
+            relayd_stream_io_lock(io)
+            ERR_clear_error()
+            let result = SSL_do_handshake(ssl)
+            let error = result == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
+            let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+            let detail = result == 1 || waiting ? nil : tlsErrorDetail(error)
+            relayd_stream_io_unlock(io)
+            if let detail { return close(.tlsHandshakeFailed, detail: detail) }
+            guard result == 1 else { return }
+            handshakeCompleted()
+        }
+        let frames = owner.frameBuffer
+        var count = restorePartial(into: frames)
+        while state == .open {
+            if count == frames.count {
+                deliverFrames(in: frames, count: count)
+                count = restorePartial(into: frames)
+                continue
+            }
+            relayd_stream_io_lock(io)
+            ERR_clear_error()
+            let space = Int32(clamping: frames.count - count)
+            let result = SSL_read(ssl, frames.baseAddress! + count, space)
+            let error = result > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
+            let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+            let failed = result <= 0 && !waiting && error != SSL_ERROR_ZERO_RETURN
+            let detail = failed ? tlsErrorDetail(error) : nil
+            relayd_stream_io_unlock(io)
+            if result > 0 {
+                count += Int(result)
+                continue
+            }
+            if waiting { break }
+            deliverFrames(in: frames, count: count)
+            count = 0
+            if let detail {
+                close(.error, detail: detail)
+            } else {
+                clientClosed()  // close_notify
+            }
+            return
+        }
+        if state == .open { deliverFrames(in: frames, count: count) }
+    }
+
+    func handshakeCompleted() {
+        guard state == .handshaking else { return }
+        transition(to: .open)
+        handshakeDone = true
+        owner.handshakeCompleted()
+        readyAt = EventLoop.now()
+        lastInputAt = readyAt
+        guard owner.logger.logLevel <= .debug, let ssl else { return }
+        let sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { LogSafe.text(String(cString: $0)) }
+        var alpn: UnsafePointer<UInt8>? = nil
+        var alpnLength: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
+        let protocolID = alpn.map {
+            String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self)
+        }
+        let cipher = SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) }
+        owner.logger.debug(
+            "TLS handshake completed",
+            metadata: [
+                "event": "tls_handshake", "five_tuple": "\(origin.fiveTuple)", "sni": "\(sni ?? "-")",
+                "alpn": "\(protocolID ?? "-")", "version": "\(String(cString: SSL_get_version(ssl)))",
+                "cipher": "\(cipher ?? "-")",
+            ])
+    }
+
+    /// OpenSSL's reasons for the failed call (this thread's error queue), or the socket error.
+    func tlsErrorDetail(_ error: Int32) -> String {
+        if ERR_peek_error() != 0 { return TLSContext.drainErrors() }
+        if error == SSL_ERROR_SYSCALL, errno != 0 { return String(cString: strerror(errno)) }
+        return "SSL error \(error)"
+    }
+}

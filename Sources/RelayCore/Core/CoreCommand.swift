@@ -1,0 +1,78 @@
+import StunCodec
+
+/// An effect the core asks of the I/O layer besides sending a packet (those are `OutboundPacket`s
+/// in the same outbox). The core only describes it; the I/O layer executes the outbox's commands
+/// in order when it flushes, after the packets (docs/architecture.md, "The command flow").
+public enum CoreCommand {
+    /// The allocation that owned this relay socket has ended: stop reading it, and close it once
+    /// the packets already queued for it have left.
+    case closeRelaySocket(RelaySocket)
+    /// A packet framed for a TCP/TLS client of another loop thread (the relay-to-relay
+    /// short-circuit, docs/architecture.md): the I/O layer queues it on that client's connection,
+    /// and calls `RelayCore.streamDeliveryRefused` if the connection will not take it.
+    case deliverToStream(StreamDelivery)
+    /// A channel whose ChannelData may be relayed without the core, in both directions, until
+    /// `route.expiry` (the kernel fast path). Sent again when an expiry moves.
+    case installChannel(ChannelRoute)
+    /// A channel that must no longer be relayed without the core: it, its permission or its
+    /// allocation ended.
+    case removeChannel(ChannelRoute)
+    /// An allocation was created; for the log.
+    case sessionStarted(SessionStart)
+    /// An allocation ended; its summary is for the log.
+    case sessionEnded(SessionSummary)
+}
+
+/// A packet for a stream client of another loop thread. `bytes` lives in the outbox's arena until
+/// the flush; `target` and `payloadCount` let the core take back the delivery's accounting
+/// when the connection refuses it.
+public struct StreamDelivery {
+    public let sink: any StreamSink
+    public let bytes: UnsafeRawBufferPointer
+    /// The target allocation's relayed address (bound form).
+    public let target: TransportAddress
+    public let payloadCount: Int
+}
+
+/// Everything a data plane outside the core needs to relay one UDP client's channel exactly as
+/// the core would (RFC 8656 §12): ChannelData `number` from `client` to `server` goes out of
+/// `relaySocket` (bound to `relayed`) to `peer`, and UDP from `peer` to `relayed` comes back to
+/// the client as ChannelData on `number`. Valid until `expiry` (monotonic seconds): the earliest
+/// of the channel's, the permission's and the allocation's expiry.
+public struct ChannelRoute: Hashable, Sendable {
+    public var client: TransportAddress
+    public var server: TransportAddress
+    public var clientSocket: ClientSocket
+    public var number: UInt16
+    public var peer: TransportAddress
+    public var relayed: TransportAddress
+    public var relaySocket: RelaySocket
+    public var expiry: Int64
+}
+
+/// A new allocation, logged as one `allocation_created` line.
+public struct SessionStart: Sendable {
+    public let session: String
+    public let fiveTuple: FiveTuple
+    /// The relayed address as the client was told it (advertised form), and as bound.
+    public let relayed: TransportAddress
+    public let bound: TransportAddress
+    /// The user id (the part after the REST separator, or the whole USERNAME), as received.
+    public let user: String
+    public let lifetimeSeconds: Int64
+}
+
+/// Why an allocation ended and what it carried, logged as one `allocation_deleted` line.
+public struct SessionSummary: Sendable {
+    public let session: String
+    public let fiveTuple: FiveTuple
+    /// The relayed address as the client was told it (advertised form).
+    public let relayed: TransportAddress
+    /// The user id (the part after the REST separator, or the whole USERNAME), as received.
+    public let user: String
+    public let reason: AllocationEnd
+    public let durationSeconds: Int64
+    public let traffic: TrafficCounters
+    public let permissionsUsed: Int
+    public let channelsUsed: Int
+}
