@@ -92,7 +92,7 @@ final class UDPTestSocket {
         try UDPTestSocket(port: 0).address.port
     }
 
-    private static func socketAddress(_ address: TransportAddress) -> sockaddr_in {
+    static func socketAddress(_ address: TransportAddress) -> sockaddr_in {
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
         a.sin_port = address.port.bigEndian

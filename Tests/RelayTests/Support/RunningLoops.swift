@@ -1,0 +1,83 @@
+import CLibevent
+import Dispatch
+import Foundation
+import Logging
+@testable import Relay
+import RelayCore
+import StunCodec
+import Synchronization
+
+/// Real loop threads, as `RelayServer` runs them: each an `EventLoop` with its `StreamTransport`,
+/// created and run on its own thread, sharing one quota tracker and relayed-address directory.
+/// Loop `i` listens for TURN over TCP on its own port of 127.0.0.1 (`ports[i]`), so a test
+/// decides which loop each client lands on.
+final class RunningLoops: @unchecked Sendable {
+    let ports: [UInt16]
+    /// Each loop's `event_base`, as an integer, once it runs (for `stop`).
+    private let bases = Mutex<[Int: UInt]>([:])
+    private let finished: [DispatchSemaphore]
+    private let ready = DispatchSemaphore(value: 0)
+
+    init(count: Int = 2) throws {
+        evthread_use_pthreads()
+        let relayBase = try DaemonIntegrationTests.freeRelayRange()
+        var ports: [UInt16] = []
+        for _ in 0..<count { ports.append(try StreamTestClient.freePort()) }
+        self.ports = ports
+        finished = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let directory = RelayedAddressDirectory()
+        let logger = Logger(label: "relayd.loop-tests") { _ in SwiftLogNoOpLogHandler() }
+        for index in 0..<count {
+            var c = RelayConfiguration()
+            c.noAuth = true
+            c.noTLS = true
+            c.listeningIPs = [.ipv4Loopback]
+            c.listeningPort = ports[index]
+            c.relayIPs = [.ipv4Loopback]
+            c.minPort = relayBase
+            c.maxPort = relayBase + 99
+            let context = CoreContext(
+                configuration: c, nonceKey: Array(0..<32), quota: quota, directory: directory, threadIndex: index,
+                threadCount: count)
+            let service = StreamService(configuration: c, logger: logger)
+            let done = finished[index]
+            let thread = Thread { [self] in
+                let loop = EventLoop(context: context, logger: logger)
+                let transport = StreamTransport(loop: loop, service: service)
+                let failure = transport.start()
+                precondition(failure == nil, "loop \(index): \(failure ?? "")")
+                self.bases.withLock { $0[index] = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base))) }
+                self.ready.signal()
+                loop.run()
+                transport.shutdown()
+                done.signal()
+            }
+            thread.name = "relayd-test-loop-\(index)"
+            thread.start()
+        }
+        for _ in 0..<count { ready.wait() }
+    }
+
+    /// Asks loop `index` to return from its run (event_base_loopexit, safe from any thread) and
+    /// waits until its thread has shut its transport down; false if that took over 10 s.
+    @discardableResult
+    func stop(_ index: Int) -> Bool {
+        guard let raw = bases.withLock({ $0.removeValue(forKey: index) }) else { return true }
+        event_base_loopexit(OpaquePointer(bitPattern: raw), nil)
+        return finished[index].wait(timeout: .now() + 10) == .success
+    }
+
+    /// Stops every loop still running; false if one did not stop in time.
+    @discardableResult
+    func stopAll() -> Bool {
+        (0..<ports.count).map { stop($0) }.allSatisfy { $0 }
+    }
+
+    /// A TURN client on loop `index`'s listener.
+    func client(on index: Int) throws -> (StreamTestClient, TurnTestClient) {
+        let stream = try StreamTestClient(port: ports[index])
+        let turn = TurnTestClient(username: "", password: "") { try stream.exchange($0) }
+        return (stream, turn)
+    }
+}
