@@ -4,7 +4,7 @@
 #   1. installs build and test dependencies (apt: libevent-dev libssl-dev coturn chromium
 #      chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
 #   2. builds everything, checks the core imports no C module or Foundation (check-layers.sh),
-#      and runs the Swift unit and daemon tests (swift test),
+#      and runs the Swift unit and daemon tests (swift test), then again under ThreadSanitizer,
 #   3. runs each libFuzzer target (decoder/framer, core state machine) for a bounded time,
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
@@ -29,6 +29,10 @@ step "layers (docs/architecture.md)"
 
 step "swift test"
 swift test --skip-build
+
+step "swift test under ThreadSanitizer (separate build in .build-tsan)"
+swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" swift test --skip-build --sanitize=thread --scratch-path .build-tsan
 
 step "fuzz (${FUZZ_SECONDS:-60} s per target)"
 ./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

@@ -50,7 +50,7 @@ import Testing
         defer { #expect(loops.stopAll(), "a loop did not stop") }
         let (a, b, _, _) = try Self.crossLoopPair(loops)
         let count = 3000
-        let received = Mutex<[Int]>([0, 0])
+        let received = Locked<[Int]>([0, 0])
         let group = DispatchGroup()
         // A sends on its channel 0x4000 and reads B's packets there; B likewise on 0x4001.
         let sides: [(client: StreamTestClient, channel: UInt16)] = [(a, 0x4000), (b, 0x4001)]

@@ -13,10 +13,10 @@ import Testing
     /// thread, after ignoring the first `ignoring` requests; `wrongTransaction` answers with a
     /// transaction ID of its own.
     final class BindingResponder: @unchecked Sendable {
-        // @unchecked: `socket` is used only by the responder thread once started; `state` is a Mutex.
+        // @unchecked: `socket` is used only by the responder thread once started; `state` is a `Locked`.
         private let socket: UDPTestSocket
         let address: TransportAddress
-        private let state = Mutex((stopped: false, requests: 0))
+        private let state = Locked((stopped: false, requests: 0))
         private let done = DispatchSemaphore(value: 0)
 
         init(ignoring: Int = 0, wrongTransaction: Bool = false) throws {

@@ -1,3 +1,4 @@
+import RelayCore
 import Synchronization
 
 /// What `/readyz` reports: ready once every listener is up, until the server starts draining
@@ -8,7 +9,7 @@ public final class ServiceHealth: Sendable {
         var draining = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

@@ -13,7 +13,7 @@ final class LoopMailbox: Sendable {
         var event: UInt = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init() {}
 

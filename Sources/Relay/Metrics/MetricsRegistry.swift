@@ -1,3 +1,4 @@
+import RelayCore
 import Synchronization
 
 /// Where loop threads publish their metrics and the scrape sums them: one lock-protected slot
@@ -6,7 +7,7 @@ import Synchronization
 public final class MetricsRegistry: Sendable {
     /// One loop thread's latest `LoopMetrics`.
     public final class Slot: Sendable {
-        private let latest = Mutex(LoopMetrics())
+        private let latest = Locked(LoopMetrics())
 
         /// Replaces the published value; the old one is released outside the lock.
         public func publish(_ metrics: LoopMetrics) {

@@ -12,11 +12,11 @@ public final class BandwidthCapacity: Sendable {
         var reserved = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// A capacity of 0 means unlimited: every allocation gets its whole `max-bps`.
     public init(capacity: Int) {
-        state = Mutex(State(capacity: max(capacity, 0)))
+        state = Locked(State(capacity: max(capacity, 0)))
     }
 
     /// A new capacity after a reload: it gates new allocations; live ones keep what they reserved.

@@ -11,11 +11,11 @@ public final class QuotaTracker: Sendable {
         var totalQuota: Int
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Quotas of 0 mean unlimited.
     public init(userQuota: Int, totalQuota: Int) {
-        state = Mutex(State(userQuota: userQuota, totalQuota: totalQuota))
+        state = Locked(State(userQuota: userQuota, totalQuota: totalQuota))
     }
 
     public var userQuota: Int { state.withLock { $0.userQuota } }

@@ -64,7 +64,7 @@ public final class RelayedAddressDirectory: Sendable {
     }
 
     private final class Shard: Sendable {
-        let entries = Mutex<[TransportAddress: Entry]>([:])
+        let entries = Locked<[TransportAddress: Entry]>([:])
     }
 
     private let shards: [Shard]

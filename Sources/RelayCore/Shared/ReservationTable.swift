@@ -12,7 +12,7 @@ public final class ReservationTable: Sendable {
         public var expiry: Int64
     }
 
-    private let entries = Mutex<[UInt64: Entry]>([:])
+    private let entries = Locked<[UInt64: Entry]>([:])
 
     public init() {}
 

@@ -9,8 +9,8 @@ import Synchronization
 /// never for relayed packets. A rate of 0 turns the limit off.
 public final class SourceRateLimiter: Sendable {
     private final class Shard: Sendable {
-        let buckets: Mutex<RateLimiter>
-        init(_ limiter: RateLimiter) { buckets = Mutex(limiter) }
+        let buckets: Locked<RateLimiter>
+        init(_ limiter: RateLimiter) { buckets = Locked(limiter) }
     }
 
     private let shards: [Shard]

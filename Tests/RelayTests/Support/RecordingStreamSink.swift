@@ -7,7 +7,7 @@ import Synchronization
 /// loop queues on it, or refuses them all while told to (a connection closing or over its
 /// output bound).
 final class RecordingStreamSink: StreamSink, Sendable {
-    private let state = Mutex<(packets: [[UInt8]], refusing: Bool)>(([], false))
+    private let state = Locked<(packets: [[UInt8]], refusing: Bool)>(([], false))
 
     var packets: [[UInt8]] { state.withLock { $0.packets } }
 

@@ -14,7 +14,7 @@ import Synchronization
 final class RunningLoops: @unchecked Sendable {
     let ports: [UInt16]
     /// Each loop's `event_base`, as an integer, once it runs (for `stop`).
-    private let bases = Mutex<[Int: UInt]>([:])
+    private let bases = Locked<[Int: UInt]>([:])
     private let finished: [DispatchSemaphore]
     private let ready = DispatchSemaphore(value: 0)
 
