@@ -1,13 +1,14 @@
 /* A connection's socket-side bytes and the OpenSSL BIO over them; see CStreamIO.h.
  *
  * TLS records are written by SSL_write into the output queue rather than to the socket, so the
- * records of one loop iteration leave in one write(2), and ciphertext is read from the socket
+ * records of one loop iteration leave in one send(2), and ciphertext is read from the socket
  * by the loop (one read(2) per readable event) and handed to OpenSSL from memory: no read(2)
  * that returns EAGAIN to end each batch, no FIONREAD. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include "CStreamIO.h"
 
@@ -68,7 +69,10 @@ ssize_t relayd_stream_io_flush(relayd_stream_io *io, int fd) {
     if (pending == 0) return 0;
     ssize_t written;
     do {
-        written = write(fd, io->output + io->output_start, pending);
+        // send(MSG_NOSIGNAL), not write(2): a peer that reset the connection gives EPIPE
+        // here instead of a SIGPIPE that would end the process wherever the disposition is
+        // not "ignore" (relayd ignores it, a program embedding the loops may not).
+        written = send(fd, io->output + io->output_start, pending, MSG_NOSIGNAL);
     } while (written < 0 && errno == EINTR);
     if (written > 0) relayd_stream_io_consume(io, (size_t)written);
     return written;

@@ -7,7 +7,7 @@ import Logging
 import StunCodec
 
 // The output queue: answers and relayed packets queued by any loop thread under the
-// connection's lock (TLS: encrypted into a record each), and written in one write(2) at the end
+// connection's lock (TLS: encrypted into a record each), and written in one send(2) at the end
 // of the loop iteration of the thread that queued them (docs/architecture.md).
 extension StreamConnection {
     /// What queuing a packet did.
@@ -65,7 +65,7 @@ extension StreamConnection {
         if schedule { owner.noteUnflushed(self) }
     }
 
-    /// Hands the socket what is queued in one write(2), from whichever loop put the connection
+    /// Hands the socket what is queued in one send(2), from whichever loop put the connection
     /// on its write list (or the write event); what the socket does not take waits for the
     /// write event. Closing on a socket error or after draining is the owning loop's: another
     /// loop leaves both to it (its read event or sweep).

@@ -14,7 +14,7 @@ import StunCodec
 /// Reading: one read(2) per readable event into the loop's buffer; TLS hands that ciphertext to
 /// OpenSSL from memory and decrypts it into the loop's frame buffer. Writing: answers and relayed
 /// packets are queued (TLS: each its own record, as coturn does: some clients, turnutils_uclient
-/// among them, read one message per record) and leave in one write(2) at the end of the loop
+/// among them, read one message per record) and leave in one send(2) at the end of the loop
 /// iteration, by whichever loop thread queued them: other loops queue relay-to-relay packets
 /// here (their I/O layer executes the core's `deliverToStream` commands). The lock in `io`
 /// guards the TLS session, the output queue and the state those threads look at; everything else
