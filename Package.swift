@@ -27,6 +27,19 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CBPF",
+            pkgConfig: "libbpf",
+            providers: [.apt(["libbpf-dev"])]
+        ),
+        // The kernel fast path's map layouts (shared with the BPF program in bpf/, which
+        // scripts/build-bpf.sh compiles with clang -target bpf) and the libbpf calls Swift cannot
+        // make itself (LIBBPF_OPTS).
+        .target(
+            name: "CRelayFastPath",
+            dependencies: ["CBPF"],
+            exclude: ["bpf"]
+        ),
         // A TCP/TLS connection's socket-side buffers and the OpenSSL BIO over them (C callbacks
         // that OpenSSL calls per record).
         .target(
@@ -48,7 +61,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "RelayCore", "CLibevent", "COpenSSL", "CStreamIO",
+                "StunCodec", "RelayCore", "CLibevent", "COpenSSL", "CStreamIO", "CBPF", "CRelayFastPath",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian machine with the Swift toolchain (run as root:
-# the NAT tests build network namespaces):
-#   1. installs build and test dependencies (apt: libevent-dev libssl-dev coturn chromium
-#      chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
-#   2. builds everything, checks the core imports no C module or Foundation (check-layers.sh),
-#      and runs the Swift unit and daemon tests (swift test), then again under ThreadSanitizer,
+# the NAT tests build network namespaces, the fast path tests load BPF programs):
+#   1. installs build and test dependencies (apt: libevent-dev libssl-dev libbpf-dev coturn
+#      chromium chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
+#   2. builds everything (the kernel fast path's BPF program too), checks the core imports no C
+#      module or Foundation (check-layers.sh), and runs the Swift unit and daemon tests
+#      (swift test), then again under ThreadSanitizer,
 #   3. runs each libFuzzer target (decoder/framer, core state machine) for a bounded time,
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
@@ -23,6 +24,7 @@ step "dependencies"
 
 step "build"
 swift build --build-tests
+./scripts/build-bpf.sh
 
 step "layers (docs/architecture.md)"
 ./scripts/check-layers.sh

@@ -48,6 +48,20 @@ public struct ChannelRoute: Hashable, Sendable {
     public var relayed: TransportAddress
     public var relaySocket: RelaySocket
     public var expiry: Int64
+
+    public init(
+        client: TransportAddress, server: TransportAddress, clientSocket: ClientSocket, number: UInt16,
+        peer: TransportAddress, relayed: TransportAddress, relaySocket: RelaySocket, expiry: Int64
+    ) {
+        self.client = client
+        self.server = server
+        self.clientSocket = clientSocket
+        self.number = number
+        self.peer = peer
+        self.relayed = relayed
+        self.relaySocket = relaySocket
+        self.expiry = expiry
+    }
 }
 
 /// A new allocation, logged as one `allocation_created` line.

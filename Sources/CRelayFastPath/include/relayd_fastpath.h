@@ -1,0 +1,80 @@
+// The kernel fast path's map layouts, shared by the BPF program (bpf/relayd_fastpath.bpf.c,
+// built with clang -target bpf) and relayd, which fills the maps (docs/kernel-fast-path.md).
+// Addresses and ports are in network byte order, as they appear in the packet; the channel
+// number too. Expiries are CLOCK_BOOTTIME seconds, the clock of relayd's lifetimes.
+#ifndef RELAYD_FASTPATH_H
+#define RELAYD_FASTPATH_H
+
+#ifdef __bpf__
+#include <linux/types.h>
+typedef __u16 relayd_u16;
+typedef __u32 relayd_u32;
+typedef __u64 relayd_u64;
+#else
+#include <stdint.h>
+typedef uint16_t relayd_u16;
+typedef uint32_t relayd_u32;
+typedef uint64_t relayd_u64;
+#endif
+
+// Client -> peer: ChannelData from a client's 5-tuple on one channel (RFC 8656 §12.6).
+struct relayd_channel_key_v4 {
+    relayd_u32 client_ip;
+    relayd_u32 server_ip;
+    relayd_u16 client_port;
+    relayd_u16 server_port;
+    relayd_u16 channel;
+    relayd_u16 reserved;
+};
+
+// Where that ChannelData's payload goes: from the allocation's relayed address to the peer.
+struct relayd_channel_value_v4 {
+    relayd_u32 relay_ip;
+    relayd_u32 peer_ip;
+    relayd_u16 relay_port;
+    relayd_u16 peer_port;
+    relayd_u32 reserved;
+    relayd_u64 expiry;
+};
+
+// Peer -> client: a UDP datagram from a peer to a relayed address (RFC 8656 §12.7).
+struct relayd_peer_key_v4 {
+    relayd_u32 peer_ip;
+    relayd_u32 relay_ip;
+    relayd_u16 peer_port;
+    relayd_u16 relay_port;
+};
+
+// The client it goes to, framed as ChannelData on `channel`, from the server address it uses.
+struct relayd_peer_value_v4 {
+    relayd_u32 server_ip;
+    relayd_u32 client_ip;
+    relayd_u16 server_port;
+    relayd_u16 client_port;
+    relayd_u16 channel;
+    relayd_u16 reserved;
+    relayd_u64 expiry;
+};
+
+// What one entry relayed (per CPU; relayd sums the CPUs): kept in maps of their own under the
+// same keys, so refreshing an entry's expiry never loses a count.
+struct relayd_counters {
+    relayd_u64 packets;
+    relayd_u64 bytes;
+};
+
+// Why the program left a packet to the stack (and so to relayd), or what it did with it; the
+// index into the per-CPU `relayd_stats` array.
+enum relayd_fastpath_stat {
+    RELAYD_STAT_TO_PEER = 0,
+    RELAYD_STAT_TO_CLIENT = 1,
+    RELAYD_STAT_PASS_NO_ENTRY = 2,
+    RELAYD_STAT_PASS_EXPIRED = 3,
+    RELAYD_STAT_PASS_LENGTH = 4,
+    RELAYD_STAT_PASS_UNSUPPORTED = 5,
+    RELAYD_STAT_COUNT = 6,
+};
+
+#define RELAYD_FASTPATH_MAX_ENTRIES 65536
+
+#endif

@@ -1,0 +1,21 @@
+// What Swift cannot call in libbpf directly: the option structs are built with LIBBPF_OPTS, a
+// C macro. Thin wrappers, one libbpf call each (docs/kernel-fast-path.md).
+#ifndef RELAYD_FASTPATH_LOADER_H
+#define RELAYD_FASTPATH_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Attaches `prog_fd` to `ifindex`'s clsact ingress hook (created if missing; `created` tells
+// whether this call created it). 0 or a negative errno.
+int relayd_tc_attach_ingress(int ifindex, int prog_fd, int *created);
+
+// Detaches relayd's filter from `ifindex`'s ingress hook, and removes the hook if `destroy_hook`.
+int relayd_tc_detach_ingress(int ifindex, int destroy_hook);
+
+// Runs `prog_fd` once over the packet `in` (BPF_PROG_TEST_RUN) and copies the packet it leaves into
+// `out`; `out_length` gets its length, `retval` the program's verdict. 0 or a negative errno.
+int relayd_prog_test_run(int prog_fd, const void *in, uint32_t in_length, void *out, uint32_t out_capacity,
+                         uint32_t *out_length, uint32_t *retval);
+
+#endif

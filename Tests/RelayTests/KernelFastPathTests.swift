@@ -1,0 +1,148 @@
+import CRelayFastPath
+import Glibc
+@testable import Relay
+import RelayCore
+import StunCodec
+import Testing
+
+/// The kernel fast path's BPF program, loaded into the running kernel and run over crafted
+/// packets with BPF_PROG_TEST_RUN: what it leaves is checked byte for byte, checksums included
+/// (docs/kernel-fast-path.md). Needs root (CAP_BPF) and the object from scripts/build-bpf.sh.
+@Suite(.serialized, .enabled(if: getuid() == 0, "loading BPF programs needs root"))
+struct KernelFastPathTests {
+    static let objectPath: String = {
+        var root = "\(#filePath)"
+        for _ in 0..<3 { root = String(root[..<(root.lastIndex(of: "/") ?? root.startIndex)]) }
+        return root + "/.build/bpf/relayd_fastpath.bpf.o"
+    }()
+
+    static let client = TransportAddress.literal("192.0.2.10:40001")
+    static let server = TransportAddress.literal("198.51.100.1:3478")
+    static let relayed = TransportAddress.literal("198.51.100.1:50001")
+    static let peer = TransportAddress.literal("203.0.113.5:6000")
+
+    static func route(channel: UInt16 = 0x4001, expiry: Int64 = EventLoop.now() + 60) -> ChannelRoute {
+        ChannelRoute(
+            client: client, server: server, clientSocket: ClientSocket(descriptor: 3), number: channel, peer: peer,
+            relayed: relayed, relaySocket: RelaySocket(descriptor: 9), expiry: expiry)
+    }
+
+    static func load() throws -> KernelFastPath {
+        guard access(objectPath, R_OK) == 0 else {
+            throw KernelFastPath.Failure(description: "\(objectPath) is missing: run scripts/build-bpf.sh")
+        }
+        return try KernelFastPath(objectPath: objectPath)
+    }
+
+    /// Runs the program once over `packet`: its verdict and the packet it leaves.
+    static func run(_ fastPath: KernelFastPath, _ packet: [UInt8]) throws -> (verdict: UInt32, packet: [UInt8]) {
+        var out = [UInt8](repeating: 0, count: 4096)
+        var length: UInt32 = 0
+        var verdict: UInt32 = 0
+        let result = packet.withUnsafeBytes { input in
+            out.withUnsafeMutableBytes { output in
+                relayd_prog_test_run(
+                    fastPath.programDescriptor, input.baseAddress, UInt32(input.count), output.baseAddress,
+                    UInt32(output.count), &length, &verdict)
+            }
+        }
+        guard result == 0 else { throw KernelFastPath.Failure(description: "test run: \(String(cString: strerror(-result)))") }
+        return (verdict, Array(out[0..<Int(length)]))
+    }
+
+    @Test("ChannelData from the client leaves as UDP from the relayed address to the peer, checksums right", arguments: [1, 3, 4, 63, 100, 255, 1200])
+    func clientToPeer(size: Int) throws {
+        let fastPath = try Self.load()
+        #expect(fastPath.install(Self.route()))
+        let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        let input = TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4001, payload))
+        let (verdict, output) = try Self.run(fastPath, input)
+        #expect(verdict == 0)  // TC_ACT_OK
+        let parsed = try #require(TestPacket.parse(output))
+        #expect(parsed.source == Self.relayed)
+        #expect(parsed.destination == Self.peer)
+        #expect(parsed.payload == payload)
+        #expect(parsed.ipChecksumValid)
+        #expect(parsed.udpChecksumValid)
+        #expect(fastPath.counters(of: Self.route()) == .init(packetsToPeer: 1, bytesToPeer: UInt64(size)))
+    }
+
+    @Test("UDP from the peer reaches the client as ChannelData on its channel, checksums right", arguments: [1, 4, 63, 100, 1200])
+    func peerToClient(size: Int) throws {
+        let fastPath = try Self.load()
+        #expect(fastPath.install(Self.route()))
+        let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+        let input = TestPacket.ipv4UDP(from: Self.peer, to: Self.relayed, payload: payload)
+        let (verdict, output) = try Self.run(fastPath, input)
+        #expect(verdict == 0)
+        let parsed = try #require(TestPacket.parse(output))
+        #expect(parsed.source == Self.server)
+        #expect(parsed.destination == Self.client)
+        #expect(parsed.payload == TestPacket.channelData(0x4001, payload))
+        #expect(parsed.ipChecksumValid)
+        #expect(parsed.udpChecksumValid)
+        #expect(fastPath.counters(of: Self.route()) == .init(packetsToClient: 1, bytesToClient: UInt64(size)))
+    }
+
+    @Test("Past its expiry an entry relays nothing: the packet goes to the stack unchanged and is counted")
+    func expiredEntryPasses() throws {
+        let fastPath = try Self.load()
+        let expired = Self.route(expiry: EventLoop.now())
+        #expect(fastPath.install(expired))
+        let toPeer = TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4001, [1, 2, 3, 4]))
+        let fromPeer = TestPacket.ipv4UDP(from: Self.peer, to: Self.relayed, payload: [9, 9, 9])
+        #expect(try Self.run(fastPath, toPeer).packet == toPeer)
+        #expect(try Self.run(fastPath, fromPeer).packet == fromPeer)
+        #expect(fastPath.statistics()[Int(RELAYD_STAT_PASS_EXPIRED.rawValue)] == 2)
+        #expect(fastPath.counters(of: expired) == .init())
+    }
+
+    @Test("Padded, truncated or unknown-channel ChannelData, STUN and other ports go to the stack unchanged")
+    func everythingElsePasses() throws {
+        let fastPath = try Self.load()
+        #expect(fastPath.install(Self.route()))
+        var padded = TestPacket.channelData(0x4001, [1, 2, 3])
+        padded.append(0)
+        var long = TestPacket.channelData(0x4001, [1, 2, 3, 4])
+        long[3] = 9  // says 9 bytes, carries 4
+        let stun: [UInt8] = [0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xA4, 0x42] + [UInt8](repeating: 7, count: 12)
+        let cases: [[UInt8]] = [
+            TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: padded),
+            TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: long),
+            TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4002, [1, 2])),
+            TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: stun),
+            TestPacket.ipv4UDP(from: Self.peer, to: TransportAddress.literal("198.51.100.1:50002"), payload: [1, 2, 3, 4]),
+            TestPacket.ipv4UDP(from: TransportAddress.literal("203.0.113.5:6001"), to: Self.relayed, payload: [1, 2, 3, 4]),
+        ]
+        for packet in cases {
+            let (verdict, output) = try Self.run(fastPath, packet)
+            #expect(verdict == 0)
+            #expect(output == packet)
+        }
+        #expect(fastPath.statistics()[Int(RELAYD_STAT_PASS_LENGTH.rawValue)] == 2)
+        #expect(fastPath.counters(of: Self.route()) == .init())
+    }
+
+    @Test("A refresh keeps the counters; removal returns them and stops relaying")
+    func refreshAndRemoval() throws {
+        let fastPath = try Self.load()
+        #expect(fastPath.install(Self.route()))
+        let toPeer = TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4001, [1, 2, 3, 4, 5]))
+        let fromPeer = TestPacket.ipv4UDP(from: Self.peer, to: Self.relayed, payload: [1, 2, 3])
+        for _ in 0..<3 { _ = try Self.run(fastPath, toPeer) }
+        #expect(fastPath.install(Self.route(expiry: EventLoop.now() + 600)))
+        for _ in 0..<2 { _ = try Self.run(fastPath, fromPeer) }
+        let counters = fastPath.remove(Self.route())
+        #expect(counters == .init(packetsToPeer: 3, bytesToPeer: 15, packetsToClient: 2, bytesToClient: 6))
+        #expect(try Self.run(fastPath, toPeer).packet == toPeer)
+        #expect(fastPath.counters(of: Self.route()) == .init())
+    }
+
+    @Test("An IPv6 route is not offloaded: its packets keep the user-space path")
+    func ipv6NotOffloaded() throws {
+        let fastPath = try Self.load()
+        var route = Self.route()
+        route.peer = TransportAddress.literal("[2001:db8::5]:6000")
+        #expect(!fastPath.install(route))
+    }
+}
