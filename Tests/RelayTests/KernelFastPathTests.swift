@@ -16,10 +16,12 @@ struct KernelFastPathTests {
         return root + "/.build/bpf/relayd_fastpath.bpf.o"
     }()
 
-    static let client = TransportAddress.literal("192.0.2.10:40001")
-    static let server = TransportAddress.literal("198.51.100.1:3478")
-    static let relayed = TransportAddress.literal("198.51.100.1:50001")
-    static let peer = TransportAddress.literal("203.0.113.5:6000")
+    // Loopback addresses: the program rewrites only towards destinations the kernel delivers
+    // locally (remote ones stay relayd's for now, `remotePeerPasses`).
+    static let client = TransportAddress.literal("127.0.0.10:40001")
+    static let server = TransportAddress.literal("127.0.0.1:3478")
+    static let relayed = TransportAddress.literal("127.0.0.1:50001")
+    static let peer = TransportAddress.literal("127.0.0.5:6000")
 
     static func route(channel: UInt16 = 0x4001, expiry: Int64 = EventLoop.now() + 60) -> ChannelRoute {
         ChannelRoute(
@@ -31,7 +33,7 @@ struct KernelFastPathTests {
         guard access(objectPath, R_OK) == 0 else {
             throw KernelFastPath.Failure(description: "\(objectPath) is missing: run scripts/build-bpf.sh")
         }
-        return try KernelFastPath(objectPath: objectPath)
+        return try KernelFastPath(objectPath: objectPath, localAddresses: [])
     }
 
     /// Runs the program once over `packet`: its verdict and the packet it leaves.
@@ -111,8 +113,8 @@ struct KernelFastPathTests {
             TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: long),
             TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4002, [1, 2])),
             TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: stun),
-            TestPacket.ipv4UDP(from: Self.peer, to: TransportAddress.literal("198.51.100.1:50002"), payload: [1, 2, 3, 4]),
-            TestPacket.ipv4UDP(from: TransportAddress.literal("203.0.113.5:6001"), to: Self.relayed, payload: [1, 2, 3, 4]),
+            TestPacket.ipv4UDP(from: Self.peer, to: TransportAddress.literal("127.0.0.1:50002"), payload: [1, 2, 3, 4]),
+            TestPacket.ipv4UDP(from: TransportAddress.literal("127.0.0.5:6001"), to: Self.relayed, payload: [1, 2, 3, 4]),
         ]
         for packet in cases {
             let (verdict, output) = try Self.run(fastPath, packet)
@@ -136,6 +138,18 @@ struct KernelFastPathTests {
         #expect(counters == .init(packetsToPeer: 3, bytesToPeer: 15, packetsToClient: 2, bytesToClient: 6))
         #expect(try Self.run(fastPath, toPeer).packet == toPeer)
         #expect(fastPath.counters(of: Self.route()) == .init())
+    }
+
+    @Test("Towards a peer on another host the packet stays relayd's for now: unchanged, counted")
+    func remotePeerPasses() throws {
+        let fastPath = try Self.load()
+        var route = Self.route()
+        route.peer = TransportAddress.literal("203.0.113.5:6000")
+        #expect(fastPath.install(route))
+        let toPeer = TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4001, [1, 2, 3, 4]))
+        #expect(try Self.run(fastPath, toPeer).packet == toPeer)
+        #expect(fastPath.statistics()[Int(RELAYD_STAT_PASS_UNSUPPORTED.rawValue)] == 1)
+        #expect(fastPath.counters(of: route) == .init())
     }
 
     @Test("An IPv6 route is not offloaded: its packets keep the user-space path")

@@ -9,7 +9,7 @@
 // late removal never relays past a lifetime. Everything else (STUN, indications, padded or
 // truncated ChannelData, IPv4 options, fragments, GSO packets, unknown channels) passes to the
 // stack untouched, where relayd handles and counts it as without the fast path.
-// IPv4 only in this version.
+// IPv4 only in this version, and only towards destinations the kernel delivers locally.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -231,6 +231,10 @@ int relayd_ingress(struct __sk_buff *skb) {
                 return TC_ACT_OK;
             }
             struct relayd_channel_value_v4 copy = *route;
+            if (!(copy.flags & RELAYD_ROUTE_LOCAL)) {
+                count(RELAYD_STAT_PASS_UNSUPPORTED);
+                return TC_ACT_OK;
+            }
             if (to_peer(skb, &copy, length) < 0) return TC_ACT_SHOT;
             add(bpf_map_lookup_elem(&relayd_channel_counters_v4, &key), length);
             count(RELAYD_STAT_TO_PEER);
@@ -256,6 +260,10 @@ int relayd_ingress(struct __sk_buff *skb) {
         return TC_ACT_OK;
     }
     struct relayd_peer_value_v4 copy = *route;
+    if (!(copy.flags & RELAYD_ROUTE_LOCAL)) {
+        count(RELAYD_STAT_PASS_UNSUPPORTED);
+        return TC_ACT_OK;
+    }
     if (to_client(skb, &copy, payload) < 0) return TC_ACT_SHOT;
     add(bpf_map_lookup_elem(&relayd_peer_counters_v4, &key), payload);
     count(RELAYD_STAT_TO_CLIENT);

@@ -33,7 +33,7 @@ struct relayd_channel_value_v4 {
     relayd_u32 peer_ip;
     relayd_u16 relay_port;
     relayd_u16 peer_port;
-    relayd_u32 reserved;
+    relayd_u32 flags;
     relayd_u64 expiry;
 };
 
@@ -52,9 +52,13 @@ struct relayd_peer_value_v4 {
     relayd_u16 server_port;
     relayd_u16 client_port;
     relayd_u16 channel;
-    relayd_u16 reserved;
+    relayd_u16 flags;
     relayd_u64 expiry;
 };
+
+// `flags` of a route: the rewritten packet's destination is this host, so the stack delivers it
+// (TC_ACT_OK). Without it the packet is for another host, which this version leaves to relayd.
+#define RELAYD_ROUTE_LOCAL 1
 
 // What one entry relayed (per CPU; relayd sums the CPUs): kept in maps of their own under the
 // same keys, so refreshing an entry's expiry never loses a count.

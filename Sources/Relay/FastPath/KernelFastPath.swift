@@ -32,11 +32,15 @@ final class KernelFastPath {
     private let peerCounters: Int32
     private let stats: Int32
     private let possibleCPUs: Int
+    /// The host's own addresses: a rewritten packet for one of them (or a loopback address) is
+    /// delivered by the stack; one for another host is left to relayd for now.
+    let localAddresses: Set<IPAddress>
     private var attachments: [(ifindex: Int32, createdHook: Bool)] = []
 
     /// Loads the BPF object at `objectPath` (built by scripts/build-bpf.sh) into the kernel.
     /// Needs CAP_BPF and CAP_NET_ADMIN (root).
-    init(objectPath: String) throws(Failure) {
+    init(objectPath: String, localAddresses: Set<IPAddress>) throws(Failure) {
+        self.localAddresses = localAddresses
         guard let object = bpf_object__open_file(objectPath, nil), libbpf_get_error(UnsafeRawPointer(object)) == 0 else {
             throw Failure(description: "cannot open BPF object \(objectPath): \(String(cString: strerror(errno)))")
         }
@@ -93,11 +97,12 @@ final class KernelFastPath {
         guard let keys = Keys(route) else { return false }
         var channelValue = relayd_channel_value_v4(
             relay_ip: keys.relayIP, peer_ip: keys.peerIP, relay_port: route.relayed.port.bigEndian,
-            peer_port: route.peer.port.bigEndian, reserved: 0, expiry: UInt64(max(route.expiry, 0)))
+            peer_port: route.peer.port.bigEndian, flags: isLocal(route.peer.ip) ? UInt32(RELAYD_ROUTE_LOCAL) : 0,
+            expiry: UInt64(max(route.expiry, 0)))
         var peerValue = relayd_peer_value_v4(
             server_ip: keys.serverIP, client_ip: keys.clientIP, server_port: route.server.port.bigEndian,
-            client_port: route.client.port.bigEndian, channel: route.number.bigEndian, reserved: 0,
-            expiry: UInt64(max(route.expiry, 0)))
+            client_port: route.client.port.bigEndian, channel: route.number.bigEndian,
+            flags: isLocal(route.client.ip) ? UInt16(RELAYD_ROUTE_LOCAL) : 0, expiry: UInt64(max(route.expiry, 0)))
         var channelKey = keys.channel
         var peerKey = keys.peer
         // Counters first (kept if present), so the program never relays a packet it cannot count.
@@ -106,6 +111,12 @@ final class KernelFastPath {
         _ = zero.withUnsafeBytes { bpf_map_update_elem(peerCounters, &peerKey, $0.baseAddress, UInt64(BPF_NOEXIST)) }
         return bpf_map_update_elem(channels, &channelKey, &channelValue, UInt64(BPF_ANY)) == 0
             && bpf_map_update_elem(peers, &peerKey, &peerValue, UInt64(BPF_ANY)) == 0
+    }
+
+    /// Whether the stack delivers a packet for `ip` on this host.
+    private func isLocal(_ ip: IPAddress) -> Bool {
+        if let v4 = ip.ipv4Value, v4 >> 24 == 127 { return true }
+        return localAddresses.contains(ip)
     }
 
     /// Removes both directions of `route` and returns what they relayed in the kernel.
