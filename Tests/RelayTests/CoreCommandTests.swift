@@ -118,4 +118,28 @@ import Testing
         #expect(harness.started == 1)
         #expect(harness.sessions.count == 1)
     }
+
+    @Test("An allocation with a max-bps budget announces no route: the core meters each of its packets")
+    func budgetedAllocationNotAnnounced() throws {
+        let harness = CoreHarness(configuration: CoreFixture.configuration { $0.maxBPS = 100_000 })
+        let client = harness.restClient(at: CoreFixture.clientA)
+        #expect(try client.allocate().isSuccess)
+        #expect(try client.channelBind(0x4000, to: CoreFixture.peer1).isSuccess)
+        #expect(harness.channelCommands.isEmpty)
+    }
+
+    @Test("A channel to a relayed address in its external-ip public form announces no route")
+    func publicFormOfOwnRelayNotAnnounced() throws {
+        let publicIP = IPAddress.literal("203.0.113.7")
+        let harness = CoreHarness(
+            configuration: CoreFixture.configuration {
+                $0.externalIPs = [RelayConfiguration.ExternalIP(publicIP: publicIP, privateIP: CoreFixture.relayIP)]
+            })
+        let client = harness.restClient(at: CoreFixture.clientA)
+        #expect(try client.allocate().isSuccess)
+        #expect(try client.channelBind(0x4000, to: TransportAddress(ip: publicIP, port: CoreFixture.minPort + 1)).isSuccess)
+        #expect(harness.channelCommands.isEmpty)
+        #expect(try client.channelBind(0x4001, to: CoreFixture.peer1).isSuccess)
+        #expect(installs(harness).map(\.number) == [0x4001])
+    }
 }

@@ -172,5 +172,10 @@ enum ConfigKeyTable {
         .integer("max-connections-per-ip", 0...Int(Int32.max), \.maxConnectionsPerIP),
         .integer("max-pending-connections-per-ip", 0...Int(Int32.max), \.maxPendingConnectionsPerIP),
         .integer("max-connections", positiveCount, \.maxConnections),
+        .flag("kernel-fast-path", \.kernelFastPath).needsRestart(),
+        .string("kernel-fast-path-object", \.kernelFastPathObject).needsRestart(),
+        .list("kernel-fast-path-interface", .string(maxLength: 15), \.kernelFastPathInterfaces) {
+            text throws(ConfigValueError) in try ConfigValueParser.string(text, maxLength: 15)
+        }.needsRestart(),
     ]
 }

@@ -121,6 +121,12 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Concurrent TCP/TLS connections per source IP that have not had an allocation yet (0: unlimited).
     public var maxPendingConnectionsPerIP = 500
     public var maxConnections = 10000
+    /// Relay established channels of UDP clients in the kernel (docs/kernel-fast-path.md).
+    public var kernelFastPath = false
+    /// The BPF object to load; nil: next to the executable, or /usr/lib/relayd.
+    public var kernelFastPathObject: String?
+    /// Interfaces to attach to; empty: those carrying a listening or relay address.
+    public var kernelFastPathInterfaces: [String] = []
 
     /// The `static-auth-secret` that `conf/relayd.conf` ships with: refused beyond loopback.
     public static let placeholderAuthSecret = "change-me-to-a-long-random-secret"

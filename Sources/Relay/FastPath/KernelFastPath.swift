@@ -11,7 +11,10 @@ import StunCodec
 ///
 /// IPv4 routes only for now; an IPv6 route is not installed, and its packets keep the user-space
 /// path.
-final class KernelFastPath {
+///
+/// Shared by every loop thread: the map calls are system calls the kernel serializes, and the
+/// attachments change only at start and at deinit.
+final class KernelFastPath: @unchecked Sendable {
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }
@@ -70,10 +73,17 @@ final class KernelFastPath {
     }
 
     deinit {
+        detachAll()
+        bpf_object__close(object)
+    }
+
+    /// Takes the program off every interface it was attached to (and the clsact hooks this
+    /// process created); called at shutdown, so no stale program outlives relayd.
+    func detachAll() {
         for attachment in attachments {
             _ = relayd_tc_detach_ingress(attachment.ifindex, attachment.createdHook ? 1 : 0)
         }
-        bpf_object__close(object)
+        attachments.removeAll()
     }
 
     /// Attaches the program to the ingress of interface `name` (TC clsact).

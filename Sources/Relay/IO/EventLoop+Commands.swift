@@ -4,6 +4,9 @@ import RelayCore
 extension EventLoop {
     /// Runs the core's commands of one flush, in the order it emitted them.
     func execute(_ commands: [CoreCommand]) {
+        // What the kernel relayed for allocations that ended in this batch: their routes are
+        // removed just before their summaries.
+        var ended: [RelaySocket: KernelFastPath.Counters] = [:]
         for command in commands {
             switch command {
             case .closeRelaySocket(let socket):
@@ -11,13 +14,15 @@ extension EventLoop {
             case .deliverToStream(let delivery):
                 if streamDeliverer?(delivery) != true { core.streamDeliveryRefused(delivery, now: EventLoop.now()) }
             case .installChannel(let route):
-                channelRoutes?.install(route)
+                fastPath?.install(route)
             case .removeChannel(let route):
-                channelRoutes?.remove(route)
+                guard let fastPath else { continue }
+                let relayed = fastPath.remove(route)
+                if !report(relayed, for: route.relaySocket) { ended[route.relaySocket, default: .init()] += relayed }
             case .sessionStarted(let start):
                 logSessionStart(start)
             case .sessionEnded(let summary):
-                logSessionEnd(summary)
+                logSessionEnd(summary, relayedInKernel: ended.removeValue(forKey: summary.relaySocket))
             }
         }
     }
@@ -33,9 +38,30 @@ extension EventLoop {
             ])
     }
 
-    /// The `allocation_deleted` log line: one per allocation, with what it relayed.
-    func logSessionEnd(_ s: SessionSummary) {
-        let t = s.traffic
+    /// Hands what the kernel relayed to the core; false when its allocation has ended already.
+    @discardableResult
+    func report(_ relayed: KernelFastPath.Counters, for socket: RelaySocket) -> Bool {
+        core.addRelayedOutsideCore(
+            relaySocket: socket, packetsToPeer: relayed.packetsToPeer, bytesToPeer: relayed.bytesToPeer,
+            packetsToClient: relayed.packetsToClient, bytesToClient: relayed.bytesToClient)
+    }
+
+    /// Once a second: what the kernel relayed since the last collection, into the core.
+    func collectFastPathTraffic() {
+        guard let fastPath else { return }
+        for (socket, relayed) in fastPath.collect() { report(relayed, for: socket) }
+    }
+
+    /// The `allocation_deleted` log line: one per allocation, with what it relayed (in the core,
+    /// and in the kernel after the last collection).
+    func logSessionEnd(_ s: SessionSummary, relayedInKernel k: KernelFastPath.Counters? = nil) {
+        var t = s.traffic
+        if let k {
+            t.packetsToPeer &+= k.packetsToPeer
+            t.bytesToPeer &+= k.bytesToPeer
+            t.packetsToClient &+= k.packetsToClient
+            t.bytesToClient &+= k.bytesToClient
+        }
         core.logger.info(
             "allocation deleted",
             metadata: [
@@ -47,12 +73,4 @@ extension EventLoop {
                 "permissions": "\(s.permissionsUsed)", "channels": "\(s.channelsUsed)",
             ])
     }
-}
-
-/// Where a loop sends the core's channel routes (`CoreCommand.installChannel`/`removeChannel`):
-/// a data plane that relays established channels without the core. A loop without one ignores
-/// them, and every ChannelData goes through the core.
-protocol ChannelRouteTable: AnyObject {
-    func install(_ route: ChannelRoute)
-    func remove(_ route: ChannelRoute)
 }

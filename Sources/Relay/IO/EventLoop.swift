@@ -37,8 +37,8 @@ final class EventLoop: RelaySocketProvider {
     /// Activated when relay-socket reads queued packets: runs after the iteration's other
     /// ready events and flushes them all at once.
     var flushEvent: LoopEvent?
-    /// The data plane that takes the core's channel routes; nil: none, the core relays every packet.
-    var channelRoutes: (any ChannelRouteTable)?
+    /// The kernel fast path's routes of this loop (`kernel-fast-path`); nil: the core relays every packet.
+    var fastPath: FastPathRoutes?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
         base = EventLoop.makeBase()
@@ -137,6 +137,7 @@ final class EventLoop: RelaySocketProvider {
 
     func tick() {
         core.wallOffset = EventLoop.wallOffset()
+        collectFastPathTraffic()
         core.sweep(now: EventLoop.now())
         flush()
         onTick?(core)

@@ -23,3 +23,28 @@ public enum InterfaceAddresses {
         return result
     }
 }
+
+extension InterfaceAddresses {
+    /// Names of the up interfaces that carry one of `addresses` (every up interface when one of
+    /// them is a wildcard address), in the order getifaddrs lists them.
+    public static func names(carrying addresses: [IPAddress]) -> [String] {
+        let wildcard = addresses.contains { $0 == .ipv4Any || $0 == .ipv6Any }
+        var head: UnsafeMutablePointer<ifaddrs>? = nil
+        guard getifaddrs(&head) == 0, let first = head else { return [] }
+        defer { freeifaddrs(head) }
+        var result: [String] = []
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard entry.pointee.ifa_flags & UInt32(IFF_UP) != 0, let name = entry.pointee.ifa_name else { continue }
+            let carries =
+                wildcard
+                || entry.pointee.ifa_addr.flatMap { SocketAddress.read(UnsafeRawPointer($0)) }.map {
+                    addresses.contains($0.ip)
+                } == true
+            let text = String(cString: name)
+            if carries && !result.contains(text) { result.append(text) }
+        }
+        return result
+    }
+}

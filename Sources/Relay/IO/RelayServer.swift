@@ -47,6 +47,8 @@ public final class RelayServer {
     var drain = DrainState()
     var mainBase: OpaquePointer?
     var http: HTTPService?
+    /// The kernel fast path, when `kernel-fast-path` is on (docs/kernel-fast-path.md).
+    var fastPath: KernelFastPath?
 
     public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
         evthread_use_pthreads()
@@ -110,6 +112,11 @@ public final class RelayServer {
         for sig in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&wanted, sig) }
         pthread_sigmask(SIG_UNBLOCK, &wanted, nil)
         try streams.prepare()
+        if configuration.kernelFastPath {
+            fastPath = try KernelFastPath.start(
+                configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
+        }
+        let fastPath = fastPath
         let started = SharedState<StartState>(StartState())
         let finished = DispatchGroup()
         for index in 0..<threadCount {
@@ -123,10 +130,13 @@ public final class RelayServer {
             let mailbox = mailboxes[index]
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
+                loop.fastPath = fastPath.map(FastPathRoutes.init)
                 let transport = StreamTransport(loop: loop, service: streams)
+                let routes = loop.fastPath
                 loop.onPublish = { core in
                     var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
                     transport.contribute(to: &snapshot)
+                    routes?.contribute(to: &snapshot)
                     slot.publish(snapshot)
                 }
                 loop.onPublish?(loop.core)
@@ -187,6 +197,7 @@ public final class RelayServer {
         logger.info("shutting down", metadata: ["event": "shutdown"])
         stopLoops()
         finished.wait()
+        fastPath?.detachAll()
     }
 
     func stopLoops() {

@@ -47,6 +47,19 @@ public enum RelaydMetrics {
         p.sample("relayd_relayed_bytes_total", [("direction", "client_to_peer")], c.bytesToPeer)
         p.sample("relayd_relayed_bytes_total", [("direction", "peer_to_client")], c.bytesToClient)
 
+        p.family(
+            "relayd_kernel_relayed_packets_total", .counter,
+            help: "Of relayd_relayed_packets_total, the packets the kernel fast path relayed, by direction.")
+        p.sample("relayd_kernel_relayed_packets_total", [("direction", "client_to_peer")], m.kernelRelayed[0])
+        p.sample("relayd_kernel_relayed_packets_total", [("direction", "peer_to_client")], m.kernelRelayed[2])
+        p.family(
+            "relayd_kernel_relayed_bytes_total", .counter,
+            help: "Of relayd_relayed_bytes_total, the bytes the kernel fast path relayed, by direction.")
+        p.sample("relayd_kernel_relayed_bytes_total", [("direction", "client_to_peer")], m.kernelRelayed[1])
+        p.sample("relayd_kernel_relayed_bytes_total", [("direction", "peer_to_client")], m.kernelRelayed[3])
+        p.family("relayd_kernel_channel_routes", .gauge, help: "Channel routes installed in the kernel fast path.")
+        p.sample("relayd_kernel_channel_routes", [], m.kernelRoutes)
+
         p.family("relayd_dropped_packets_total", .counter, help: "Packets dropped without an answer, by reason.")
         for reason in DropReason.allCases {
             p.sample("relayd_dropped_packets_total", [("reason", reason.label)], c.dropped(reason))

@@ -80,6 +80,8 @@ public struct SessionStart: Sendable {
 public struct SessionSummary: Sendable {
     public let session: String
     public let fiveTuple: FiveTuple
+    /// The allocation's relay socket (what a data plane outside the core counted it under).
+    public let relaySocket: RelaySocket
     /// The relayed address as the client was told it (advertised form).
     public let relayed: TransportAddress
     /// The user id (the part after the REST separator, or the whole USERNAME), as received.

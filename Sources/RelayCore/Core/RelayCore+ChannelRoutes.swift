@@ -21,10 +21,15 @@ extension RelayCore {
     /// `peerIPs` (nil: every channel), after a ChannelBind, CreatePermission or Refresh moved an
     /// expiry. Stream clients' channels are not announced: their ChannelData is framed in a byte
     /// stream the kernel fast path does not parse.
+    ///
+    /// Not announced either: an allocation with a `max-bps` budget (the core meters each of its
+    /// packets), and a channel to one of relayd's own relayed addresses in its `external-ip`
+    /// public form (the core maps the forms, docs/external-ip.md).
     func announceChannels(of allocation: Allocation, peerIPs: [IPAddress]?, now: Int64) {
-        guard allocation.origin.fiveTuple.transport == .udp else { return }
+        guard allocation.origin.fiveTuple.transport == .udp, allocation.bandwidth == nil else { return }
         for channel in allocation.channels where channel.expiry > now {
             if let peerIPs, !peerIPs.contains(channel.peer.ip) { continue }
+            guard context.boundForm(of: channel.peer) == channel.peer else { continue }
             let route = route(for: channel, of: allocation)
             guard route.expiry > now else { continue }
             outbox.emit(.installChannel(route))
@@ -42,5 +47,25 @@ extension RelayCore {
                 outbox.emit(.removeChannel(route(for: channel, of: allocation)))
             }
         }
+    }
+
+    /// Packets a data plane outside the core relayed for the allocation on `relaySocket`: added
+    /// to its traffic (if it is still live) and to this loop's counters, so `/metrics`, the
+    /// session summary and quotas see them. False when no live allocation owns the socket.
+    @discardableResult
+    public func addRelayedOutsideCore(
+        relaySocket: RelaySocket, packetsToPeer: UInt64, bytesToPeer: UInt64, packetsToClient: UInt64,
+        bytesToClient: UInt64
+    ) -> Bool {
+        counters.packetsToPeer &+= packetsToPeer
+        counters.bytesToPeer &+= bytesToPeer
+        counters.packetsToClient &+= packetsToClient
+        counters.bytesToClient &+= bytesToClient
+        guard let allocation = bySocket[relaySocket] else { return false }
+        allocation.traffic.packetsToPeer &+= packetsToPeer
+        allocation.traffic.bytesToPeer &+= bytesToPeer
+        allocation.traffic.packetsToClient &+= packetsToClient
+        allocation.traffic.bytesToClient &+= bytesToClient
+        return true
     }
 }

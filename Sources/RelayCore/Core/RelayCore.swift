@@ -247,7 +247,7 @@ public final class RelayCore {
             .sessionEnded(
                 SessionSummary(
                     session: allocation.session, fiveTuple: allocation.origin.fiveTuple,
-                    relayed: allocation.advertisedAddress,
+                    relaySocket: allocation.relaySocket, relayed: allocation.advertisedAddress,
                     user: String(context.credentials.userID(of: allocation.username)), reason: reason,
                     durationSeconds: now - allocation.created, traffic: allocation.traffic,
                     permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed)))

@@ -1,0 +1,83 @@
+import RelayCore
+import StunCodec
+
+/// One loop thread's side of the kernel fast path: executes its core's channel route commands
+/// into the shared maps (`KernelFastPath`), remembers what it installed, and hands what the
+/// kernel relayed back to the core, so allocations' traffic, `/metrics` and the session summary
+/// count every packet, wherever it was relayed (docs/kernel-fast-path.md).
+final class FastPathRoutes {
+    let fastPath: KernelFastPath
+
+    private struct Installed {
+        var route: ChannelRoute
+        /// The counters already handed to the core.
+        var reported = KernelFastPath.Counters()
+    }
+
+    /// Installed routes by relay socket and channel number.
+    private var installed: [RouteID: Installed] = [:]
+
+    private struct RouteID: Hashable {
+        var relaySocket: RelaySocket
+        var number: UInt16
+    }
+
+    init(_ fastPath: KernelFastPath) { self.fastPath = fastPath }
+
+    /// Routes installed by this loop.
+    var count: Int { installed.count }
+    /// Everything the kernel relayed for this loop's routes, as reported to the core.
+    private(set) var relayed = KernelFastPath.Counters()
+
+    /// Adds this loop's fast path figures to its metrics snapshot.
+    func contribute(to metrics: inout LoopMetrics) {
+        metrics.kernelRelayed = [relayed.packetsToPeer, relayed.bytesToPeer, relayed.packetsToClient, relayed.bytesToClient]
+        metrics.kernelRoutes = UInt64(installed.count)
+    }
+
+    /// `installChannel`: installs or refreshes the route (its counters carry on).
+    func install(_ route: ChannelRoute) {
+        let id = RouteID(relaySocket: route.relaySocket, number: route.number)
+        guard fastPath.install(route) else { return }
+        installed[id, default: Installed(route: route)].route = route
+    }
+
+    /// `removeChannel`: removes the route; what the kernel relayed since the last report.
+    func remove(_ route: ChannelRoute) -> KernelFastPath.Counters {
+        let id = RouteID(relaySocket: route.relaySocket, number: route.number)
+        guard let entry = installed.removeValue(forKey: id) else { return KernelFastPath.Counters() }
+        let delta = fastPath.remove(entry.route) - entry.reported
+        relayed += delta
+        return delta
+    }
+
+    /// Once a second: what each installed route relayed since the last report, by relay socket.
+    func collect() -> [(RelaySocket, KernelFastPath.Counters)] {
+        var result: [(RelaySocket, KernelFastPath.Counters)] = []
+        for (id, entry) in installed {
+            let total = fastPath.counters(of: entry.route)
+            let delta = total - entry.reported
+            guard delta != KernelFastPath.Counters() else { continue }
+            installed[id]?.reported = total
+            relayed += delta
+            result.append((id.relaySocket, delta))
+        }
+        return result
+    }
+}
+
+extension KernelFastPath.Counters {
+    static func - (a: Self, b: Self) -> Self {
+        Self(
+            packetsToPeer: a.packetsToPeer &- b.packetsToPeer, bytesToPeer: a.bytesToPeer &- b.bytesToPeer,
+            packetsToClient: a.packetsToClient &- b.packetsToClient, bytesToClient: a.bytesToClient &- b.bytesToClient)
+    }
+
+    static func += (a: inout Self, b: Self) { a = a + b }
+
+    static func + (a: Self, b: Self) -> Self {
+        Self(
+            packetsToPeer: a.packetsToPeer &+ b.packetsToPeer, bytesToPeer: a.bytesToPeer &+ b.bytesToPeer,
+            packetsToClient: a.packetsToClient &+ b.packetsToClient, bytesToClient: a.bytesToClient &+ b.bytesToClient)
+    }
+}

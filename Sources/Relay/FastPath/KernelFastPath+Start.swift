@@ -1,0 +1,55 @@
+import Glibc
+import Logging
+import RelayCore
+import StunCodec
+
+extension KernelFastPath {
+    /// Where relayd looks for its BPF object when `kernel-fast-path-object` is not set: next to
+    /// the executable, in the build tree's `bpf/` folder (scripts/build-bpf.sh), then where the
+    /// package installs it.
+    static func defaultObjectPaths() -> [String] {
+        var candidates: [String] = []
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        if length > 0 {
+            let executable = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let directory = String(executable[..<(executable.lastIndex(of: "/") ?? executable.startIndex)])
+            candidates += [
+                "\(directory)/relayd_fastpath.bpf.o", "\(directory)/../bpf/relayd_fastpath.bpf.o",
+                "\(directory)/../../bpf/relayd_fastpath.bpf.o",
+            ]
+        }
+        return candidates + ["/usr/lib/relayd/relayd_fastpath.bpf.o"]
+    }
+
+    /// Loads the program and attaches it to the configured interfaces (default: those carrying a
+    /// listening or relay address). Any failure stops the start, naming what failed: an
+    /// operator who asked for the fast path must not get the user-space path without noticing.
+    static func start(configuration c: RelayConfiguration, interfaceAddresses: [IPAddress], logger: Logger)
+        throws(RelayServer.StartError) -> KernelFastPath
+    {
+        let candidates = c.kernelFastPathObject.map { [$0] } ?? defaultObjectPaths()
+        guard let path = candidates.first(where: { access($0, R_OK) == 0 }) else {
+            throw RelayServer.StartError(
+                description:
+                    "kernel-fast-path: no BPF object at \(candidates.joined(separator: ", ")) (build it with scripts/build-bpf.sh, or set kernel-fast-path-object)"
+            )
+        }
+        let interfaces =
+            c.kernelFastPathInterfaces.isEmpty
+            ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelFastPathInterfaces
+        do {
+            let fastPath = try KernelFastPath(
+                objectPath: path, localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs))
+            for interface in interfaces { try fastPath.attach(interface: interface) }
+            logger.info(
+                "kernel fast path attached",
+                metadata: [
+                    "event": "fastpath_attached", "object": "\(path)", "interfaces": "\(interfaces.joined(separator: ","))",
+                ])
+            return fastPath
+        } catch {
+            throw RelayServer.StartError(description: "kernel-fast-path: \(error.description)")
+        }
+    }
+}

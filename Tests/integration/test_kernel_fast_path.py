@@ -1,0 +1,65 @@
+"""The kernel fast path (docs/kernel-fast-path.md): relayd with `kernel-fast-path` on loopback
+attaches its BPF program to `lo`, installs each channel uclient binds, and the kernel relays the
+ChannelData to turnutils_peer and the peer's echoes back. Nothing is lost, every packet is
+counted in relayd's metrics, and most of them were relayed by the kernel, not by relayd.
+relayd only (coturn has no such path); needs root (the program is loaded into the kernel)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+
+from conftest import RelayServer, running, server_kind
+from test_uclient import CLIENTS, LENGTH, MESSAGES, run_uclient, start_peer
+
+pytestmark = [
+    pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own kernel fast path"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="loading a BPF program needs root"),
+]
+
+SAMPLE = re.compile(r'^(relayd_[a-z_]+)(?:\{direction="([a-z_]+)"\})? (\d+)$', re.M)
+
+
+def counters(server: RelayServer) -> dict[tuple[str, str | None], int]:
+    resp = server.http("GET", "/metrics")
+    assert resp.status == 200, resp
+    return {(name, direction or None): int(value) for name, direction, value in SAMPLE.findall(resp.body.decode())}
+
+
+def test_channels_are_relayed_in_the_kernel_without_loss(tmp_path, processes):
+    server = RelayServer("relayd", tmp_path, extra_args=["--kernel-fast-path", "--kernel-fast-path-interface=lo"])
+    with running(server):
+        assert "kernel fast path attached" in server.log_text()
+        peer = start_peer(processes)
+        report, output = run_uclient(server, processes, ["-c"], peer)
+        expected = CLIENTS * MESSAGES
+        assert report.send_msgs == expected, output[-3000:]
+        assert report.recv_msgs == expected
+        assert report.recv_bytes == expected * LENGTH
+        assert report.lost == 0
+        # The loops collect the kernel's counters once a second and publish every 250 ms.
+        time.sleep(2.5)
+        c = counters(server)
+    kernel_to_peer = c[("relayd_kernel_relayed_packets_total", "client_to_peer")]
+    kernel_to_client = c[("relayd_kernel_relayed_packets_total", "peer_to_client")]
+    to_peer = c[("relayd_relayed_packets_total", "client_to_peer")]
+    to_client = c[("relayd_relayed_packets_total", "peer_to_client")]
+    print(f"relayed to peer {to_peer} (kernel {kernel_to_peer}), to client {to_client} (kernel {kernel_to_client})")
+    # Every message went out and came back once, wherever it was relayed.
+    assert to_peer == expected and to_client == expected
+    # The kernel relayed most of them: the first packets of a channel may beat its route.
+    assert kernel_to_peer >= expected * 0.9
+    assert kernel_to_client >= expected * 0.9
+    assert c[("relayd_kernel_relayed_bytes_total", "client_to_peer")] == kernel_to_peer * LENGTH
+
+
+def test_without_the_setting_nothing_is_relayed_in_the_kernel(relay, processes):
+    peer = start_peer(processes)
+    report, _ = run_uclient(relay, processes, ["-c"], peer)
+    assert report.lost == 0
+    c = counters(relay)
+    assert c[("relayd_kernel_relayed_packets_total", "client_to_peer")] == 0
+    assert c[("relayd_kernel_channel_routes", None)] == 0
