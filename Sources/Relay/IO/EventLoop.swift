@@ -133,6 +133,7 @@ final class EventLoop: RelaySocketProvider {
     func applyMail() {
         guard let context = mailbox.take() else { return }
         core.update(context: context)
+        flush()
     }
 
     func tick() {

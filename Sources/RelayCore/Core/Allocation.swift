@@ -90,6 +90,9 @@ public final class Allocation {
         channelsUsed += 1
     }
 
+    /// Drops the channels `denied` picks (a reloaded peer policy forbids their peers).
+    func unbindChannels(where denied: (ChannelBinding) -> Bool) { channels.removeAll(where: denied) }
+
     /// Drops expired permissions and channels (RFC 8656 §9, §12).
     func sweep(now: Int64) {
         permissions.removeAll { $0.expiry <= now }

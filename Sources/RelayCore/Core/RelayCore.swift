@@ -61,13 +61,31 @@ public final class RelayCore {
     var settings: CoreSettings { context.settings }
 
     /// Replaces the configuration-derived context; live allocations keep their keys and state.
+    /// A new peer policy (a reload) applies to live allocations too: channels to a peer it now
+    /// denies are unbound (their routes withdrawn), so neither the core nor a data plane outside
+    /// it relays to that peer again; Send indications and the peer's packets are checked against
+    /// the policy one by one already.
     public func update(context newContext: CoreContext) {
         let portsChanged = newContext.settings.minPort != context.settings.minPort
             || newContext.settings.maxPort != context.settings.maxPort
             || newContext.relayAddresses != context.relayAddresses
+        let policyChanged = newContext.policy != context.policy
         context = newContext
         logger.logLevel = newContext.settings.logLevel
         if portsChanged { rebuildPortAllocators() }
+        if policyChanged { unbindDeniedChannels() }
+    }
+
+    private func unbindDeniedChannels() {
+        for allocation in byFiveTuple.values {
+            let denied = allocation.channels.filter { !context.policy.isAllowed($0.peer) }
+            guard !denied.isEmpty else { continue }
+            if allocation.origin.fiveTuple.transport == .udp {
+                for channel in denied { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
+            }
+            allocation.unbindChannels { !context.policy.isAllowed($0.peer) }
+            publish(allocation)
+        }
     }
 
     func rebuildPortAllocators() {

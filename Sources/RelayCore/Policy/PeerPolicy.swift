@@ -8,7 +8,7 @@ import StunCodec
 /// range are allowed (two clients of one relay talking to each other); `allow-loopback-peers`
 /// opens loopback; the special-purpose ranges are denied; everything else is allowed.
 /// Embedded IPv4 forms are reduced first, so `::ffff:127.0.0.1` is judged as `127.0.0.1`.
-public struct PeerPolicy: Sendable {
+public struct PeerPolicy: Sendable, Equatable {
     let denied: [IPRange]
     let allowed: [IPRange]
     let allowLoopback: Bool
