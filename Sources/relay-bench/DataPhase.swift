@@ -31,16 +31,20 @@ struct DataPhase {
         var serverAfter: Double? = nil
         var ownBefore = 0.0
         var ownAfter = 0.0
+        var systemBefore: Double? = nil
+        var systemAfter: Double? = nil
         var echoBefore: (cpu: Double?, echoed: UInt64) = (nil, 0)
         var echoAfter: (cpu: Double?, echoed: UInt64) = (nil, 0)
         func sampleStart() {
             serverBefore = options.serverPID > 0 ? ProcessCPU.seconds(pid: options.serverPID) : nil
             ownBefore = ProcessCPU.ownSeconds()
+            systemBefore = ProcessCPU.systemSeconds()
             if let echo { echoBefore = (echo.cpuSecondsNow(), echo.echoed.load(ordering: .relaxed)) }
         }
         func sampleEnd() {
             serverAfter = options.serverPID > 0 ? ProcessCPU.seconds(pid: options.serverPID) : nil
             ownAfter = ProcessCPU.ownSeconds()
+            systemAfter = ProcessCPU.systemSeconds()
             if let echo { echoAfter = (echo.cpuSecondsNow(), echo.echoed.load(ordering: .relaxed)) }
         }
         if options.transport == .tls {
@@ -109,6 +113,13 @@ struct DataPhase {
         report.set("relayed_packets", relayed)
         report.set("server_cpu_s", serverCPU)
         report.set("server_cpu_s_per_mpkt", relayed == 0 ? .nan : serverCPU / (Double(relayed) / 1e6))
+        let systemCPU = systemBefore.flatMap { a in systemAfter.map { $0 - a } } ?? .nan
+        report.set("system_cpu_s", systemCPU)
+        report.set("system_cpu_s_per_mpkt", relayed == 0 ? .nan : systemCPU / (Double(relayed) / 1e6))
+        // The machine minus the load generator's own threads: the server and the kernel work of
+        // relaying (softirq included), per million relayed packets.
+        report.set(
+            "system_minus_bench_cpu_s_per_mpkt", relayed == 0 ? .nan : (systemCPU - ownCPU) / (Double(relayed) / 1e6))
         report.set("bench_cpu_s", ownCPU)
         report.set("bench_cpu_pct", ownCPU / options.duration * 100)
         report.set("recv_syscalls", receiver.syscalls)

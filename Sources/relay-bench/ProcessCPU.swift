@@ -24,6 +24,17 @@ enum ProcessCPU {
         return (utime + stime) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Busy CPU seconds of the whole machine, all CPUs (user, nice, system, irq, softirq and steal
+    /// from /proc/stat): what a relay costs when the kernel does part of its work in softirq,
+    /// which no process is charged for.
+    static func systemSeconds() -> Double? {
+        guard let text = readFile("/proc/stat"), let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
+        else { return nil }
+        let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard f.count >= 8 else { return nil }
+        return (f[0] + f[1] + f[2] + f[5] + f[6] + f[7]) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// VmRSS of process `pid` in bytes, from /proc/PID/status.
     static func residentBytes(pid: Int32) -> Int? {
         guard let text = readFile("/proc/\(pid)/status") else { return nil }
