@@ -140,7 +140,7 @@ struct KernelFastPathTests {
         #expect(fastPath.counters(of: Self.route()) == .init())
     }
 
-    @Test("Towards a peer on another host the packet stays relayd's for now: unchanged, counted")
+    @Test("Towards another host with no known egress interface the packet stays relayd's: unchanged, counted")
     func remotePeerPasses() throws {
         let fastPath = try Self.load()
         var route = Self.route()
@@ -150,6 +150,25 @@ struct KernelFastPathTests {
         #expect(try Self.run(fastPath, toPeer).packet == toPeer)
         #expect(fastPath.statistics()[Int(RELAYD_STAT_PASS_UNSUPPORTED.rawValue)] == 1)
         #expect(fastPath.counters(of: route) == .init())
+    }
+
+    @Test("Towards another host the rewritten packet is redirected out of the interface carrying its source")
+    func remotePeerRedirected() throws {
+        let fastPath = try KernelFastPath(
+            objectPath: Self.objectPath, localAddresses: [], egressInterfaces: [Self.relayed.ip: 1])
+        var route = Self.route()
+        route.peer = TransportAddress.literal("203.0.113.5:6000")
+        #expect(fastPath.install(route))
+        let payload: [UInt8] = [1, 2, 3, 4, 5, 6]
+        let toPeer = TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4001, payload))
+        let (verdict, output) = try Self.run(fastPath, toPeer)
+        #expect(verdict == 7)  // TC_ACT_REDIRECT
+        let parsed = try #require(TestPacket.parse(output))
+        #expect(parsed.destination == route.peer)
+        #expect(parsed.source == Self.relayed)
+        #expect(parsed.payload == payload)
+        #expect(parsed.udpChecksumValid && parsed.ipChecksumValid)
+        #expect(fastPath.counters(of: route) == .init(packetsToPeer: 1, bytesToPeer: 6))
     }
 
     @Test("An IPv6 route is not offloaded: its packets keep the user-space path")

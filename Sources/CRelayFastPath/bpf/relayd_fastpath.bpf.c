@@ -9,7 +9,7 @@
 // late removal never relays past a lifetime. Everything else (STUN, indications, padded or
 // truncated ChannelData, IPv4 options, fragments, GSO packets, unknown channels) passes to the
 // stack untouched, where relayd handles and counts it as without the fast path.
-// IPv4 only in this version, and only towards destinations the kernel delivers locally.
+// IPv4 only in this version.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -190,6 +190,13 @@ static __always_inline int to_client(struct __sk_buff *skb, struct relayd_peer_v
     return finish(skb, route->server_ip, route->client_ip, sizeof(struct iphdr) + sizeof(struct udphdr) + 4 + payload);
 }
 
+// Sends a rewritten packet on: up the stack to a local socket, or out of the egress interface
+// towards another host (the kernel resolves the next hop and fills in the link-layer header).
+static __always_inline int transmit(__u32 flags, __u32 egress_ifindex) {
+    if (flags & RELAYD_ROUTE_LOCAL) return TC_ACT_OK;
+    return bpf_redirect_neigh(egress_ifindex, 0, 0, 0);
+}
+
 SEC("tc")
 int relayd_ingress(struct __sk_buff *skb) {
     void *data = (void *)(long)skb->data;
@@ -231,14 +238,14 @@ int relayd_ingress(struct __sk_buff *skb) {
                 return TC_ACT_OK;
             }
             struct relayd_channel_value_v4 copy = *route;
-            if (!(copy.flags & RELAYD_ROUTE_LOCAL)) {
+            if (!(copy.flags & RELAYD_ROUTE_LOCAL) && copy.egress_ifindex == 0) {
                 count(RELAYD_STAT_PASS_UNSUPPORTED);
                 return TC_ACT_OK;
             }
             if (to_peer(skb, &copy, length) < 0) return TC_ACT_SHOT;
             add(bpf_map_lookup_elem(&relayd_channel_counters_v4, &key), length);
             count(RELAYD_STAT_TO_PEER);
-            return TC_ACT_OK;
+            return transmit(copy.flags, copy.egress_ifindex);
         }
     }
 
@@ -260,14 +267,14 @@ int relayd_ingress(struct __sk_buff *skb) {
         return TC_ACT_OK;
     }
     struct relayd_peer_value_v4 copy = *route;
-    if (!(copy.flags & RELAYD_ROUTE_LOCAL)) {
+    if (!(copy.flags & RELAYD_ROUTE_LOCAL) && copy.egress_ifindex == 0) {
         count(RELAYD_STAT_PASS_UNSUPPORTED);
         return TC_ACT_OK;
     }
     if (to_client(skb, &copy, payload) < 0) return TC_ACT_SHOT;
     add(bpf_map_lookup_elem(&relayd_peer_counters_v4, &key), payload);
     count(RELAYD_STAT_TO_CLIENT);
-    return TC_ACT_OK;
+    return transmit(copy.flags, copy.egress_ifindex);
 }
 
 char _license[] SEC("license") = "Apache-2.0";

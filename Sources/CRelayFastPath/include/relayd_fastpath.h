@@ -34,6 +34,10 @@ struct relayd_channel_value_v4 {
     relayd_u16 relay_port;
     relayd_u16 peer_port;
     relayd_u32 flags;
+    // The interface the packet leaves by when its destination is another host (the one that
+    // carries relay_ip); 0: none known, the packet is left to relayd.
+    relayd_u32 egress_ifindex;
+    relayd_u32 reserved;
     relayd_u64 expiry;
 };
 
@@ -53,11 +57,15 @@ struct relayd_peer_value_v4 {
     relayd_u16 client_port;
     relayd_u16 channel;
     relayd_u16 flags;
+    // As above, the interface that carries server_ip.
+    relayd_u32 egress_ifindex;
+    relayd_u32 reserved;
     relayd_u64 expiry;
 };
 
 // `flags` of a route: the rewritten packet's destination is this host, so the stack delivers it
-// (TC_ACT_OK). Without it the packet is for another host, which this version leaves to relayd.
+// (TC_ACT_OK). Without it the packet is for another host: it leaves by `egress_ifindex`
+// (bpf_redirect_neigh, which finds the next hop and its link-layer address).
 #define RELAYD_ROUTE_LOCAL 1
 
 // What one entry relayed (per CPU; relayd sums the CPUs): kept in maps of their own under the

@@ -40,7 +40,8 @@ extension KernelFastPath {
             ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelFastPathInterfaces
         do {
             let fastPath = try KernelFastPath(
-                objectPath: path, localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs))
+                objectPath: path, localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
+                egressInterfaces: InterfaceAddresses.indexes())
             for interface in interfaces { try fastPath.attach(interface: interface) }
             logger.info(
                 "kernel fast path attached",

@@ -10,7 +10,8 @@ import StunCodec
 /// program checks itself, and the entries' counters are read back into the allocation's.
 ///
 /// IPv4 routes only for now; an IPv6 route is not installed, and its packets keep the user-space
-/// path.
+/// path. A packet for this host continues up the stack; one for another host leaves by the
+/// interface that carries its new source address.
 ///
 /// Shared by every loop thread: the map calls are system calls the kernel serializes, and the
 /// attachments change only at start and at deinit.
@@ -36,14 +37,18 @@ final class KernelFastPath: @unchecked Sendable {
     private let stats: Int32
     private let possibleCPUs: Int
     /// The host's own addresses: a rewritten packet for one of them (or a loopback address) is
-    /// delivered by the stack; one for another host is left to relayd for now.
+    /// delivered by the stack.
     let localAddresses: Set<IPAddress>
+    /// The interface carrying each of the host's addresses: a rewritten packet for another host
+    /// leaves by the one that carries its new source address.
+    let egressInterfaces: [IPAddress: UInt32]
     private var attachments: [(ifindex: Int32, createdHook: Bool)] = []
 
     /// Loads the BPF object at `objectPath` (built by scripts/build-bpf.sh) into the kernel.
     /// Needs CAP_BPF and CAP_NET_ADMIN (root).
-    init(objectPath: String, localAddresses: Set<IPAddress>) throws(Failure) {
+    init(objectPath: String, localAddresses: Set<IPAddress>, egressInterfaces: [IPAddress: UInt32] = [:]) throws(Failure) {
         self.localAddresses = localAddresses
+        self.egressInterfaces = egressInterfaces
         guard let object = bpf_object__open_file(objectPath, nil), libbpf_get_error(UnsafeRawPointer(object)) == 0 else {
             throw Failure(description: "cannot open BPF object \(objectPath): \(String(cString: strerror(errno)))")
         }
@@ -108,11 +113,12 @@ final class KernelFastPath: @unchecked Sendable {
         var channelValue = relayd_channel_value_v4(
             relay_ip: keys.relayIP, peer_ip: keys.peerIP, relay_port: route.relayed.port.bigEndian,
             peer_port: route.peer.port.bigEndian, flags: isLocal(route.peer.ip) ? UInt32(RELAYD_ROUTE_LOCAL) : 0,
-            expiry: UInt64(max(route.expiry, 0)))
+            egress_ifindex: egressInterfaces[route.relayed.ip] ?? 0, reserved: 0, expiry: UInt64(max(route.expiry, 0)))
         var peerValue = relayd_peer_value_v4(
             server_ip: keys.serverIP, client_ip: keys.clientIP, server_port: route.server.port.bigEndian,
             client_port: route.client.port.bigEndian, channel: route.number.bigEndian,
-            flags: isLocal(route.client.ip) ? UInt16(RELAYD_ROUTE_LOCAL) : 0, expiry: UInt64(max(route.expiry, 0)))
+            flags: isLocal(route.client.ip) ? UInt16(RELAYD_ROUTE_LOCAL) : 0,
+            egress_ifindex: egressInterfaces[route.server.ip] ?? 0, reserved: 0, expiry: UInt64(max(route.expiry, 0)))
         var channelKey = keys.channel
         var peerKey = keys.peer
         // Counters first (kept if present), so the program never relays a packet it cannot count.

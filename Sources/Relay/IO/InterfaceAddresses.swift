@@ -48,3 +48,24 @@ extension InterfaceAddresses {
         return result
     }
 }
+
+extension InterfaceAddresses {
+    /// The interface index of each up interface's addresses (the first interface listed when an
+    /// address appears on several).
+    public static func indexes() -> [IPAddress: UInt32] {
+        var head: UnsafeMutablePointer<ifaddrs>? = nil
+        guard getifaddrs(&head) == 0, let first = head else { return [:] }
+        defer { freeifaddrs(head) }
+        var result: [IPAddress: UInt32] = [:]
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard entry.pointee.ifa_flags & UInt32(IFF_UP) != 0, let name = entry.pointee.ifa_name,
+                let addr = entry.pointee.ifa_addr, let address = SocketAddress.read(UnsafeRawPointer(addr))
+            else { continue }
+            let index = if_nametoindex(name)
+            if index != 0 && result[address.ip] == nil { result[address.ip] = index }
+        }
+        return result
+    }
+}

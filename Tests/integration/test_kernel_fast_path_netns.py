@@ -1,0 +1,155 @@
+"""The kernel fast path between hosts (docs/kernel-fast-path.md): three network namespaces
+this test creates, joined by veth pairs, stand for a client host, the relay host and a peer host:
+
+    client (10.77.1.2) --veth-- (10.77.1.1) relay (10.77.2.1) --veth-- (10.77.2.2) peer
+
+relayd runs in the relay namespace with `kernel-fast-path` (attached to both veth ends it owns),
+turnutils_uclient in the client namespace, turnutils_peer in the peer namespace. The kernel
+rewrites each ChannelData and sends it out of the peer-side interface (bpf_redirect_neigh), and
+the peer's echoes out of the client-side one. Nothing is lost, and the kernel relayed nearly
+everything. relayd only; needs root, `ip` (iproute2). Namespaces and processes are removed by
+name and PID, also when the test fails."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import RelayServer, server_kind
+from test_uclient import CLIENTS, INTERVAL_MS, LENGTH, MESSAGES, parse_report
+
+pytestmark = [
+    pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own kernel fast path"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and BPF programs need root"),
+    pytest.mark.skipif(shutil.which("ip") is None, reason="needs ip (iproute2)"),
+]
+
+CLIENT_IP, RELAY_CLIENT_SIDE = "10.77.1.2", "10.77.1.1"
+RELAY_PEER_SIDE, PEER_IP = "10.77.2.1", "10.77.2.2"
+SECRET = secrets.token_hex(16)
+TIMEOUT = 60
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, timeout=10, capture_output=True)
+
+
+class Hosts:
+    """The three namespaces and the processes started in them."""
+
+    def __init__(self, workdir: Path):
+        tag = f"rf{os.getpid() % 10000}{secrets.token_hex(2)}"
+        self.client, self.relay, self.peer = f"{tag}-c", f"{tag}-r", f"{tag}-p"
+        self.workdir = workdir
+        self.procs: list[subprocess.Popen] = []
+        created: list[str] = []
+        try:
+            for ns in (self.client, self.relay, self.peer):
+                ip("netns", "add", ns)
+                created.append(ns)
+                ip("-n", ns, "link", "set", "lo", "up")
+            self._link(f"{tag}c", self.client, CLIENT_IP, f"{tag}cr", RELAY_CLIENT_SIDE)
+            self._link(f"{tag}p", self.peer, PEER_IP, f"{tag}pr", RELAY_PEER_SIDE)
+        except BaseException:
+            for ns in created:
+                subprocess.run(["ip", "netns", "del", ns], timeout=10, capture_output=True)
+            raise
+
+    def _link(self, outer: str, ns: str, address: str, inner: str, relay_address: str) -> None:
+        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        ip("link", "set", outer, "netns", ns)
+        ip("link", "set", inner, "netns", self.relay)
+        ip("-n", ns, "addr", "add", f"{address}/24", "dev", outer)
+        ip("-n", self.relay, "addr", "add", f"{relay_address}/24", "dev", inner)
+        ip("-n", ns, "link", "set", outer, "up")
+        ip("-n", self.relay, "link", "set", inner, "up")
+
+    def start(self, ns: str, name: str, cmd: list[str]) -> tuple[subprocess.Popen, Path]:
+        log = self.workdir / f"{name}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc, log
+
+    def run(self, ns: str, cmd: list[str]) -> str:
+        return subprocess.run(["ip", "netns", "exec", ns, *cmd], check=True, timeout=TIMEOUT,
+                              capture_output=True, text=True).stdout
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+        for ns in (self.client, self.relay, self.peer):
+            subprocess.run(["ip", "netns", "del", ns], timeout=10, capture_output=True)
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    h = Hosts(tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def wait_for(predicate, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
+    relayd = RelayServer.default_binary("relayd")
+    conf = tmp_path / "relayd.conf"
+    conf.write_text("")
+    proc, log = hosts.start(hosts.relay, "relayd", [
+        relayd, "-c", str(conf), f"--listening-ip={RELAY_CLIENT_SIDE}", "--listening-port=3478",
+        f"--relay-ip={RELAY_PEER_SIDE}", "--min-port=50000", "--max-port=50999", "--use-auth-secret",
+        f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={PEER_IP}", "--no-tcp",
+        "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-fast-path",
+        "--drain-timeout=0", "--unauth-rate-limit=0",
+    ])
+    wait_for(lambda: "kernel fast path attached" in log.read_text(errors="replace") or proc.poll() is not None,
+             "relayd to attach its program")
+    assert proc.poll() is None, log.read_text(errors="replace")
+    hosts.start(hosts.peer, "turnutils_peer", ["turnutils_peer", "-L", PEER_IP, "-p", "6000"])
+    time.sleep(0.5)
+    output = hosts.run(hosts.client, [
+        "turnutils_uclient", "-c", "-m", str(CLIENTS), "-n", str(MESSAGES), "-l", str(LENGTH),
+        "-z", str(INTERVAL_MS), "-W", SECRET, "-u", "uclient", "-p", "3478", "-L", CLIENT_IP,
+        "-e", PEER_IP, "-r", "6000", RELAY_CLIENT_SIDE,
+    ])
+    report = parse_report(output)
+    expected = CLIENTS * MESSAGES
+    assert report.send_msgs == expected, output[-3000:]
+    assert report.recv_msgs == expected
+    assert report.lost == 0
+    time.sleep(2.5)
+    metrics = hosts.run(hosts.relay, ["python3", "-c",
+                                      "import urllib.request;"
+                                      "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
+    found = {(m[0], m[1]): int(m[2]) for m in
+             re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
+    kernel_to_peer = found[("relayd_kernel_relayed_packets_total", "client_to_peer")]
+    kernel_to_client = found[("relayd_kernel_relayed_packets_total", "peer_to_client")]
+    print(f"kernel relayed {kernel_to_peer} to the peer, {kernel_to_client} to the client, of {expected} each way")
+    assert found[("relayd_relayed_packets_total", "client_to_peer")] == expected
+    assert found[("relayd_relayed_packets_total", "peer_to_client")] == expected
+    assert kernel_to_peer >= expected * 0.9
+    assert kernel_to_client >= expected * 0.9
