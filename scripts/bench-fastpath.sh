@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kernel fast path measured (docs/kernel-fast-path.md): relayd with kernel-fast-path, relayd
+# The kernel fast path measured (docs/kernel-fast-path.md): relayd with kernel-offload, relayd
 # without it, and coturn, one after the other on loopback, each driven by the same relay-bench
 # load: client to external peer (relay-bench's own UDP echo peer on 127.0.0.1), ChannelData,
 # 100-byte payloads, a fixed rate. When the kernel relays, the work moves out of the server's
@@ -84,7 +84,7 @@ run() {
         relayd | relayd-kernel)
             api=$(free_port)
             local extra=()
-            [ "$kind" = relayd-kernel ] && extra=(--kernel-fast-path --kernel-fast-path-interface=lo)
+            [ "$kind" = relayd-kernel ] && extra=(--kernel-offload=on --kernel-offload-interface=lo)
             : > "$dir/relayd.conf"
             "$WORK/bin/relayd" -c "$dir/relayd.conf" "${common[@]}" "${extra[@]}" \
                 --api-listening-ip=127.0.0.1 "--api-listening-port=$api" \

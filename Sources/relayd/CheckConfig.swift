@@ -3,7 +3,8 @@ import Relay
 
 /// `relayd check-config -c FILE [--self-test]`: validates the configuration, prints the effective
 /// values (secrets masked), then warnings about likely mistakes. Exits 2 on an invalid
-/// configuration (the error names file, line and key), 0 otherwise, warnings or not.
+/// configuration (the error names file, line and key), 0 otherwise, warnings or not. With
+/// `kernel-offload` on or auto it also says whether the kernel fast path would work here.
 struct CheckConfig: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
@@ -31,6 +32,13 @@ struct CheckConfig: ParsableCommand {
         let warnings =
             loaded.warnings + ConfigAdvisor.warnings(for: configuration, interfaceAddresses: interfaces)
         for warning in warnings { print("warning: \(warning)") }
+        if configuration.kernelOffload != .off {
+            if let problem = KernelOffloadProbe.problem(configuration: configuration) {
+                print("kernel-offload: would not work here: \(problem)")
+            } else {
+                print("kernel-offload: would work here (the BPF program loads into this kernel)")
+            }
+        }
         if selfTest {
             let results = SelfTest.run(configuration: configuration, interfaceAddresses: interfaces)
             if results.isEmpty { print("self-test: no relay address to test from") }

@@ -19,8 +19,8 @@ import Testing
             "credential-ttl", "credential-max-ttl", "advertised-uri", "log-format", "log-level", "drain-timeout",
             "max-permissions-per-allocation", "unauth-rate-limit", "unauth-rate-burst", "auth-failure-rate-limit",
             "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
-            "max-pending-connections-per-ip", "max-connections", "kernel-fast-path", "kernel-fast-path-object",
-            "kernel-fast-path-interface",
+            "max-pending-connections-per-ip", "max-connections", "kernel-offload", "kernel-offload-object",
+            "kernel-offload-interface",
         ]))
     }
 
@@ -30,8 +30,8 @@ import Testing
             "listening-ip", "listening-port", "alt-listening-port", "tls-listening-port", "alt-tls-listening-port",
             "no-udp", "no-tcp", "no-tls", "relay-ip", "min-port", "max-port", "relay-threads", "api-listening-ip",
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
-            "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-fast-path",
-            "kernel-fast-path-object", "kernel-fast-path-interface",
+            "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
+            "kernel-offload-object", "kernel-offload-interface",
         ]))
     }
 

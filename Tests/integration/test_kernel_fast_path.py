@@ -1,4 +1,4 @@
-"""The kernel fast path (docs/kernel-fast-path.md): relayd with `kernel-fast-path` on loopback
+"""The kernel fast path (docs/kernel-fast-path.md): relayd with `kernel-offload` on loopback
 attaches its BPF program to `lo`, installs each channel uclient binds, and the kernel relays the
 ChannelData to turnutils_peer and the peer's echoes back. Nothing is lost, every packet is
 counted in relayd's metrics, and most of them were relayed by the kernel, not by relayd.
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 
 import pytest
 
-from conftest import RelayServer, running, server_kind
+from conftest import RelayServer, free_port, running, server_kind
 from test_uclient import CLIENTS, LENGTH, MESSAGES, run_uclient, start_peer
 
 pytestmark = [
@@ -30,7 +31,7 @@ def counters(server: RelayServer) -> dict[tuple[str, str | None], int]:
 
 
 def test_channels_are_relayed_in_the_kernel_without_loss(tmp_path, processes):
-    server = RelayServer("relayd", tmp_path, extra_args=["--kernel-fast-path", "--kernel-fast-path-interface=lo"])
+    server = RelayServer("relayd", tmp_path, extra_args=["--kernel-offload=on", "--kernel-offload-interface=lo"])
     with running(server):
         assert "kernel fast path attached" in server.log_text()
         peer = start_peer(processes)
@@ -43,8 +44,8 @@ def test_channels_are_relayed_in_the_kernel_without_loss(tmp_path, processes):
         # The loops collect the kernel's counters once a second and publish every 250 ms.
         time.sleep(2.5)
         c = counters(server)
-    kernel_to_peer = c[("relayd_kernel_relayed_packets_total", "client_to_peer")]
-    kernel_to_client = c[("relayd_kernel_relayed_packets_total", "peer_to_client")]
+    kernel_to_peer = c[("relayd_offloaded_packets_total", "client_to_peer")]
+    kernel_to_client = c[("relayd_offloaded_packets_total", "peer_to_client")]
     to_peer = c[("relayd_relayed_packets_total", "client_to_peer")]
     to_client = c[("relayd_relayed_packets_total", "peer_to_client")]
     print(f"relayed to peer {to_peer} (kernel {kernel_to_peer}), to client {to_client} (kernel {kernel_to_client})")
@@ -53,7 +54,7 @@ def test_channels_are_relayed_in_the_kernel_without_loss(tmp_path, processes):
     # The kernel relayed most of them: the first packets of a channel may beat its route.
     assert kernel_to_peer >= expected * 0.9
     assert kernel_to_client >= expected * 0.9
-    assert c[("relayd_kernel_relayed_bytes_total", "client_to_peer")] == kernel_to_peer * LENGTH
+    assert c[("relayd_offloaded_bytes_total", "client_to_peer")] == kernel_to_peer * LENGTH
 
 
 def test_without_the_setting_nothing_is_relayed_in_the_kernel(relay, processes):
@@ -61,5 +62,43 @@ def test_without_the_setting_nothing_is_relayed_in_the_kernel(relay, processes):
     report, _ = run_uclient(relay, processes, ["-c"], peer)
     assert report.lost == 0
     c = counters(relay)
-    assert c[("relayd_kernel_relayed_packets_total", "client_to_peer")] == 0
-    assert c[("relayd_kernel_channel_routes", None)] == 0
+    assert c[("relayd_offloaded_packets_total", "client_to_peer")] == 0
+    assert c[("relayd_offloaded_channels", None)] == 0
+
+
+def test_auto_falls_back_to_user_space_and_says_why(tmp_path, processes):
+    server = RelayServer("relayd", tmp_path, extra_args=[
+        "--kernel-offload=auto", f"--kernel-offload-object={tmp_path / 'missing.bpf.o'}"])
+    with running(server):
+        assert "offload_unavailable" in server.log_text() or "kernel offload not available" in server.log_text()
+        peer = start_peer(processes)
+        report, _ = run_uclient(server, processes, ["-c"], peer)
+        assert report.lost == 0
+        c = counters(server)
+        assert c[("relayd_offload_enabled", None)] == 0
+        assert c[("relayd_offloaded_packets_total", "client_to_peer")] == 0
+
+
+def test_on_refuses_to_start_without_the_program(tmp_path):
+    conf = tmp_path / "relayd.conf"
+    conf.write_text("no-auth\n")
+    missing = tmp_path / "missing.bpf.o"
+    result = subprocess.run([RelayServer.default_binary("relayd"), "-c", str(conf), "--listening-ip=127.0.0.1",
+                             f"--listening-port={free_port()}", "--no-tcp", "--no-tls",
+                             f"--api-listening-port={free_port()}", "--api-listening-ip=127.0.0.1",
+                             "--kernel-offload=on", f"--kernel-offload-object={missing}"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "kernel-offload" in result.stderr + result.stdout and str(missing) in result.stderr + result.stdout
+
+
+def test_check_config_says_whether_offload_would_work(tmp_path):
+    conf = tmp_path / "relayd.conf"
+    conf.write_text("no-auth\nkernel-offload=on\n")
+    binary = RelayServer.default_binary("relayd")
+    works = subprocess.run([binary, "check-config", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert works.returncode == 0, works.stderr
+    assert "kernel-offload: would work here" in works.stdout
+    broken = subprocess.run([binary, "check-config", "-c", str(conf), f"--kernel-offload-object={tmp_path / 'x.o'}"],
+                            capture_output=True, text=True, timeout=30)
+    assert "kernel-offload: would not work here: no BPF object at" in broken.stdout

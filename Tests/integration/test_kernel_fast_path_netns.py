@@ -3,7 +3,7 @@ this test creates, joined by veth pairs, stand for a client host, the relay host
 
     client (10.77.1.2) --veth-- (10.77.1.1) relay (10.77.2.1) --veth-- (10.77.2.2) peer
 
-relayd runs in the relay namespace with `kernel-fast-path` (attached to both veth ends it owns),
+relayd runs in the relay namespace with `kernel-offload` (attached to both veth ends it owns),
 turnutils_uclient in the client namespace, turnutils_peer in the peer namespace. The kernel
 rewrites each ChannelData and sends it out of the peer-side interface (bpf_redirect_neigh), and
 the peer's echoes out of the client-side one. Nothing is lost, and the kernel relayed nearly
@@ -122,7 +122,7 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
         relayd, "-c", str(conf), f"--listening-ip={RELAY_CLIENT_SIDE}", "--listening-port=3478",
         f"--relay-ip={RELAY_PEER_SIDE}", "--min-port=50000", "--max-port=50999", "--use-auth-secret",
         f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={PEER_IP}", "--no-tcp",
-        "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-fast-path",
+        "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-offload=on",
         "--drain-timeout=0", "--unauth-rate-limit=0",
     ])
     wait_for(lambda: "kernel fast path attached" in log.read_text(errors="replace") or proc.poll() is not None,
@@ -146,8 +146,8 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
                                       "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
     found = {(m[0], m[1]): int(m[2]) for m in
              re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
-    kernel_to_peer = found[("relayd_kernel_relayed_packets_total", "client_to_peer")]
-    kernel_to_client = found[("relayd_kernel_relayed_packets_total", "peer_to_client")]
+    kernel_to_peer = found[("relayd_offloaded_packets_total", "client_to_peer")]
+    kernel_to_client = found[("relayd_offloaded_packets_total", "peer_to_client")]
     print(f"kernel relayed {kernel_to_peer} to the peer, {kernel_to_client} to the client, of {expected} each way")
     assert found[("relayd_relayed_packets_total", "client_to_peer")] == expected
     assert found[("relayd_relayed_packets_total", "peer_to_client")] == expected

@@ -172,9 +172,14 @@ enum ConfigKeyTable {
         .integer("max-connections-per-ip", 0...Int(Int32.max), \.maxConnectionsPerIP),
         .integer("max-pending-connections-per-ip", 0...Int(Int32.max), \.maxPendingConnectionsPerIP),
         .integer("max-connections", positiveCount, \.maxConnections),
-        .flag("kernel-fast-path", \.kernelFastPath).needsRestart(),
-        .string("kernel-fast-path-object", \.kernelFastPathObject).needsRestart(),
-        .list("kernel-fast-path-interface", .string(maxLength: 15), \.kernelFastPathInterfaces) {
+        ConfigKey(
+            "kernel-offload", .offloadMode, arity: .optional, field: ConfigField(\.kernelOffload) { [$0.rawValue] },
+            support: .implemented { config, text throws(ConfigValueError) in
+                config.kernelOffload = try ConfigValueParser.kernelOffload(text)
+            }
+        ).needsRestart(),
+        .string("kernel-offload-object", \.kernelOffloadObject).needsRestart(),
+        .list("kernel-offload-interface", .string(maxLength: 15), \.kernelOffloadInterfaces) {
             text throws(ConfigValueError) in try ConfigValueParser.string(text, maxLength: 15)
         }.needsRestart(),
     ]

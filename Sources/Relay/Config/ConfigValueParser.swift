@@ -112,6 +112,14 @@ enum ConfigValueParser {
         return .init(name: name, token: token)
     }
 
+    static func kernelOffload(_ text: String?) throws(ConfigValueError) -> RelayConfiguration.KernelOffload {
+        guard let text else { return .on }
+        guard let mode = RelayConfiguration.KernelOffload(rawValue: text.lowercased()) else {
+            throw ConfigValueError(expected: ConfigValueType.offloadMode.expected)
+        }
+        return mode
+    }
+
     static func logFormat(_ text: String?) throws(ConfigValueError) -> RelayConfiguration.LogFormat {
         guard let format = RelayConfiguration.LogFormat(rawValue: try required(text, .logFormat).lowercased()) else {
             throw ConfigValueError(expected: ConfigValueType.logFormat.expected)

@@ -26,6 +26,8 @@ enum ConfigValueType: Hashable, Sendable {
     case apiKey
     /// `text` or `json`.
     case logFormat
+    /// `off`, `auto` or `on`; alone it means `on`.
+    case offloadMode
     /// A swift-log level name.
     case logLevel
     /// A `stun:`, `stuns:`, `turn:` or `turns:` URI.
@@ -55,6 +57,7 @@ enum ConfigValueType: Hashable, Sendable {
         case .transportAddress: return "'ip', 'ip:port' or '[ipv6]:port'"
         case .apiKey: return "'name:token'"
         case .logFormat: return "'text' or 'json'"
+        case .offloadMode: return "'off', 'auto' or 'on'"
         case .logLevel: return "'trace', 'debug', 'info', 'notice', 'warning', 'error' or 'critical'"
         case .uri: return "a stun:, stuns:, turn: or turns: URI"
         case .optionalText(let maxLength): return "text of at most \(maxLength) characters"

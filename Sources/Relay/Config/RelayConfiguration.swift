@@ -122,11 +122,11 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var maxPendingConnectionsPerIP = 500
     public var maxConnections = 10000
     /// Relay established channels of UDP clients in the kernel (docs/kernel-fast-path.md).
-    public var kernelFastPath = false
+    public var kernelOffload = KernelOffload.off
     /// The BPF object to load; nil: next to the executable, or /usr/lib/relayd.
-    public var kernelFastPathObject: String?
+    public var kernelOffloadObject: String?
     /// Interfaces to attach to; empty: those carrying a listening or relay address.
-    public var kernelFastPathInterfaces: [String] = []
+    public var kernelOffloadInterfaces: [String] = []
 
     /// The `static-auth-secret` that `conf/relayd.conf` ships with: refused beyond loopback.
     public static let placeholderAuthSecret = "change-me-to-a-long-random-secret"

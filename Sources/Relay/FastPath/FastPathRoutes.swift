@@ -1,3 +1,4 @@
+import CRelayFastPath
 import RelayCore
 import StunCodec
 
@@ -29,10 +30,18 @@ final class FastPathRoutes {
     /// Everything the kernel relayed for this loop's routes, as reported to the core.
     private(set) var relayed = KernelFastPath.Counters()
 
-    /// Adds this loop's fast path figures to its metrics snapshot.
-    func contribute(to metrics: inout LoopMetrics) {
+    /// Adds this loop's fast path figures to its metrics snapshot; loop 0 also adds the
+    /// program's machine-wide ones.
+    func contribute(to metrics: inout LoopMetrics, isFirstLoop: Bool) {
         metrics.kernelRelayed = [relayed.packetsToPeer, relayed.bytesToPeer, relayed.packetsToClient, relayed.bytesToClient]
         metrics.kernelRoutes = UInt64(installed.count)
+        guard isFirstLoop else { return }
+        metrics.offloadEnabled = 1
+        let stats = fastPath.statistics()
+        metrics.offloadFallback = [
+            stats[Int(RELAYD_STAT_PASS_EXPIRED.rawValue)], stats[Int(RELAYD_STAT_PASS_LENGTH.rawValue)],
+            stats[Int(RELAYD_STAT_PASS_UNSUPPORTED.rawValue)],
+        ]
     }
 
     /// `installChannel`: installs or refreshes the route (its counters carry on).

@@ -4,7 +4,7 @@ import RelayCore
 import StunCodec
 
 extension KernelFastPath {
-    /// Where relayd looks for its BPF object when `kernel-fast-path-object` is not set: next to
+    /// Where relayd looks for its BPF object when `kernel-offload-object` is not set: next to
     /// the executable, in the build tree's `bpf/` folder (scripts/build-bpf.sh), then where the
     /// package installs it.
     static func defaultObjectPaths() -> [String] {
@@ -23,21 +23,21 @@ extension KernelFastPath {
     }
 
     /// Loads the program and attaches it to the configured interfaces (default: those carrying a
-    /// listening or relay address). Any failure stops the start, naming what failed: an
-    /// operator who asked for the fast path must not get the user-space path without noticing.
+    /// listening or relay address). The failure names what failed (a missing object, the
+    /// kernel's refusal, missing privileges).
     static func start(configuration c: RelayConfiguration, interfaceAddresses: [IPAddress], logger: Logger)
         throws(RelayServer.StartError) -> KernelFastPath
     {
-        let candidates = c.kernelFastPathObject.map { [$0] } ?? defaultObjectPaths()
+        let candidates = c.kernelOffloadObject.map { [$0] } ?? defaultObjectPaths()
         guard let path = candidates.first(where: { access($0, R_OK) == 0 }) else {
             throw RelayServer.StartError(
                 description:
-                    "kernel-fast-path: no BPF object at \(candidates.joined(separator: ", ")) (build it with scripts/build-bpf.sh, or set kernel-fast-path-object)"
+                    "kernel-offload: no BPF object at \(candidates.joined(separator: ", ")) (build it with scripts/build-bpf.sh, or set kernel-offload-object)"
             )
         }
         let interfaces =
-            c.kernelFastPathInterfaces.isEmpty
-            ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelFastPathInterfaces
+            c.kernelOffloadInterfaces.isEmpty
+            ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelOffloadInterfaces
         do {
             let fastPath = try KernelFastPath(
                 objectPath: path, localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
@@ -50,7 +50,30 @@ extension KernelFastPath {
                 ])
             return fastPath
         } catch {
-            throw RelayServer.StartError(description: "kernel-fast-path: \(error.description)")
+            throw RelayServer.StartError(description: "kernel-offload: \(error.description)")
         }
+    }
+
+    /// Whether offload would work here with `configuration`: loads the program into the kernel
+    /// and unloads it again, attaching nothing (`check-config`). Nil when it would, else why not.
+    static func probe(configuration c: RelayConfiguration) -> String? {
+        let candidates = c.kernelOffloadObject.map { [$0] } ?? defaultObjectPaths()
+        guard let path = candidates.first(where: { access($0, R_OK) == 0 }) else {
+            return "no BPF object at \(candidates.joined(separator: ", "))"
+        }
+        do {
+            _ = try KernelFastPath(objectPath: path, localAddresses: [])
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+}
+
+/// `check-config`'s question about `kernel-offload`, public for the executable.
+public enum KernelOffloadProbe {
+    /// Nil when the BPF program loads into this kernel with this configuration, else why not.
+    public static func problem(configuration: RelayConfiguration) -> String? {
+        KernelFastPath.probe(configuration: configuration)
     }
 }

@@ -37,7 +37,7 @@ final class EventLoop: RelaySocketProvider {
     /// Activated when relay-socket reads queued packets: runs after the iteration's other
     /// ready events and flushes them all at once.
     var flushEvent: LoopEvent?
-    /// The kernel fast path's routes of this loop (`kernel-fast-path`); nil: the core relays every packet.
+    /// The kernel fast path's routes of this loop (`kernel-offload`); nil: the core relays every packet.
     var fastPath: FastPathRoutes?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {

@@ -47,7 +47,7 @@ public final class RelayServer {
     var drain = DrainState()
     var mainBase: OpaquePointer?
     var http: HTTPService?
-    /// The kernel fast path, when `kernel-fast-path` is on (docs/kernel-fast-path.md).
+    /// The kernel fast path, when `kernel-offload` is on or auto and it could attach (docs/kernel-fast-path.md).
     var fastPath: KernelFastPath?
 
     public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
@@ -112,9 +112,21 @@ public final class RelayServer {
         for sig in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&wanted, sig) }
         pthread_sigmask(SIG_UNBLOCK, &wanted, nil)
         try streams.prepare()
-        if configuration.kernelFastPath {
+        switch configuration.kernelOffload {
+        case .off:
+            break
+        case .on:
             fastPath = try KernelFastPath.start(
                 configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
+        case .auto:
+            do {
+                fastPath = try KernelFastPath.start(
+                    configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
+            } catch {
+                logger.warning(
+                    "kernel offload not available, relaying in user space",
+                    metadata: ["event": "offload_unavailable", "reason": "\(error.description)"])
+            }
         }
         let fastPath = fastPath
         let started = SharedState<StartState>(StartState())
@@ -136,7 +148,7 @@ public final class RelayServer {
                 loop.onPublish = { core in
                     var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
                     transport.contribute(to: &snapshot)
-                    routes?.contribute(to: &snapshot)
+                    routes?.contribute(to: &snapshot, isFirstLoop: index == 0)
                     slot.publish(snapshot)
                 }
                 loop.onPublish?(loop.core)

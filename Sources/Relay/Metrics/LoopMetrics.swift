@@ -23,6 +23,11 @@ public struct LoopMetrics: Sendable {
     public var kernelRelayed: [UInt64] = [0, 0, 0, 0]
     /// Channel routes this loop has installed in the kernel.
     public var kernelRoutes: UInt64 = 0
+    /// 1 when the kernel fast path is attached (reported by loop 0 only, so the sum says it once).
+    public var offloadEnabled: UInt64 = 0
+    /// The program's own counts of packets left to relayd (expired, length mismatch, no egress),
+    /// machine-wide: reported by loop 0 only.
+    public var offloadFallback: [UInt64] = [0, 0, 0]
 
     public init() {}
 
@@ -65,5 +70,7 @@ public struct LoopMetrics: Sendable {
         for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
         for i in kernelRelayed.indices { kernelRelayed[i] &+= other.kernelRelayed[i] }
         kernelRoutes &+= other.kernelRoutes
+        offloadEnabled &+= other.offloadEnabled
+        for i in offloadFallback.indices { offloadFallback[i] &+= other.offloadFallback[i] }
     }
 }

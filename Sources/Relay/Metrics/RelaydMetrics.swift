@@ -47,18 +47,26 @@ public enum RelaydMetrics {
         p.sample("relayd_relayed_bytes_total", [("direction", "client_to_peer")], c.bytesToPeer)
         p.sample("relayd_relayed_bytes_total", [("direction", "peer_to_client")], c.bytesToClient)
 
+        p.family("relayd_offload_enabled", .gauge, help: "1 when the kernel fast path is attached (kernel-offload).")
+        p.sample("relayd_offload_enabled", [], m.offloadEnabled)
         p.family(
-            "relayd_kernel_relayed_packets_total", .counter,
+            "relayd_offloaded_packets_total", .counter,
             help: "Of relayd_relayed_packets_total, the packets the kernel fast path relayed, by direction.")
-        p.sample("relayd_kernel_relayed_packets_total", [("direction", "client_to_peer")], m.kernelRelayed[0])
-        p.sample("relayd_kernel_relayed_packets_total", [("direction", "peer_to_client")], m.kernelRelayed[2])
+        p.sample("relayd_offloaded_packets_total", [("direction", "client_to_peer")], m.kernelRelayed[0])
+        p.sample("relayd_offloaded_packets_total", [("direction", "peer_to_client")], m.kernelRelayed[2])
         p.family(
-            "relayd_kernel_relayed_bytes_total", .counter,
+            "relayd_offloaded_bytes_total", .counter,
             help: "Of relayd_relayed_bytes_total, the bytes the kernel fast path relayed, by direction.")
-        p.sample("relayd_kernel_relayed_bytes_total", [("direction", "client_to_peer")], m.kernelRelayed[1])
-        p.sample("relayd_kernel_relayed_bytes_total", [("direction", "peer_to_client")], m.kernelRelayed[3])
-        p.family("relayd_kernel_channel_routes", .gauge, help: "Channel routes installed in the kernel fast path.")
-        p.sample("relayd_kernel_channel_routes", [], m.kernelRoutes)
+        p.sample("relayd_offloaded_bytes_total", [("direction", "client_to_peer")], m.kernelRelayed[1])
+        p.sample("relayd_offloaded_bytes_total", [("direction", "peer_to_client")], m.kernelRelayed[3])
+        p.family("relayd_offloaded_channels", .gauge, help: "Channels installed in the kernel fast path.")
+        p.sample("relayd_offloaded_channels", [], m.kernelRoutes)
+        p.family(
+            "relayd_offload_fallback_packets_total", .counter,
+            help: "Packets of an offloaded channel the kernel left to relayd, by reason.")
+        for (index, reason) in ["expired", "length_mismatch", "no_egress"].enumerated() {
+            p.sample("relayd_offload_fallback_packets_total", [("reason", reason)], m.offloadFallback[index])
+        }
 
         p.family("relayd_dropped_packets_total", .counter, help: "Packets dropped without an answer, by reason.")
         for reason in DropReason.allCases {
