@@ -56,18 +56,8 @@ read -r EPHEMERAL_LOW _ < /proc/sys/net/ipv4/ip_local_port_range
 MAX_PORT=$((EPHEMERAL_LOW - 1))
 MIN_PORT=$((MAX_PORT - 9999))
 
-SERVER_PID=""
-cleanup() {
-    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    SERVER_PID=""
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/bench-server.sh
+. "$ROOT/scripts/bench-server.sh"
 
 # run KIND REP: one server, one measurement.
 run() {

@@ -145,18 +145,8 @@ IN_USE=$(ss -Huan 2>/dev/null | awk -v lo="$MIN_PORT" -v hi="$MAX_PORT" \
 log "relay port range $MIN_PORT-$MAX_PORT ($((MAX_PORT - MIN_PORT + 1)) ports, $IN_USE in use by others)"
 
 # --- servers -------------------------------------------------------------------------------
-SERVER_PID=""
-cleanup() {
-    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    SERVER_PID=""
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/bench-server.sh
+. "$ROOT/scripts/bench-server.sh"
 
 # start_server KIND: starts relayd or coturn on fresh ports and waits until it listens.
 start_server() {

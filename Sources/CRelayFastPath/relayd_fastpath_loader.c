@@ -31,11 +31,12 @@ int relayd_tc_detach_ingress(int ifindex, int destroy_hook) {
 }
 
 int relayd_prog_test_run(int prog_fd, const void *in, uint32_t in_length, void *out, uint32_t out_capacity,
-                         uint32_t *out_length, uint32_t *retval) {
+                         uint32_t repeat, uint32_t *out_length, uint32_t *retval, uint32_t *duration_ns) {
     LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in, .data_size_in = in_length, .data_out = out,
-                .data_size_out = out_capacity, .repeat = 1);
+                .data_size_out = out_capacity, .repeat = repeat);
     int err = bpf_prog_test_run_opts(prog_fd, &opts);
     *out_length = opts.data_size_out;
     *retval = opts.retval;
+    *duration_ns = opts.duration;
     return err;
 }

@@ -41,11 +41,12 @@ struct KernelFastPathTests {
         var out = [UInt8](repeating: 0, count: 4096)
         var length: UInt32 = 0
         var verdict: UInt32 = 0
+        var duration: UInt32 = 0
         let result = packet.withUnsafeBytes { input in
             out.withUnsafeMutableBytes { output in
                 relayd_prog_test_run(
                     fastPath.programDescriptor, input.baseAddress, UInt32(input.count), output.baseAddress,
-                    UInt32(output.count), &length, &verdict)
+                    UInt32(output.count), 1, &length, &verdict, &duration)
             }
         }
         guard result == 0 else { throw KernelFastPath.Failure(description: "test run: \(String(cString: strerror(-result)))") }

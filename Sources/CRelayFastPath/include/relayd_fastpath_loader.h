@@ -13,9 +13,10 @@ int relayd_tc_attach_ingress(int ifindex, int prog_fd, int *created);
 // Detaches relayd's filter from `ifindex`'s ingress hook, and removes the hook if `destroy_hook`.
 int relayd_tc_detach_ingress(int ifindex, int destroy_hook);
 
-// Runs `prog_fd` once over the packet `in` (BPF_PROG_TEST_RUN) and copies the packet it leaves into
-// `out`; `out_length` gets its length, `retval` the program's verdict. 0 or a negative errno.
+// Runs `prog_fd` `repeat` times over the packet `in` (BPF_PROG_TEST_RUN) and copies the packet it
+// leaves into `out`; `out_length` gets its length, `retval` the program's verdict, `duration_ns`
+// the kernel's mean time per run. 0 or a negative errno.
 int relayd_prog_test_run(int prog_fd, const void *in, uint32_t in_length, void *out, uint32_t out_capacity,
-                         uint32_t *out_length, uint32_t *retval);
+                         uint32_t repeat, uint32_t *out_length, uint32_t *retval, uint32_t *duration_ns);
 
 #endif

@@ -2,7 +2,13 @@ import Logging
 import RelayCore
 
 extension EventLoop {
-    /// Runs the core's commands of one flush, in the order it emitted them.
+    /// The flush's `installChannel` commands, run before its packets are sent.
+    func installRoutes(_ commands: [CoreCommand]) {
+        for case .installChannel(let route) in commands { fastPath?.install(route) }
+    }
+
+    /// Runs the core's commands of one flush, in the order it emitted them (routes to install
+    /// went in already, before the packets).
     func execute(_ commands: [CoreCommand]) {
         // What the kernel relayed for allocations that ended in this batch: their routes are
         // removed just before their summaries.
@@ -13,8 +19,8 @@ extension EventLoop {
                 closeRelaySocket(socket)
             case .deliverToStream(let delivery):
                 if streamDeliverer?(delivery) != true { core.streamDeliveryRefused(delivery, now: EventLoop.now()) }
-            case .installChannel(let route):
-                fastPath?.install(route)
+            case .installChannel:
+                break
             case .removeChannel(let route):
                 guard let fastPath else { continue }
                 let relayed = fastPath.remove(route)

@@ -209,6 +209,9 @@ final class EventLoop: RelaySocketProvider {
         let outbox = core.outbox
         slotsInUse = 0
         defer { if !pendingClose.isEmpty { closePending() } }
+        // Channel routes go in before the packets: the ChannelBind answer never reaches a client
+        // before the kernel can relay the channel it confirms.
+        if fastPath != nil && !outbox.commands.isEmpty { installRoutes(outbox.commands) }
         sendPackets(outbox.packets)
         if !outbox.commands.isEmpty { execute(outbox.commands) }
         outbox.reset()
