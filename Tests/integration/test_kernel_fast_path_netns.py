@@ -12,6 +12,7 @@ name and PID, also when the test fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -55,8 +56,9 @@ class Hosts:
                 ip("netns", "add", ns)
                 created.append(ns)
                 ip("-n", ns, "link", "set", "lo", "up")
-            self._link(f"{tag}c", self.client, CLIENT_IP, f"{tag}cr", RELAY_CLIENT_SIDE)
-            self._link(f"{tag}p", self.peer, PEER_IP, f"{tag}pr", RELAY_PEER_SIDE)
+            self.client_link, self.peer_link = f"{tag}c", f"{tag}p"
+            self._link(self.client_link, self.client, CLIENT_IP, f"{tag}cr", RELAY_CLIENT_SIDE)
+            self._link(self.peer_link, self.peer, PEER_IP, f"{tag}pr", RELAY_PEER_SIDE)
         except BaseException:
             for ns in created:
                 subprocess.run(["ip", "netns", "del", ns], timeout=10, capture_output=True)
@@ -129,6 +131,12 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
              "relayd to attach its program")
     assert proc.poll() is None, log.read_text(errors="replace")
     hosts.start(hosts.peer, "turnutils_peer", ["turnutils_peer", "-L", PEER_IP, "-p", "6000"])
+    # Captures at the far ends: what the kernel sent the peer (to port 6000) and the ChannelData
+    # it sent the client (from relayd's listener port; relayd's own STUN answers are not counted).
+    capture = str(Path(__file__).with_name("udpcapture.py"))
+    at_peer, peer_log = hosts.start(hosts.peer, "capture-peer", ["python3", capture, hosts.peer_link, "6000", "25"])
+    at_client, client_log = hosts.start(hosts.client, "capture-client",
+                                        ["python3", capture, hosts.client_link, "-3478", "25", "channeldata"])
     time.sleep(0.5)
     output = hosts.run(hosts.client, [
         "turnutils_uclient", "-c", "-m", str(CLIENTS), "-n", str(MESSAGES), "-l", str(LENGTH),
@@ -153,3 +161,10 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
     assert found[("relayd_relayed_packets_total", "peer_to_client")] == expected
     assert kernel_to_peer == expected
     assert kernel_to_client == expected
+    # Every datagram the kernel rewrote carried correct IPv4 and UDP checksums on the wire.
+    for proc, log, what in ((at_peer, peer_log, "peer"), (at_client, client_log, "client")):
+        proc.wait(timeout=40)
+        seen = json.loads(log.read_text().strip().splitlines()[-1])
+        print(f"capture at the {what}: {seen}")
+        assert seen["seen"] >= expected, seen
+        assert seen["bad_ip_checksum"] == 0 and seen["bad_udp_checksum"] == 0, seen
