@@ -53,7 +53,9 @@ struct KernelFastPathTests {
         return (verdict, Array(out[0..<Int(length)]))
     }
 
-    @Test("ChannelData from the client leaves as UDP from the relayed address to the peer, checksums right", arguments: [1, 3, 4, 63, 100, 255, 1200])
+    @Test(
+        "ChannelData from the client leaves as UDP from the relayed address to the peer, checksums right",
+        arguments: [1, 2, 3, 4, 5, 63, 100, 251, 255, 256, 257, 1023, 1200, 1468])
     func clientToPeer(size: Int) throws {
         let fastPath = try Self.load()
         #expect(fastPath.install(Self.route()))
@@ -70,7 +72,9 @@ struct KernelFastPathTests {
         #expect(fastPath.counters(of: Self.route()) == .init(packetsToPeer: 1, bytesToPeer: UInt64(size)))
     }
 
-    @Test("UDP from the peer reaches the client as ChannelData on its channel, checksums right", arguments: [1, 4, 63, 100, 1200])
+    @Test(
+        "UDP from the peer reaches the client as ChannelData on its channel, checksums right",
+        arguments: [1, 2, 3, 4, 63, 100, 247, 251, 252, 253, 1200, 1468])
     func peerToClient(size: Int) throws {
         let fastPath = try Self.load()
         #expect(fastPath.install(Self.route()))

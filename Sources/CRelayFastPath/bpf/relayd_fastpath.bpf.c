@@ -120,20 +120,16 @@ static __always_inline int fix_udp_checksum(struct __sk_buff *skb, __be32 saddr,
         offset += sizeof(chunk);
         left -= sizeof(chunk);
     }
-    for (int i = 0; i < 256 / 4; i++) {
-        if (left < 4) break;
-        __u32 word;
-        if (bpf_skb_load_bytes(skb, offset, &word, 4) < 0) return -1;
-        sum = bpf_csum_diff(0, 0, &word, 4, (__u32)sum);
-        offset += 4;
-        left -= 4;
-    }
+    // The rest (under 256 bytes) in one load and one sum: zero padding to a multiple of 4 adds
+    // nothing to a ones' complement sum (RFC 1071), and an odd last byte is summed as its
+    // 16-bit word padded with zero, as RFC 768 asks.
     if (left > 0) {
-        __u8 tail[4] = {0, 0, 0, 0};
-        if (left >= 1 && bpf_skb_load_bytes(skb, offset, &tail[0], 1) < 0) return -1;
-        if (left >= 2 && bpf_skb_load_bytes(skb, offset + 1, &tail[1], 1) < 0) return -1;
-        if (left >= 3 && bpf_skb_load_bytes(skb, offset + 2, &tail[2], 1) < 0) return -1;
-        sum = bpf_csum_diff(0, 0, (__be32 *)tail, 4, (__u32)sum);
+        __builtin_memset(chunk, 0, sizeof(chunk));
+        __u32 length = left & 0xff;
+        if (length == 0 || bpf_skb_load_bytes(skb, offset, chunk, length) < 0) return -1;
+        __u32 padded = (length + 3) & 0x1fc;
+        if (padded > sizeof(chunk)) return -1;
+        sum = bpf_csum_diff(0, 0, (__be32 *)chunk, padded, (__u32)sum);
     }
     if (sum < 0) return -1;
     __u16 check = ~fold((__u64)sum);
