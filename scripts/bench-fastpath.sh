@@ -4,8 +4,8 @@
 # load: client to external peer (relay-bench's own UDP echo peer on 127.0.0.1), ChannelData,
 # 100-byte payloads, a fixed rate. When the kernel relays, the work moves out of the server's
 # process into softirq, which no process is charged for, so the figure that counts is the whole
-# machine's busy CPU (/proc/stat) per million relayed packets, minus the load generator's own
-# threads. Prints medians with the ratio to coturn. Needs root (the BPF program).
+# machine's busy CPU (/proc/stat) per million relayed packets (the load generator's share is in
+# every column alike). Prints medians with the ratio to coturn. Needs root (the BPF program).
 #
 #   scripts/bench-fastpath.sh [--reps N] [--rate R] [--skip-build]
 #
@@ -117,7 +117,6 @@ def med(kind, key):
     values = [r["r"][key] for r in rows if r["kind"] == kind and isinstance(r["r"].get(key), (int, float))]
     return statistics.median(values) if values else float("nan")
 metrics = [
-    ("system CPU s per M relayed pkts, minus load generator", "system_minus_bench_cpu_s_per_mpkt"),
     ("system CPU s per M relayed pkts (whole machine)", "system_cpu_s_per_mpkt"),
     ("server process CPU s per M relayed pkts", "server_cpu_s_per_mpkt"),
     ("loss %", "loss_pct"),
