@@ -116,10 +116,6 @@ struct DataPhase {
         let systemCPU = systemBefore.flatMap { a in systemAfter.map { $0 - a } } ?? .nan
         report.set("system_cpu_s", systemCPU)
         report.set("system_cpu_s_per_mpkt", relayed == 0 ? .nan : systemCPU / (Double(relayed) / 1e6))
-        // The machine minus the load generator's own threads: the server and the kernel work of
-        // relaying (softirq included), per million relayed packets.
-        report.set(
-            "system_minus_bench_cpu_s_per_mpkt", relayed == 0 ? .nan : (systemCPU - ownCPU) / (Double(relayed) / 1e6))
         report.set("bench_cpu_s", ownCPU)
         report.set("bench_cpu_pct", ownCPU / options.duration * 100)
         report.set("recv_syscalls", receiver.syscalls)
