@@ -33,7 +33,7 @@ final class FastPathRoutes {
     /// Adds this loop's fast path figures to its metrics snapshot; loop 0 also adds the
     /// program's machine-wide ones.
     func contribute(to metrics: inout LoopMetrics, isFirstLoop: Bool) {
-        metrics.kernelRelayed = [relayed.packetsToPeer, relayed.bytesToPeer, relayed.packetsToClient, relayed.bytesToClient]
+        metrics.kernelRelayed = relayed
         metrics.kernelRoutes = UInt64(installed.count)
         guard isFirstLoop else { return }
         metrics.offloadEnabled = 1
@@ -72,21 +72,5 @@ final class FastPathRoutes {
             result.append((id.relaySocket, delta))
         }
         return result
-    }
-}
-
-extension KernelFastPath.Counters {
-    static func - (a: Self, b: Self) -> Self {
-        Self(
-            packetsToPeer: a.packetsToPeer &- b.packetsToPeer, bytesToPeer: a.bytesToPeer &- b.bytesToPeer,
-            packetsToClient: a.packetsToClient &- b.packetsToClient, bytesToClient: a.bytesToClient &- b.bytesToClient)
-    }
-
-    static func += (a: inout Self, b: Self) { a = a + b }
-
-    static func + (a: Self, b: Self) -> Self {
-        Self(
-            packetsToPeer: a.packetsToPeer &+ b.packetsToPeer, bytesToPeer: a.bytesToPeer &+ b.bytesToPeer,
-            packetsToClient: a.packetsToClient &+ b.packetsToClient, bytesToClient: a.bytesToClient &+ b.bytesToClient)
     }
 }

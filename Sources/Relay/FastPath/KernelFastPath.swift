@@ -20,13 +20,8 @@ final class KernelFastPath: @unchecked Sendable {
         let description: String
     }
 
-    /// What one route relayed in the kernel, each way.
-    struct Counters: Equatable {
-        var packetsToPeer: UInt64 = 0
-        var bytesToPeer: UInt64 = 0
-        var packetsToClient: UInt64 = 0
-        var bytesToClient: UInt64 = 0
-    }
+    /// What one route relayed in the kernel, each way: counted as an allocation's traffic is.
+    typealias Counters = TrafficCounters
 
     private let object: OpaquePointer
     let programDescriptor: Int32

@@ -47,9 +47,7 @@ extension EventLoop {
     /// Hands what the kernel relayed to the core; false when its allocation has ended already.
     @discardableResult
     func report(_ relayed: KernelFastPath.Counters, for socket: RelaySocket) -> Bool {
-        core.addRelayedOutsideCore(
-            relaySocket: socket, packetsToPeer: relayed.packetsToPeer, bytesToPeer: relayed.bytesToPeer,
-            packetsToClient: relayed.packetsToClient, bytesToClient: relayed.bytesToClient)
+        core.addRelayedOutsideCore(relayed, relaySocket: socket)
     }
 
     /// Once a second: what the kernel relayed since the last collection, into the core.
@@ -61,13 +59,7 @@ extension EventLoop {
     /// The `allocation_deleted` log line: one per allocation, with what it relayed (in the core,
     /// and in the kernel after the last collection).
     func logSessionEnd(_ s: SessionSummary, relayedInKernel k: KernelFastPath.Counters? = nil) {
-        var t = s.traffic
-        if let k {
-            t.packetsToPeer &+= k.packetsToPeer
-            t.bytesToPeer &+= k.bytesToPeer
-            t.packetsToClient &+= k.packetsToClient
-            t.bytesToClient &+= k.bytesToClient
-        }
+        let t = s.traffic + (k ?? TrafficCounters())
         core.logger.info(
             "allocation deleted",
             metadata: [

@@ -18,9 +18,9 @@ public struct LoopMetrics: Sendable {
     public var tlsHandshakesFailed: UInt64 = 0
     /// TCP/TLS connections closed at accept, by `StreamRefusal`; the stream transport fills these in.
     public var connectionsRefused = [UInt64](repeating: 0, count: StreamRefusal.allCases.count)
-    /// What the kernel fast path relayed for this loop's allocations (also in `counters`):
-    /// packets and bytes to peers, then to clients; the fast path fills these in.
-    public var kernelRelayed: [UInt64] = [0, 0, 0, 0]
+    /// What the kernel fast path relayed for this loop's allocations (also in `counters`); the
+    /// fast path fills it in.
+    public var kernelRelayed = TrafficCounters()
     /// Channel routes this loop has installed in the kernel.
     public var kernelRoutes: UInt64 = 0
     /// 1 when the kernel fast path is attached (reported by loop 0 only, so the sum says it once).
@@ -68,7 +68,7 @@ public struct LoopMetrics: Sendable {
         tlsHandshakesOK &+= other.tlsHandshakesOK
         tlsHandshakesFailed &+= other.tlsHandshakesFailed
         for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
-        for i in kernelRelayed.indices { kernelRelayed[i] &+= other.kernelRelayed[i] }
+        kernelRelayed += other.kernelRelayed
         kernelRoutes &+= other.kernelRoutes
         offloadEnabled &+= other.offloadEnabled
         for i in offloadFallback.indices { offloadFallback[i] &+= other.offloadFallback[i] }

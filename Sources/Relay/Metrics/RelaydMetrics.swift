@@ -52,13 +52,13 @@ public enum RelaydMetrics {
         p.family(
             "relayd_offloaded_packets_total", .counter,
             help: "Of relayd_relayed_packets_total, the packets the kernel fast path relayed, by direction.")
-        p.sample("relayd_offloaded_packets_total", [("direction", "client_to_peer")], m.kernelRelayed[0])
-        p.sample("relayd_offloaded_packets_total", [("direction", "peer_to_client")], m.kernelRelayed[2])
+        p.sample("relayd_offloaded_packets_total", [("direction", "client_to_peer")], m.kernelRelayed.packetsToPeer)
+        p.sample("relayd_offloaded_packets_total", [("direction", "peer_to_client")], m.kernelRelayed.packetsToClient)
         p.family(
             "relayd_offloaded_bytes_total", .counter,
             help: "Of relayd_relayed_bytes_total, the bytes the kernel fast path relayed, by direction.")
-        p.sample("relayd_offloaded_bytes_total", [("direction", "client_to_peer")], m.kernelRelayed[1])
-        p.sample("relayd_offloaded_bytes_total", [("direction", "peer_to_client")], m.kernelRelayed[3])
+        p.sample("relayd_offloaded_bytes_total", [("direction", "client_to_peer")], m.kernelRelayed.bytesToPeer)
+        p.sample("relayd_offloaded_bytes_total", [("direction", "peer_to_client")], m.kernelRelayed.bytesToClient)
         p.family("relayd_offloaded_channels", .gauge, help: "Channels installed in the kernel fast path.")
         p.sample("relayd_offloaded_channels", [], m.kernelRoutes)
         p.family(

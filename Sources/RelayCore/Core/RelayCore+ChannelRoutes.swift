@@ -53,19 +53,13 @@ extension RelayCore {
     /// to its traffic (if it is still live) and to this loop's counters, so `/metrics`, the
     /// session summary and quotas see them. False when no live allocation owns the socket.
     @discardableResult
-    public func addRelayedOutsideCore(
-        relaySocket: RelaySocket, packetsToPeer: UInt64, bytesToPeer: UInt64, packetsToClient: UInt64,
-        bytesToClient: UInt64
-    ) -> Bool {
-        counters.packetsToPeer &+= packetsToPeer
-        counters.bytesToPeer &+= bytesToPeer
-        counters.packetsToClient &+= packetsToClient
-        counters.bytesToClient &+= bytesToClient
+    public func addRelayedOutsideCore(_ relayed: TrafficCounters, relaySocket: RelaySocket) -> Bool {
+        counters.packetsToPeer &+= relayed.packetsToPeer
+        counters.bytesToPeer &+= relayed.bytesToPeer
+        counters.packetsToClient &+= relayed.packetsToClient
+        counters.bytesToClient &+= relayed.bytesToClient
         guard let allocation = bySocket[relaySocket] else { return false }
-        allocation.traffic.packetsToPeer &+= packetsToPeer
-        allocation.traffic.bytesToPeer &+= bytesToPeer
-        allocation.traffic.packetsToClient &+= packetsToClient
-        allocation.traffic.bytesToClient &+= bytesToClient
+        allocation.traffic += relayed
         return true
     }
 }
