@@ -47,9 +47,9 @@ extension RelayCore {
             delivery = found
         }
         if let sink = delivery.sink {
-            let delivered = writeAcrossLoops(
+            let queued = writeAcrossLoops(
                 copy, from: delivery.source, to: sink, channelNumber: delivery.channelNumber, target: bound)
-            if delivered != .written { context.directory.retract(bound, bytes: payload.count, now: now) }
+            if !queued { context.directory.retract(bound, bytes: payload.count, now: now) }
             return true
         }
         guard let socket = udpListener(for: delivery.server) else {
@@ -72,32 +72,25 @@ extension RelayCore {
         return true
     }
 
-    /// What became of a packet for a stream client on another loop.
-    private enum CrossLoopWrite {
-        /// Queued for the client's connection (`CoreCommand.deliverToStream`).
-        case written
-        /// Dropped here: it could not be framed.
-        case dropped
-    }
-
     /// Frames the payload in `copy` for a stream client and asks the I/O layer to queue it on the
     /// client's connection `sink` at the flush (`CoreCommand.deliverToStream`); the core never
     /// calls into a connection. Counted as delivered now; `streamDeliveryRefused` takes it back.
+    /// False when it could not be framed (dropped here).
     private func writeAcrossLoops(
         _ copy: (region: UnsafeMutableRawBufferPointer, payload: Range<Int>), from source: TransportAddress,
         to sink: any StreamSink, channelNumber: UInt16?, target: TransportAddress
-    ) -> CrossLoopWrite {
+    ) -> Bool {
         guard
             let framed = frameForClient(
                 buffer: copy.region, payload: copy.payload, from: source, channelNumber: channelNumber, stream: true)
-        else { return .dropped }
+        else { return false }
         outbox.claim(copy.region.count)
         outbox.emit(
             .deliverToStream(StreamDelivery(sink: sink, bytes: framed, target: target, payloadCount: copy.payload.count)))
         counters.packetsToClient &+= 1
         counters.bytesToClient &+= UInt64(copy.payload.count)
         counters.shortCircuited &+= 1
-        return .written
+        return true
     }
 
     /// The connection of a `deliverToStream` command would not take the packet (it is closing,
