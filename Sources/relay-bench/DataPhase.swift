@@ -110,6 +110,8 @@ struct DataPhase {
         report.set("lat_p99_us", us(0.99))
         report.set("lat_p999_us", us(0.999))
         report.set("lat_max_us", Double(receiver.latency.maximum / divisor) / 1000)
+        report.set("send_delay_p50_us", Double(sender.sendDelay.quantile(0.5)) / 1000)
+        report.set("send_delay_p99_us", Double(sender.sendDelay.quantile(0.99)) / 1000)
         report.set("relayed_packets", relayed)
         report.set("server_cpu_s", serverCPU)
         report.set("server_cpu_s_per_mpkt", relayed == 0 ? .nan : serverCPU / (Double(relayed) / 1e6))

@@ -30,6 +30,10 @@ final class PacedSender: @unchecked Sendable {
     private(set) var refused: UInt64 = 0
     /// The sending thread's CPU seconds when it finished.
     private(set) var cpuSeconds = 0.0
+    /// From a packet's time stamp until the sender has handed it, and the rest of its client's
+    /// batch, to the kernel (packets of the window only): the part of the latency the sender
+    /// itself adds. A burst written back to back makes its first packets wait for the others.
+    let sendDelay = LatencyHistogram()
 
     init(clients: [TurnClient], framing: DataFraming, payloadSize: Int, rate: Double) throws {
         fds = clients.map(\.fd)
@@ -154,10 +158,14 @@ final class PacedSender: @unchecked Sendable {
             }
             done += Int(r)
         }
+        let written = Clock.now()
         for s in 0..<done {
             let time = (memory.baseAddress! + (first + s) * slotSize + payloadOffset)
                 .loadUnaligned(fromByteOffset: 16, as: UInt64.self)
-            if time >= measureStart { sentInWindow &+= 1 }
+            if time >= measureStart {
+                sentInWindow &+= 1
+                sendDelay.record(written &- time)
+            }
         }
         sentTotal &+= UInt64(done)
     }

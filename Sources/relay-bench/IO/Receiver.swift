@@ -83,7 +83,13 @@ final class Receiver: @unchecked Sendable {
 
     /// Creates the event base: one persistent read event per client and the 20 ms stop timer.
     func open() {
-        let base = event_base_new()!
+        // A precise timer (timerfd under epoll): without it libevent rounds a wait up to whole
+        // milliseconds, so a TLS run that asks to wake in 100 µs sleeps 1 ms and then sends a
+        // millisecond's packets back to back, each stamped before the burst is written.
+        let config = event_config_new()
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
+        let base = event_base_new_with_config(config) ?? event_base_new()!
+        event_config_free(config)
         let me = Unmanaged.passUnretained(self).toOpaque()
         var events: [OpaquePointer] = []
         for fd in fds {
