@@ -176,11 +176,12 @@ struct KernelFastPathTests {
         #expect(fastPath.counters(of: route) == .init(packetsToPeer: 1, bytesToPeer: 6))
     }
 
-    @Test("An IPv6 route is not offloaded: its packets keep the user-space path")
-    func ipv6NotOffloaded() throws {
+    @Test("A route that changes address family is not offloaded: its packets keep the user-space path")
+    func familyChangeNotOffloaded() throws {
         let fastPath = try Self.load()
         var route = Self.route()
         route.peer = TransportAddress.literal("[2001:db8::5]:6000")
+        route.relayed = TransportAddress.literal("[::1]:50001")
         #expect(!fastPath.install(route))
     }
 }

@@ -63,6 +63,46 @@ struct relayd_peer_value_v4 {
     relayd_u64 expiry;
 };
 
+// The same four maps for IPv6 (RFC 6156): addresses are 16 bytes, in network byte order.
+struct relayd_channel_key_v6 {
+    relayd_u32 client_ip[4];
+    relayd_u32 server_ip[4];
+    relayd_u16 client_port;
+    relayd_u16 server_port;
+    relayd_u16 channel;
+    relayd_u16 reserved;
+};
+
+struct relayd_channel_value_v6 {
+    relayd_u32 relay_ip[4];
+    relayd_u32 peer_ip[4];
+    relayd_u16 relay_port;
+    relayd_u16 peer_port;
+    relayd_u32 flags;
+    relayd_u32 egress_ifindex;
+    relayd_u32 reserved;
+    relayd_u64 expiry;
+};
+
+struct relayd_peer_key_v6 {
+    relayd_u32 peer_ip[4];
+    relayd_u32 relay_ip[4];
+    relayd_u16 peer_port;
+    relayd_u16 relay_port;
+};
+
+struct relayd_peer_value_v6 {
+    relayd_u32 server_ip[4];
+    relayd_u32 client_ip[4];
+    relayd_u16 server_port;
+    relayd_u16 client_port;
+    relayd_u16 channel;
+    relayd_u16 flags;
+    relayd_u32 egress_ifindex;
+    relayd_u32 reserved;
+    relayd_u64 expiry;
+};
+
 // `flags` of a route: the rewritten packet's destination is this host, so the stack delivers it
 // (TC_ACT_OK). Without it the packet is for another host: it leaves by `egress_ifindex`
 // (bpf_redirect_neigh, which finds the next hop and its link-layer address).
@@ -84,7 +124,10 @@ enum relayd_fastpath_stat {
     RELAYD_STAT_PASS_EXPIRED = 3,
     RELAYD_STAT_PASS_LENGTH = 4,
     RELAYD_STAT_PASS_UNSUPPORTED = 5,
-    RELAYD_STAT_COUNT = 6,
+    // ChannelData from one of relayd's clients to another's relayed address, delivered to that
+    // client in the same pass (also counted as TO_PEER and TO_CLIENT).
+    RELAYD_STAT_RELAY_TO_RELAY = 6,
+    RELAYD_STAT_COUNT = 7,
 };
 
 #define RELAYD_FASTPATH_MAX_ENTRIES 65536

@@ -1,8 +1,8 @@
 import StunCodec
 
-/// Ethernet + IPv4 + UDP frames for running the kernel fast path's program over
-/// (BPF_PROG_TEST_RUN), and a parser that checks what it left, both checksums included
-/// (RFC 791, RFC 768).
+/// Ethernet + IPv4 or IPv6 + UDP frames for running the kernel fast path's program over
+/// (BPF_PROG_TEST_RUN), and a parser that checks what it left, checksums included
+/// (RFC 791, RFC 768, RFC 8200 §8.1).
 enum TestPacket {
     /// ChannelData `channel` carrying `data`, unpadded (RFC 8656 §12.4).
     static func channelData(_ channel: UInt16, _ data: [UInt8]) -> [UInt8] {
@@ -28,6 +28,29 @@ enum TestPacket {
         return ethernet + ip + udp
     }
 
+    /// A UDP datagram in a frame of the addresses' family.
+    static func udp(from source: TransportAddress, to destination: TransportAddress, payload: [UInt8]) -> [UInt8] {
+        source.ip.family == .ipv4
+            ? ipv4UDP(from: source, to: destination, payload: payload)
+            : ipv6UDP(from: source, to: destination, payload: payload)
+    }
+
+    /// An IPv6 frame whose next header is `nextHeader` (17: UDP, with no extension header).
+    static func ipv6UDP(
+        from source: TransportAddress, to destination: TransportAddress, payload: [UInt8], nextHeader: UInt8 = 17
+    ) -> [UInt8] {
+        let udpLength = 8 + payload.count
+        var ip: [UInt8] = [0x60, 0, 0, 0] + bytes16(UInt16(udpLength)) + [nextHeader, 64]
+        ip += bytes(source.ip) + bytes(destination.ip)
+        var udp = bytes16(source.port) + bytes16(destination.port) + bytes16(UInt16(udpLength)) + [0, 0] + payload
+        var udpSum = checksum(pseudoHeader6(source.ip, destination.ip, udpLength) + udp)
+        if udpSum == 0 { udpSum = 0xFFFF }
+        udp[6] = UInt8(udpSum >> 8)
+        udp[7] = UInt8(udpSum & 0xFF)
+        let ethernet: [UInt8] = [UInt8](repeating: 0, count: 12) + [0x86, 0xDD]
+        return ethernet + ip + udp
+    }
+
     struct Parsed {
         var source: TransportAddress
         var destination: TransportAddress
@@ -36,9 +59,11 @@ enum TestPacket {
         var udpChecksumValid: Bool
     }
 
-    /// The addresses, payload and checksum validity of an Ethernet + IPv4 (no options) + UDP frame
-    /// whose lengths agree; nil otherwise.
+    /// The addresses, payload and checksum validity of an Ethernet + IPv4 (no options) or IPv6
+    /// (no extension header) + UDP frame whose lengths agree; nil otherwise. IPv6 has no header
+    /// checksum: `ipChecksumValid` is true.
     static func parse(_ frame: [UInt8]) -> Parsed? {
+        if frame.count >= 14 + 40 + 8, frame[12] == 0x86, frame[13] == 0xDD { return parse6(frame) }
         guard frame.count >= 14 + 20 + 8, frame[12] == 0x08, frame[13] == 0, frame[14] == 0x45, frame[23] == 17 else {
             return nil
         }
@@ -55,6 +80,22 @@ enum TestPacket {
             payload: Array(udp[8...]),
             ipChecksumValid: checksum(ip) == 0,
             udpChecksumValid: checksum(pseudoHeader(s, d, udpLength) + udp) == 0)
+    }
+
+    private static func parse6(_ frame: [UInt8]) -> Parsed? {
+        let ip = Array(frame[14..<54])
+        guard ip[0] >> 4 == 6, ip[6] == 17, Int(ip[4]) << 8 | Int(ip[5]) == frame.count - 54 else { return nil }
+        let udp = Array(frame[54...])
+        let udpLength = Int(udp[4]) << 8 | Int(udp[5])
+        guard udpLength == udp.count, let s = ip[8..<24].withUnsafeBytes({ IPAddress(bytes: $0) }),
+            let d = ip[24..<40].withUnsafeBytes({ IPAddress(bytes: $0) })
+        else { return nil }
+        return Parsed(
+            source: TransportAddress(ip: s, port: UInt16(udp[0]) << 8 | UInt16(udp[1])),
+            destination: TransportAddress(ip: d, port: UInt16(udp[2]) << 8 | UInt16(udp[3])),
+            payload: Array(udp[8...]),
+            ipChecksumValid: true,
+            udpChecksumValid: checksum(pseudoHeader6(s, d, udpLength) + udp) == 0)
     }
 
     /// The Internet checksum (RFC 1071): 0 over data that carries its own correct checksum.
@@ -74,6 +115,11 @@ enum TestPacket {
         bytes(s) + bytes(d) + [0, 17] + bytes16(UInt16(length))
     }
 
+    private static func pseudoHeader6(_ s: IPAddress, _ d: IPAddress, _ length: Int) -> [UInt8] {
+        bytes(s) + bytes(d) + bytes(UInt32(length)) + [0, 0, 0, 17]
+    }
+
+    private static func bytes(_ ip: IPAddress) -> [UInt8] { (0..<ip.byteCount).map { ip.byte($0) } }
     private static func bytes(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)] }
     private static func bytes16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
     private static func word32(_ b: [UInt8], _ o: Int) -> UInt32 {
