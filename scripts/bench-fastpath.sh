@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
-# The kernel fast path measured (docs/kernel-fast-path.md): relayd with kernel-offload, relayd
-# without it, and coturn, one after the other on loopback, each driven by the same relay-bench
-# load: client to external peer (relay-bench's own UDP echo peer on 127.0.0.1), ChannelData,
-# 100-byte payloads, a fixed rate. When the kernel relays, the work moves out of the server's
-# process into softirq, which no process is charged for, so the figure that counts is the whole
-# machine's busy CPU (/proc/stat) per million relayed packets (the load generator's share is in
-# every column alike). Prints medians with the ratio to coturn. Needs root (the BPF program).
+# The kernel fast path measured (docs/kernel-fast-path.md) between three network namespaces this
+# script creates, joined by veth pairs:
 #
-#   scripts/bench-fastpath.sh [--reps N] [--rate R] [--skip-build]
+#   client (10.78.1.2) --veth-- (10.78.1.1) relay (10.78.2.1) --veth-- (10.78.2.2) peer
 #
-# Only loopback is used; servers are stopped by PID. The order of the three servers rotates
-# between repetitions.
+# relay-bench runs in the client namespace; its echo peer's socket lives in the peer namespace;
+# the server runs in the relay namespace, which also routes between the two (ip_forward) for the
+# baseline. Four kinds, one after the other under the same load:
+#   direct         no relay: the same traffic straight between the endpoints (relay-bench --direct)
+#   relayd-kernel  relayd with kernel-offload=on
+#   relayd         relayd in user space
+#   coturn
+# Workloads: external peer with 100 and 1,200-byte payloads, client to client (both clients on
+# the relay: relay to relay) with 100 bytes; ChannelData, 50 pairs. For each: the whole machine's
+# busy CPU per million relayed packets (/proc/stat, all CPUs, softirq included: when the kernel
+# relays, the work runs in softirq and is charged to no process), the relay-attributable share
+# (that minus the direct baseline of the same repetition), the server process's own CPU,
+# latency p50/p99, and the highest paced rate with loss <= 0.1 %. Medians; ratios to coturn.
+# Needs root (namespaces, the BPF program) and ip (iproute2).
+#
+#   scripts/bench-fastpath.sh [--reps N] [--rate R] [--no-max-rate] [--skip-build]
+#
+# Namespaces are removed and servers stopped by PID when the script ends, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -19,16 +30,21 @@ export PATH="/opt/swift/usr/bin:$PATH"
 REPS=3
 RATE=20000
 BUILD=1
+MAX_RATE=1
+STEPS="20000 40000 60000 90000 130000 180000 240000"
 while [ $# -gt 0 ]; do
     case "$1" in
         --reps) REPS=$2; shift 2 ;;
         --rate) RATE=$2; shift 2 ;;
+        --no-max-rate) MAX_RATE=0; shift ;;
         --skip-build) BUILD=0; shift ;;
-        *) echo "usage: $0 [--reps N] [--rate R] [--skip-build]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--reps N] [--rate R] [--no-max-rate] [--skip-build]" >&2; exit 2 ;;
     esac
 done
 log() { printf 'bench-fastpath: %s\n' "$*" >&2; }
-[ "$(id -u)" = 0 ] || { log "needs root (the kernel fast path loads a BPF program)"; exit 1; }
+[ "$(id -u)" = 0 ] || { log "needs root (network namespaces, the BPF program)"; exit 1; }
+command -v ip >/dev/null || { log "needs ip (iproute2)"; exit 1; }
+command -v turnserver >/dev/null || { log "coturn (turnserver) is needed: apt-get install coturn"; exit 1; }
 
 if [ "$BUILD" = 1 ]; then
     log "building release binaries in .build-bench and the BPF program"
@@ -40,95 +56,165 @@ WORK=$(mktemp -d /tmp/relayd-bench-fastpath.XXXXXX)
 mkdir -p "$WORK/bin"
 cp "$BIN/relayd" "$BIN/relay-bench" "$WORK/bin/"
 OUT=$WORK/bin/relayd_fastpath.bpf.o ./scripts/build-bpf.sh >/dev/null
-command -v turnserver >/dev/null || { log "coturn (turnserver) is needed: apt-get install coturn"; exit 1; }
 RESULTS="$WORK/results.jsonl"
 : > "$RESULTS"
 SECRET="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 REALM="bench.local"
 
-free_port() {
-    python3 - <<'EOF'
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
-EOF
-}
-read -r EPHEMERAL_LOW _ < /proc/sys/net/ipv4/ip_local_port_range
-MAX_PORT=$((EPHEMERAL_LOW - 1))
-MIN_PORT=$((MAX_PORT - 9999))
+# --- the three hosts -----------------------------------------------------------------------
+TAG="bf$(($$ % 100000))"
+NS_C="$TAG-c" NS_R="$TAG-r" NS_P="$TAG-p"
+CLIENT_IP=10.78.1.2 RELAY_C=10.78.1.1 RELAY_P=10.78.2.1 PEER_IP=10.78.2.2
+PORT=3478
 
 # shellcheck source=scripts/bench-server.sh
 . "$ROOT/scripts/bench-server.sh"
+teardown() {
+    cleanup
+    for ns in "$NS_C" "$NS_R" "$NS_P"; do ip netns del "$ns" 2>/dev/null || true; done
+}
+trap teardown EXIT
 
-# run KIND REP: one server, one measurement.
-run() {
-    local kind=$1 rep=$2 dir="$WORK/$1-$2" port api
-    mkdir -p "$dir"
-    port=$(free_port)
+for ns in "$NS_C" "$NS_R" "$NS_P"; do
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+done
+# link OUTER-NS OUTER-IP INNER-IP NAME: a veth pair between OUTER-NS and the relay namespace.
+link() {
+    ip link add "$4o" type veth peer name "$4i"
+    ip link set "$4o" netns "$1"
+    ip link set "$4i" netns "$NS_R"
+    ip -n "$1" addr add "$2/24" dev "$4o"
+    ip -n "$NS_R" addr add "$3/24" dev "$4i"
+    ip -n "$1" link set "$4o" up
+    ip -n "$NS_R" link set "$4i" up
+}
+link "$NS_C" "$CLIENT_IP" "$RELAY_C" "${TAG}c"
+link "$NS_P" "$PEER_IP" "$RELAY_P" "${TAG}p"
+ip -n "$NS_C" route add default via "$RELAY_C"
+ip -n "$NS_P" route add default via "$RELAY_P"
+ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
+log "namespaces $NS_C, $NS_R, $NS_P up"
+
+# start_server KIND: relayd (with or without the fast path) or coturn in the relay namespace.
+start_server() {
+    local kind=$1 dir=$2
     local common=(
-        --listening-ip=127.0.0.1 "--listening-port=$port" --relay-ip=127.0.0.1
-        "--min-port=$MIN_PORT" "--max-port=$MAX_PORT"
-        --use-auth-secret "--static-auth-secret=$SECRET" "--realm=$REALM"
-        --allow-loopback-peers --no-tcp --no-tls
+        "--listening-ip=$RELAY_C" "--listening-port=$PORT" "--relay-ip=$RELAY_P"
+        --min-port=40000 --max-port=49999 --use-auth-secret "--static-auth-secret=$SECRET" "--realm=$REALM"
+        "--allowed-peer-ip=$PEER_IP" --no-tcp --no-tls
     )
     case "$kind" in
         relayd | relayd-kernel)
-            api=$(free_port)
             local extra=()
-            [ "$kind" = relayd-kernel ] && extra=(--kernel-offload=on --kernel-offload-interface=lo)
+            [ "$kind" = relayd-kernel ] && extra=(--kernel-offload=on)
             : > "$dir/relayd.conf"
-            "$WORK/bin/relayd" -c "$dir/relayd.conf" "${common[@]}" "${extra[@]}" \
-                --api-listening-ip=127.0.0.1 "--api-listening-port=$api" \
+            ip netns exec "$NS_R" "$WORK/bin/relayd" -c "$dir/relayd.conf" "${common[@]}" "${extra[@]}" \
+                --api-listening-ip=127.0.0.1 --api-listening-port=8080 \
                 --unauth-rate-limit=1000000 --allocate-rate-limit=1000000 --drain-timeout=0 --log-level=notice \
                 "--log-file=$dir/relayd-file.log" >>"$dir/relayd.log" 2>&1 &
             ;;
         coturn)
-            turnserver -n "${common[@]}" --no-dtls --no-cli --no-rfc5780 \
+            ip netns exec "$NS_R" turnserver -n "${common[@]}" --no-dtls --no-cli --no-rfc5780 \
                 "--log-file=$dir/coturn.log" --simple-log --no-stdout-log \
                 "--pidfile=$dir/turnserver.pid" "--userdb=$dir/turndb" >>"$dir/coturn.out" 2>&1 &
             ;;
     esac
     SERVER_PID=$!
     for _ in $(seq 100); do
-        ss -Huln "sport = :$port" 2>/dev/null | grep -q . && break
+        ip netns exec "$NS_R" ss -Huln "sport = :$PORT" 2>/dev/null | grep -q . && break
         kill -0 "$SERVER_PID" 2>/dev/null || { log "$kind did not start; see $dir"; exit 1; }
         sleep 0.05
     done
     sleep 0.3
-    local line
-    line=$("$WORK/bin/relay-bench" --server "127.0.0.1:$port" --secret "$SECRET" --realm "$REALM" \
-        --server-pid "$SERVER_PID" --label "$kind" --pattern external-peer --payload 100 --pairs 50 \
-        --rate "$RATE" --duration 5 --warmup 1 2>>"$WORK/relay-bench.err" | grep '^{' || true)
-    [ -n "$line" ] || { log "relay-bench gave no result for $kind"; exit 1; }
-    printf '{"kind":"%s","rep":%s,"r":%s}\n' "$kind" "$rep" "$line" >> "$RESULTS"
-    log "$kind rep $rep done"
-    cleanup
 }
 
-KINDS=(relayd-kernel relayd coturn)
+# measure KIND REP LABEL PATTERN PAYLOAD RATE DURATION: one relay-bench run; its JSON line goes to
+# RESULTS; prints the loss in percent.
+measure() {
+    local kind=$1 rep=$2 label=$3 pattern=$4 payload=$5 rate=$6 duration=$7 line
+    local args=(--server "$RELAY_C:$PORT" --secret "$SECRET" --realm "$REALM" --client-ip "$CLIENT_IP"
+        --peer-ip "$PEER_IP" --peer-netns "$NS_P" --label "$label" --pattern "$pattern" --payload "$payload"
+        --pairs 50 --rate "$rate" --duration "$duration" --warmup 1)
+    if [ "$kind" = direct ]; then args+=(--direct); else args+=(--server-pid "$SERVER_PID"); fi
+    line=$(ip netns exec "$NS_C" "$WORK/bin/relay-bench" "${args[@]}" 2>>"$WORK/relay-bench.err" | grep '^{' || true)
+    if [ -z "$line" ]; then
+        log "relay-bench gave no result for $kind $label"
+        echo 100
+        return
+    fi
+    printf '{"kind":"%s","rep":%s,"label":"%s","rate":%s,"r":%s}\n' "$kind" "$rep" "$label" "$rate" "$line" >> "$RESULTS"
+    python3 -c 'import json,sys; print(json.loads(sys.argv[1])["loss_pct"])' "$line"
+}
+
+WORKLOADS=("external-peer 100" "external-peer 1200" "client-to-client 100")
+KINDS=(direct relayd-kernel relayd coturn)
 for rep in $(seq "$REPS"); do
-    for i in 0 1 2; do run "${KINDS[$(((i + rep) % 3))]}" "$rep"; done
+    for i in 0 1 2 3; do
+        kind=${KINDS[$(((i + rep) % 4))]}
+        dir="$WORK/$kind-$rep"
+        mkdir -p "$dir"
+        [ "$kind" = direct ] || start_server "$kind" "$dir"
+        for workload in "${WORKLOADS[@]}"; do
+            read -r pattern payload <<<"$workload"
+            loss=$(measure "$kind" "$rep" "fixed/$pattern/$payload" "$pattern" "$payload" "$RATE" 5)
+            log "$kind rep $rep $pattern ${payload}B @$RATE/s: loss $loss%"
+            if [ "$MAX_RATE" = 1 ] && [ "$rep" = 1 ] && [ "$pattern" = external-peer ]; then
+                for step in $STEPS; do
+                    loss=$(measure "$kind" "$rep" "step/$pattern/$payload" "$pattern" "$payload" "$step" 2)
+                    log "  $kind $pattern ${payload}B @$step/s: loss $loss%"
+                    python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 0.1 else 1)' "$loss" || break
+                done
+            fi
+        done
+        [ "$kind" = direct ] || cleanup
+    done
 done
 
 python3 - "$RESULTS" "$RATE" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-kinds = ["relayd-kernel", "relayd", "coturn"]
-def med(kind, key):
-    values = [r["r"][key] for r in rows if r["kind"] == kind and isinstance(r["r"].get(key), (int, float))]
-    return statistics.median(values) if values else float("nan")
-metrics = [
-    ("system CPU s per M relayed pkts (whole machine)", "system_cpu_s_per_mpkt"),
-    ("server process CPU s per M relayed pkts", "server_cpu_s_per_mpkt"),
-    ("loss %", "loss_pct"),
-    ("p50 latency us (rtt/2)", "lat_p50_us"),
-    ("p99 latency us (rtt/2)", "lat_p99_us"),
-]
-reps = len({r["rep"] for r in rows})
-print(f"external peer, ChannelData, 100 B, {sys.argv[2]} msg/s, medians of {reps} repetition(s)")
-print(f"{'':58} {'relayd-kernel':>14} {'relayd':>10} {'coturn':>10} {'kernel/coturn':>14} {'relayd/coturn':>14}")
-for label, key in metrics:
-    k, r, c = (med(x, key) for x in kinds)
-    ratio = lambda a: f"{a / c:.2f}x" if c and c == c and c != 0 else "-"
-    print(f"{label:58} {k:14.2f} {r:10.2f} {c:10.2f} {ratio(k):>14} {ratio(r):>14}")
+kinds = ["direct", "relayd-kernel", "relayd", "coturn"]
+reps = sorted({r["rep"] for r in rows})
+
+def values(kind, label, key):
+    return [r["r"][key] for r in rows
+            if r["kind"] == kind and r["label"] == label and isinstance(r["r"].get(key), (int, float))]
+
+def med(vs):
+    return statistics.median(vs) if vs else float("nan")
+
+def attributable(kind, label):
+    """The kind's whole-machine CPU minus the direct baseline's, per repetition."""
+    out = []
+    for rep in reps:
+        mine = [r["r"]["system_cpu_s_per_mpkt"] for r in rows if r["kind"] == kind and r["label"] == label and r["rep"] == rep]
+        base = [r["r"]["system_cpu_s_per_mpkt"] for r in rows if r["kind"] == "direct" and r["label"] == label and r["rep"] == rep]
+        if mine and base:
+            out.append(mine[0] - base[0])
+    return out
+
+def max_rate(kind, label):
+    ok = [r["rate"] for r in rows if r["kind"] == kind and r["label"] == label and r["r"]["loss_pct"] <= 0.1]
+    return max(ok) if ok else float("nan")
+
+print(f"network namespaces over veth; ChannelData, 50 pairs, {sys.argv[2]} msg/s; medians of {len(reps)} repetition(s)")
+for workload in ("external-peer/100", "external-peer/1200", "client-to-client/100"):
+    label = f"fixed/{workload}"
+    table = [
+        ("whole machine CPU s / M relayed pkts", [med(values(k, label, "system_cpu_s_per_mpkt")) for k in kinds]),
+        ("relay-attributable CPU s / M pkts", [float("nan")] + [med(attributable(k, label)) for k in kinds[1:]]),
+        ("server process CPU s / M pkts", [float("nan")] + [med(values(k, label, "server_cpu_s_per_mpkt")) for k in kinds[1:]]),
+        ("latency p50 us", [med(values(k, label, "lat_p50_us")) for k in kinds]),
+        ("latency p99 us", [med(values(k, label, "lat_p99_us")) for k in kinds]),
+        ("loss %", [med(values(k, label, "loss_pct")) for k in kinds]),
+    ]
+    if workload.startswith("external-peer") and any(r["label"] == f"step/{workload}" for r in rows):
+        table.append(("max paced rate, loss <= 0.1 % (msg/s)", [max_rate(k, f"step/{workload}") for k in kinds]))
+    print(f"\n{workload.replace('/', ' ')} B")
+    print(f"{'':42} {'direct':>10} {'kernel':>10} {'relayd':>10} {'coturn':>10} {'kernel/coturn':>14} {'relayd/coturn':>14}")
+    for name, (d, k, r, c) in table:
+        ratio = lambda a: f"{a / c:.2f}x" if c == c and c not in (0,) and a == a else "-"
+        print(f"{name:42} {d:10.2f} {k:10.2f} {r:10.2f} {c:10.2f} {ratio(k):>14} {ratio(r):>14}")
 EOF
 log "raw results: $RESULTS"

@@ -29,6 +29,9 @@ extern int relayd_recvmmsg(int fd, struct relayd_mmsghdr *vmessages, unsigned in
                            struct timespec *timeout) __asm__("recvmmsg");
 extern int relayd_sendmmsg(int fd, struct relayd_mmsghdr *vmessages, unsigned int vlen, int flags)
     __asm__("sendmmsg");
+/* setns(2) also needs _GNU_SOURCE; relay-bench opens sockets in other network namespaces. */
+extern int relayd_setns(int fd, int nstype) __asm__("setns");
+#define RELAYD_CLONE_NEWNET 0x40000000
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif

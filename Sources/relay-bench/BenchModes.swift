@@ -50,15 +50,10 @@ enum BenchModes {
 
     /// Sets up the pairs, runs paced traffic, reports it, deletes the allocations.
     static func traffic(_ options: BenchOptions, report: inout Report) throws -> String {
+        if options.direct { return try directTraffic(options, report: &report) }
         let clients = ClientFleet.make(count: 2 * options.pairs, options: options, bufferBytes: 4 << 20)
         let setup = SetupPhase(clients: clients, options: options)
-        var echo: EchoPeer? = nil
-        if options.pattern == .externalPeer {
-            guard let peer = EchoPeer(ip: options.server.ip) else {
-                throw OptionError("cannot open the echo peer socket")
-            }
-            echo = peer
-        }
+        let echo = options.pattern == .externalPeer ? try EchoPeer.make(options) : nil
         let all = Array(clients.indices)
         let allocated = setup.allocate(all, bufferBytes: 4 << 20)
         record(allocated, as: "setup", into: &report)

@@ -15,6 +15,15 @@ struct BenchOptions {
     var warmup = 1.0
     var pattern = Pattern.clientToClient
     var sendIndications = false
+    /// The baseline without a relay: each client sends straight to its far end (the echo peer,
+    /// or its partner's socket), raw payloads, no allocations.
+    var direct = false
+    /// Where the clients' sockets are bound (default: the server's address) and where the echo
+    /// peer listens (default: the server's address), and the network namespace to open the echo
+    /// peer's socket in (a name under /run/netns).
+    var clientIP: IPAddress?
+    var peerIP: IPAddress?
+    var peerNamespace = ""
     var idleAllocations = 0
     var hold = 10.0
     var setupOnly = false
@@ -35,6 +44,11 @@ struct BenchOptions {
           --rate PPS           messages per second, all clients together (default 10000)
           --duration S         measured seconds (default 5); --warmup S before it (default 1)
           --send-indications   Send/Data indications instead of ChannelData
+          --direct             baseline without a relay: the same traffic straight between the
+                               endpoints (raw UDP; --server then only names the address family)
+          --client-ip IP       bind the clients to IP (default: the server's IP)
+          --peer-ip IP         the echo peer's address (default: the server's IP)
+          --peer-netns NAME    open the echo peer's socket in network namespace NAME (/run/netns)
           --setup-only         only measure allocation setup rate (401 + authenticated Allocate)
           --allocations N      allocations for --setup-only (default 2 x pairs)
           --idle-allocations N create N allocations, refresh them once, hold them --hold S (default 10)
@@ -57,6 +71,11 @@ struct BenchOptions {
         func value(_ name: String) throws(OptionError) -> String {
             guard let v = it.next() else { throw OptionError("\(name) needs a value") }
             return v
+        }
+        func address(_ name: String) throws(OptionError) -> IPAddress {
+            let text = try value(name)
+            guard let ip = IPAddress(text), ip.family == .ipv4 else { throw OptionError("\(name): not an IPv4 address: \(text)") }
+            return ip
         }
         func number(_ name: String) throws(OptionError) -> Double {
             let text = try value(name)
@@ -91,6 +110,10 @@ struct BenchOptions {
                 guard let p = Pattern(rawValue: text) else { throw OptionError("--pattern: \(text)?") }
                 o.pattern = p
             case "--send-indications": o.sendIndications = true
+            case "--direct": o.direct = true
+            case "--client-ip": o.clientIP = try address(arg)
+            case "--peer-ip": o.peerIP = try address(arg)
+            case "--peer-netns": o.peerNamespace = try value(arg)
             case "--idle-allocations": o.idleAllocations = Int(try number(arg))
             case "--hold": o.hold = try number(arg)
             case "--setup-only": o.setupOnly = true
@@ -115,6 +138,9 @@ struct BenchOptions {
         }
         guard o.pairs >= 1, o.rate > 0 else { throw OptionError("--pairs and --rate must be positive") }
         if o.allocations == 0 { o.allocations = 2 * o.pairs }
+        if o.direct && (o.transport == .tls || o.sendIndications) {
+            throw OptionError("--direct sends raw UDP: not with --transport tls or --send-indications")
+        }
         return o
     }
 }

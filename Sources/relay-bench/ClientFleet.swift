@@ -28,8 +28,8 @@ enum ClientFleet {
             return clients
         }
         for i in 0..<count {
-            guard let fd = UDPEndpoint.open(ip: options.server.ip, bufferBytes: bufferBytes),
-                UDPEndpoint.connect(fd, to: options.server)
+            guard let fd = UDPEndpoint.open(ip: options.clientIP ?? options.server.ip, bufferBytes: bufferBytes),
+                options.direct || UDPEndpoint.connect(fd, to: options.server)
             else {
                 Report.note("could only open \(i) of \(count) client sockets (errno \(errno)); raise ulimit -n")
                 break

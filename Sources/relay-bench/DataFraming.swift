@@ -1,11 +1,13 @@
 import StunCodec
 
 /// How a client's data travels to the server: ChannelData on its bound channel, or a Send
-/// indication to its peer (RFC 8656 §12.4, §11.1). Frames are built once per send slot; only
+/// indication to its peer (RFC 8656 §12.4, §11.1); or, without a relay, as it is. Frames are built once per send slot; only
 /// the payload header changes per packet.
 enum DataFraming {
     case channelData
     case sendIndication
+    /// The payload alone, for the baseline without a relay (`--direct`).
+    case raw
 
     /// Writes a frame for `client` carrying `payloadSize` bytes (pattern filled) into `slot`;
     /// returns (frame length, offset of the payload).
@@ -17,6 +19,9 @@ enum DataFraming {
             ChannelDataMessage.writeHeader(into: slot, channelNumber: client.channel, length: payloadSize)
             PayloadFormat.fillPattern(UnsafeMutableRawBufferPointer(rebasing: slot[4..<4 + payloadSize]))
             return (4 + payloadSize, 4)
+        case .raw:
+            PayloadFormat.fillPattern(UnsafeMutableRawBufferPointer(rebasing: slot[0..<payloadSize]))
+            return (payloadSize, 0)
         case .sendIndication:
             var w = try StunMessageWriter(
                 into: slot, type: MessageType(method: .send, messageClass: .indication), transactionID: .random())

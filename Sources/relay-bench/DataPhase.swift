@@ -12,12 +12,12 @@ struct DataPhase {
 
     /// Runs the phase and adds its results to `report`; returns the human summary.
     func run(into report: inout Report, echo: EchoPeer?) throws -> String {
-        let framing: DataFraming = options.sendIndications ? .sendIndication : .channelData
+        let framing: DataFraming = options.direct ? .raw : options.sendIndications ? .sendIndication : .channelData
         let sender = try PacedSender(
             clients: clients, framing: framing, payloadSize: options.payloadSize, rate: options.rate)
         let perFlow = options.rate / Double(max(clients.count, 1)) * (options.warmup + options.duration + 1) * 1.2
         let receiver = Receiver(
-            clients: clients, expectedFlow: expectedFlow, payloadSize: options.payloadSize,
+            clients: clients, expectedFlow: expectedFlow, payloadSize: options.payloadSize, raw: options.direct,
             maxSequence: Int(perFlow) + 1024)
         let start = Clock.now() + 20_000_000
         let measureStart = start + UInt64(options.warmup * 1e9)

@@ -40,7 +40,8 @@ final class TurnClient {
     /// client retries from a different transport address); false if none could be opened.
     func reopen(server: TransportAddress, bufferBytes: Int32) -> Bool {
         guard stream == nil else { return false }
-        guard let fresh = UDPEndpoint.open(ip: server.ip, bufferBytes: bufferBytes) else { return false }
+        let local = UDPEndpoint.localAddress(fd)?.ip ?? server.ip
+        guard let fresh = UDPEndpoint.open(ip: local, bufferBytes: bufferBytes) else { return false }
         guard UDPEndpoint.connect(fresh, to: server) else {
             close(fresh)
             return false

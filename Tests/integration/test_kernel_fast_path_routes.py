@@ -161,3 +161,39 @@ def test_refresh_zero_and_a_policy_reload_remove_kernel_routes(tmp_path):
             time.sleep(1.5)
             c = counters(server)
     assert c[("relayd_offloaded_packets_total", "client_to_peer")] == 10
+
+
+def test_a_mixed_call_one_side_offloaded_one_side_tls(tmp_path):
+    """A UDP client (its channel in the kernel) and a TLS client (user space) call each other
+    through their relayed addresses. A's packets leave A's allocation in the kernel and reach
+    B's relayed address as UDP, where relayd frames them for B's TLS connection; B's packets
+    go through relayd to A. Every payload arrives intact both ways, and each side is counted
+    where it was relayed."""
+    from streamclient import StreamTurnClient
+
+    server = RelayServer("relayd", tmp_path, streams=True, extra_args=[
+        "--kernel-offload=on", "--kernel-offload-interface=lo"])
+    with running(server):
+        with TurnClient(server.address) as a:
+            b = StreamTurnClient(server.tls_address, tls=True)
+            try:
+                a.allocate(*server.credentials("udp-side"))
+                b.allocate(*server.credentials("tls-side"))
+                a.channel_bind(0x4001, tuple(b.relayed))
+                b.channel_bind(0x4ABC, tuple(a.relayed))
+                messages = [payload(i) for i in range(MESSAGES)]
+                at_b = exchange(lambda m: a.send_channel_data(0x4001, m), lambda: b.receive(1.0), messages)
+                assert [(r.kind, r.channel) for r in at_b] == [("channel", 0x4ABC)] * MESSAGES
+                assert [r.payload for r in at_b] == messages
+                at_a = exchange(lambda m: b.send_channel_data(0x4ABC, m), lambda: a.receive(1.0), messages[::-1])
+                assert [(r.kind, r.channel) for r in at_a] == [("channel", 0x4001)] * MESSAGES
+                assert [r.payload for r in at_a] == messages[::-1]
+            finally:
+                b.close()
+        time.sleep(2.5)
+        c = counters(server)
+    # A's side left its allocation in the kernel; everything else went through relayd.
+    assert c[("relayd_offloaded_packets_total", "client_to_peer")] == MESSAGES
+    assert c[("relayd_offloaded_packets_total", "peer_to_client")] == 0
+    assert c[("relayd_relayed_packets_total", "client_to_peer")] == 2 * MESSAGES
+    assert c[("relayd_relayed_packets_total", "peer_to_client")] == 2 * MESSAGES

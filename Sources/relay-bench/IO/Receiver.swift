@@ -33,7 +33,11 @@ final class Receiver: @unchecked Sendable {
     private(set) var datagrams: UInt64 = 0
     private(set) var syscalls: UInt64 = 0
 
-    init(clients: [TurnClient], expectedFlow: [Int], payloadSize: Int, maxSequence: Int) {
+    /// Frames are the payload alone (the baseline without a relay).
+    let raw: Bool
+
+    init(clients: [TurnClient], expectedFlow: [Int], payloadSize: Int, raw: Bool = false, maxSequence: Int) {
+        self.raw = raw
         fds = clients.map(\.fd)
         streams = clients.map(\.stream)
         self.expectedFlow = expectedFlow
@@ -178,7 +182,7 @@ final class Receiver: @unchecked Sendable {
     /// Checks one received frame of `client` and records it.
     @inline(__always)
     private func handle(_ frame: UnsafeRawBufferPointer, client: Int, now: UInt64) {
-        guard let payload = DataFraming.payload(of: frame),
+        guard let payload = raw ? frame : DataFraming.payload(of: frame),
             let header = PayloadHeader(
                 validating: payload, expectedSize: payloadSize, reference: UnsafeRawBufferPointer(reference)),
             Int(header.flow) == expectedFlow[client]
