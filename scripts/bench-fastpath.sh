@@ -3,16 +3,18 @@
 # script creates, joined by veth pairs:
 #
 #   client (10.78.1.2) --veth-- (10.78.1.1) relay (10.78.2.1) --veth-- (10.78.2.2) peer
+#                                  relay (10.78.3.1) --veth-- (10.78.3.2) client 2
 #
-# relay-bench runs in the client namespace; its echo peer's socket lives in the peer namespace;
-# the server runs in the relay namespace, which also routes between the two (ip_forward) for the
+# relay-bench runs in the client namespace; its echo peer's socket lives in the peer namespace,
+# and for client to client the second client of each pair lives in the client 2 namespace. The
+# server runs in the relay namespace, which also routes between the others (ip_forward) for the
 # baseline. Four kinds, one after the other under the same load:
 #   direct         no relay: the same traffic straight between the endpoints (relay-bench --direct)
 #   relayd-kernel  relayd with kernel-offload=on
 #   relayd         relayd in user space
 #   coturn
-# Workloads: external peer with 100 and 1,200-byte payloads, client to client (both clients on
-# the relay: relay to relay) with 100 bytes; ChannelData, 50 pairs. For each: the whole machine's
+# Workloads: external peer with 100 and 1,200-byte payloads, client to client (the two clients
+# of a pair on two hosts, both on the relay: relay to relay) with 100 bytes; ChannelData, 50 pairs. For each: the whole machine's
 # busy CPU per million relayed packets (/proc/stat, all CPUs, softirq included: when the kernel
 # relays, the work runs in softirq and is charged to no process), the relay-attributable share
 # (that minus the direct baseline of the same repetition), the server process's own CPU,
@@ -63,19 +65,19 @@ REALM="bench.local"
 
 # --- the three hosts -----------------------------------------------------------------------
 TAG="bf$(($$ % 100000))"
-NS_C="$TAG-c" NS_R="$TAG-r" NS_P="$TAG-p"
-CLIENT_IP=10.78.1.2 RELAY_C=10.78.1.1 RELAY_P=10.78.2.1 PEER_IP=10.78.2.2
+NS_C="$TAG-c" NS_R="$TAG-r" NS_P="$TAG-p" NS_D="$TAG-d"
+CLIENT_IP=10.78.1.2 RELAY_C=10.78.1.1 RELAY_P=10.78.2.1 PEER_IP=10.78.2.2 RELAY_D=10.78.3.1 PARTNER_IP=10.78.3.2
 PORT=3478
 
 # shellcheck source=scripts/bench-server.sh
 . "$ROOT/scripts/bench-server.sh"
 teardown() {
     cleanup
-    for ns in "$NS_C" "$NS_R" "$NS_P"; do ip netns del "$ns" 2>/dev/null || true; done
+    for ns in "$NS_C" "$NS_R" "$NS_P" "$NS_D"; do ip netns del "$ns" 2>/dev/null || true; done
 }
 trap teardown EXIT
 
-for ns in "$NS_C" "$NS_R" "$NS_P"; do
+for ns in "$NS_C" "$NS_R" "$NS_P" "$NS_D"; do
     ip netns add "$ns"
     ip -n "$ns" link set lo up
 done
@@ -91,10 +93,12 @@ link() {
 }
 link "$NS_C" "$CLIENT_IP" "$RELAY_C" "${TAG}c"
 link "$NS_P" "$PEER_IP" "$RELAY_P" "${TAG}p"
+link "$NS_D" "$PARTNER_IP" "$RELAY_D" "${TAG}d"
 ip -n "$NS_C" route add default via "$RELAY_C"
 ip -n "$NS_P" route add default via "$RELAY_P"
+ip -n "$NS_D" route add default via "$RELAY_D"
 ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
-log "namespaces $NS_C, $NS_R, $NS_P up"
+log "namespaces $NS_C, $NS_R, $NS_P, $NS_D up"
 
 # start_server KIND: relayd (with or without the fast path) or coturn in the relay namespace.
 start_server() {
@@ -107,7 +111,8 @@ start_server() {
     case "$kind" in
         relayd | relayd-kernel)
             local extra=()
-            [ "$kind" = relayd-kernel ] && extra=(--kernel-offload=on)
+            [ "$kind" = relayd-kernel ] && extra=(--kernel-offload=on "--kernel-offload-interface=${TAG}ci"
+                "--kernel-offload-interface=${TAG}pi" "--kernel-offload-interface=${TAG}di")
             : > "$dir/relayd.conf"
             ip netns exec "$NS_R" "$WORK/bin/relayd" -c "$dir/relayd.conf" "${common[@]}" "${extra[@]}" \
                 --api-listening-ip=127.0.0.1 --api-listening-port=8080 \
@@ -137,6 +142,7 @@ measure() {
         --peer-ip "$PEER_IP" --peer-netns "$NS_P" --label "$label" --pattern "$pattern" --payload "$payload"
         --pairs 50 --rate "$rate" --duration "$duration" --warmup 1)
     if [ "$kind" = direct ]; then args+=(--direct); else args+=(--server-pid "$SERVER_PID"); fi
+    [ "$pattern" = client-to-client ] && args+=(--partner-ip "$PARTNER_IP" --partner-netns "$NS_D")
     line=$(ip netns exec "$NS_C" "$WORK/bin/relay-bench" "${args[@]}" 2>>"$WORK/relay-bench.err" | grep '^{' || true)
     if [ -z "$line" ]; then
         log "relay-bench gave no result for $kind $label"

@@ -24,6 +24,10 @@ struct BenchOptions {
     var clientIP: IPAddress?
     var peerIP: IPAddress?
     var peerNamespace = ""
+    /// The second client of each pair on another host: its socket bound to `partnerIP`, opened
+    /// inside `partnerNamespace` (client-to-client).
+    var partnerIP: IPAddress?
+    var partnerNamespace = ""
     var idleAllocations = 0
     var hold = 10.0
     var setupOnly = false
@@ -49,6 +53,8 @@ struct BenchOptions {
           --client-ip IP       bind the clients to IP (default: the server's IP)
           --peer-ip IP         the echo peer's address (default: the server's IP)
           --peer-netns NAME    open the echo peer's socket in network namespace NAME (/run/netns)
+          --partner-ip IP      bind the second client of each pair to IP ...
+          --partner-netns NAME ... in network namespace NAME (client-to-client across two hosts)
           --setup-only         only measure allocation setup rate (401 + authenticated Allocate)
           --allocations N      allocations for --setup-only (default 2 x pairs)
           --idle-allocations N create N allocations, refresh them once, hold them --hold S (default 10)
@@ -114,6 +120,8 @@ struct BenchOptions {
             case "--client-ip": o.clientIP = try address(arg)
             case "--peer-ip": o.peerIP = try address(arg)
             case "--peer-netns": o.peerNamespace = try value(arg)
+            case "--partner-ip": o.partnerIP = try address(arg)
+            case "--partner-netns": o.partnerNamespace = try value(arg)
             case "--idle-allocations": o.idleAllocations = Int(try number(arg))
             case "--hold": o.hold = try number(arg)
             case "--setup-only": o.setupOnly = true

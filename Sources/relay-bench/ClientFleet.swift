@@ -28,7 +28,10 @@ enum ClientFleet {
             return clients
         }
         for i in 0..<count {
-            guard let fd = UDPEndpoint.open(ip: options.clientIP ?? options.server.ip, bufferBytes: bufferBytes),
+            let partner = i % 2 == 1 && options.partnerIP != nil
+            let ip = partner ? options.partnerIP! : options.clientIP ?? options.server.ip
+            let namespace = partner ? options.partnerNamespace : ""
+            guard let fd = try? NetworkNamespace.run(in: namespace, { UDPEndpoint.open(ip: ip, bufferBytes: bufferBytes) }),
                 options.direct || UDPEndpoint.connect(fd, to: options.server)
             else {
                 Report.note("could only open \(i) of \(count) client sockets (errno \(errno)); raise ulimit -n")

@@ -39,8 +39,8 @@ enum FastPathEntries {
         let expiry = UInt64(max(route.expiry, 0))
         let toPeerFlags: UInt32 = fastPath.isLocal(route.peer.ip) ? UInt32(RELAYD_ROUTE_LOCAL) : 0
         let toClientFlags: UInt16 = fastPath.isLocal(route.client.ip) ? UInt16(RELAYD_ROUTE_LOCAL) : 0
-        let relayEgress = fastPath.egressInterfaces[route.relayed.ip] ?? 0
-        let serverEgress = fastPath.egressInterfaces[route.server.ip] ?? 0
+        let relayEgress = fastPath.egressInterface(to: route.peer.ip, from: route.relayed.ip)
+        let serverEgress = fastPath.egressInterface(to: route.client.ip, from: route.server.ip)
         let client = route.client.port.bigEndian
         let server = route.server.port.bigEndian
         let relay = route.relayed.port.bigEndian

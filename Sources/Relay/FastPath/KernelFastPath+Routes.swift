@@ -1,5 +1,6 @@
 import CBPF
 import CRelayFastPath
+import Glibc
 import RelayCore
 import StunCodec
 
@@ -44,6 +45,20 @@ extension KernelFastPath {
         case .ipv6(let entries): counters(entries, in: ipv6Maps)
         case nil: Counters()
         }
+    }
+
+    /// The interface a rewritten packet from `source` to `destination` (another host) leaves by:
+    /// the kernel's routing decision (rtnetlink), or, if it has none, the interface that carries
+    /// `source`; 0 when neither is known (the program then leaves such packets to relayd).
+    func egressInterface(to destination: IPAddress, from source: IPAddress) -> UInt32 {
+        if isLocal(destination) { return 0 }
+        let family = destination.family == .ipv4 ? AF_INET : AF_INET6
+        let to = (0..<destination.byteCount).map { destination.byte($0) }
+        let from = source.family == destination.family ? (0..<source.byteCount).map { source.byte($0) } : nil
+        let found = from.map { relayd_route_output_interface(family, to, $0) }
+            ?? relayd_route_output_interface(family, to, nil)
+        if found > 0 { return UInt32(found) }
+        return egressInterfaces[source] ?? 0
     }
 
     /// Whether the stack delivers a packet for `ip` on this host.
