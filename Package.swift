@@ -99,6 +99,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The kernel fast path program's cost per packet (BPF_PROG_TEST_RUN), for docs and notes.
+        .executableTarget(
+            name: "fastpath-bench",
+            dependencies: ["Relay", "RelayCore", "StunCodec", "CRelayFastPath"],
+            swiftSettings: strict
+        ),
         // TURN load generator for scripts/bench.sh (relayd vs coturn, same run).
         .executableTarget(
             name: "relay-bench",

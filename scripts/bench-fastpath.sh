@@ -19,9 +19,14 @@
 # relays, the work runs in softirq and is charged to no process), the relay-attributable share
 # (that minus the direct baseline of the same repetition), the server process's own CPU,
 # latency p50/p99, and the highest paced rate with loss <= 0.1 %. Medians; ratios to coturn.
+# Then the program's own cost per packet from BPF_PROG_TEST_RUN (fastpath-bench).
 # Needs root (namespaces, the BPF program) and ip (iproute2).
 #
-#   scripts/bench-fastpath.sh [--reps N] [--rate R] [--no-max-rate] [--skip-build]
+#   scripts/bench-fastpath.sh [--reps N] [--rate R] [--no-max-rate] [--perf] [--skip-build]
+#
+# --perf: also records a whole-system profile (perf record -a -g, kernel symbols) for 3 s in
+# the middle of each kind's first external-peer 100-byte run, and prints where the time goes
+# (that run's figures then include the profiler's own cost: take the table from a run without).
 #
 # Namespaces are removed and servers stopped by PID when the script ends, also on failure.
 set -euo pipefail
@@ -33,30 +38,34 @@ REPS=3
 RATE=20000
 BUILD=1
 MAX_RATE=1
+PERF=0
 STEPS="20000 40000 60000 90000 130000 180000 240000"
 while [ $# -gt 0 ]; do
     case "$1" in
         --reps) REPS=$2; shift 2 ;;
         --rate) RATE=$2; shift 2 ;;
         --no-max-rate) MAX_RATE=0; shift ;;
+        --perf) PERF=1; shift ;;
         --skip-build) BUILD=0; shift ;;
-        *) echo "usage: $0 [--reps N] [--rate R] [--no-max-rate] [--skip-build]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--reps N] [--rate R] [--no-max-rate] [--perf] [--skip-build]" >&2; exit 2 ;;
     esac
 done
 log() { printf 'bench-fastpath: %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { log "needs root (network namespaces, the BPF program)"; exit 1; }
 command -v ip >/dev/null || { log "needs ip (iproute2)"; exit 1; }
 command -v turnserver >/dev/null || { log "coturn (turnserver) is needed: apt-get install coturn"; exit 1; }
+[ "$PERF" = 0 ] || command -v perf >/dev/null || { log "--perf needs perf (apt-get install linux-perf)"; exit 1; }
 
 if [ "$BUILD" = 1 ]; then
     log "building release binaries in .build-bench and the BPF program"
     swift build --quiet -c release --scratch-path .build-bench --product relayd
     swift build --quiet -c release --scratch-path .build-bench --product relay-bench
+    swift build --quiet -c release --scratch-path .build-bench --product fastpath-bench
 fi
 BIN=$(swift build -c release --scratch-path .build-bench --show-bin-path)
 WORK=$(mktemp -d /tmp/relayd-bench-fastpath.XXXXXX)
 mkdir -p "$WORK/bin"
-cp "$BIN/relayd" "$BIN/relay-bench" "$WORK/bin/"
+cp "$BIN/relayd" "$BIN/relay-bench" "$BIN/fastpath-bench" "$WORK/bin/"
 OUT=$WORK/bin/relayd_fastpath.bpf.o ./scripts/build-bpf.sh >/dev/null
 RESULTS="$WORK/results.jsonl"
 : > "$RESULTS"
@@ -142,8 +151,14 @@ measure() {
         --peer-ip "$PEER_IP" --peer-netns "$NS_P" --label "$label" --pattern "$pattern" --payload "$payload"
         --pairs 50 --rate "$rate" --duration "$duration" --warmup 1)
     if [ "$kind" = direct ]; then args+=(--direct); else args+=(--server-pid "$SERVER_PID"); fi
+    local profiler=""
+    if [ "$PERF" = 1 ] && [ "$rep" = 1 ] && [ "$label" = fixed/external-peer/100 ]; then
+        (sleep 2.5; perf record -q -a -g -o "$WORK/perf-$kind.data" -- sleep 3 >/dev/null 2>&1) &
+        profiler=$!
+    fi
     [ "$pattern" = client-to-client ] && args+=(--partner-ip "$PARTNER_IP" --partner-netns "$NS_D")
     line=$(ip netns exec "$NS_C" "$WORK/bin/relay-bench" "${args[@]}" 2>>"$WORK/relay-bench.err" | grep '^{' || true)
+    [ -z "$profiler" ] || wait "$profiler" || true
     if [ -z "$line" ]; then
         log "relay-bench gave no result for $kind $label"
         echo 100
@@ -223,4 +238,18 @@ for workload in ("external-peer/100", "external-peer/1200", "client-to-client/10
         ratio = lambda a: f"{a / c:.2f}x" if c == c and c not in (0,) and a == a else "-"
         print(f"{name:42} {d:10.2f} {k:10.2f} {r:10.2f} {c:10.2f} {ratio(k):>14} {ratio(r):>14}")
 EOF
+echo
+"$WORK/bin/fastpath-bench" --object "$WORK/bin/relayd_fastpath.bpf.o"
+if [ "$PERF" = 1 ]; then
+    for kind in "${KINDS[@]}"; do
+        [ -f "$WORK/perf-$kind.data" ] || continue
+        printf '\n%s, external-peer 100 B: whole system (3 s, both CPUs), share of samples by command\n' "$kind"
+        perf report -q -i "$WORK/perf-$kind.data" --no-children -g none --sort comm --stdio 2>/dev/null \
+            | grep -E '^ +[0-9]' | sed -n 1,8p || true
+        printf '%s: top symbols by self time, the idle loop left out\n' "$kind"
+        perf report -q -i "$WORK/perf-$kind.data" --no-children -g none --sort comm,dso,sym --stdio 2>/dev/null \
+            | grep -E '^ +[0-9]' | grep -vE 'swapper .*(safe_halt|finish_task_switch|do_idle|cpuidle|tick_nohz)' \
+            | sed -n 1,25p || true
+    done
+fi
 log "raw results: $RESULTS"

@@ -1,13 +1,16 @@
-"""The kernel fast path between hosts (docs/kernel-fast-path.md): three network namespaces
-this test creates, joined by veth pairs, stand for a client host, the relay host and a peer host:
+"""The kernel fast path between hosts (docs/kernel-fast-path.md): four network namespaces
+this test creates, joined by veth pairs, stand for two client hosts, the relay host and a peer
+host:
 
     client (10.77.1.2) --veth-- (10.77.1.1) relay (10.77.2.1) --veth-- (10.77.2.2) peer
+                                  relay (10.77.3.1) --veth-- (10.77.3.2) client 2
 
-relayd runs in the relay namespace with `kernel-offload` (attached to both veth ends it owns),
-turnutils_uclient in the client namespace, turnutils_peer in the peer namespace. The kernel
-rewrites each ChannelData and sends it out of the peer-side interface (bpf_redirect_neigh), and
-the peer's echoes out of the client-side one. Nothing is lost, and the kernel relayed
-everything. relayd only; needs root, `ip` (iproute2). Namespaces and processes are removed by
+relayd listens on 10.77.1.1 only, runs in the relay namespace with `kernel-offload` on its
+three veth ends; turnutils_uclient runs in both client namespaces at once, turnutils_peer in the
+peer namespace. The kernel rewrites each ChannelData and sends it out of the peer-side interface
+(bpf_redirect_neigh), and the peer's echoes out of the interface the routing table picks for
+each client: client 2's leave by the third veth, not by the one carrying the server address.
+Nothing is lost, and the kernel relayed everything. relayd only; needs root, `ip` (iproute2). Namespaces and processes are removed by
 name and PID, also when the test fails."""
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ pytestmark = [
 
 CLIENT_IP, RELAY_CLIENT_SIDE = "10.77.1.2", "10.77.1.1"
 RELAY_PEER_SIDE, PEER_IP = "10.77.2.1", "10.77.2.2"
+CLIENT2_IP, RELAY_CLIENT2_SIDE = "10.77.3.2", "10.77.3.1"
 SECRET = secrets.token_hex(16)
 TIMEOUT = 60
 
@@ -47,18 +51,22 @@ class Hosts:
 
     def __init__(self, workdir: Path):
         tag = f"rf{os.getpid() % 10000}{secrets.token_hex(2)}"
-        self.client, self.relay, self.peer = f"{tag}-c", f"{tag}-r", f"{tag}-p"
+        self.client, self.relay, self.peer, self.client2 = f"{tag}-c", f"{tag}-r", f"{tag}-p", f"{tag}-d"
         self.workdir = workdir
         self.procs: list[subprocess.Popen] = []
         created: list[str] = []
         try:
-            for ns in (self.client, self.relay, self.peer):
+            for ns in (self.client, self.relay, self.peer, self.client2):
                 ip("netns", "add", ns)
                 created.append(ns)
                 ip("-n", ns, "link", "set", "lo", "up")
             self.client_link, self.peer_link = f"{tag}c", f"{tag}p"
             self._link(self.client_link, self.client, CLIENT_IP, f"{tag}cr", RELAY_CLIENT_SIDE)
             self._link(self.peer_link, self.peer, PEER_IP, f"{tag}pr", RELAY_PEER_SIDE)
+            self.client2_link = f"{tag}d"
+            self._link(self.client2_link, self.client2, CLIENT2_IP, f"{tag}dr", RELAY_CLIENT2_SIDE)
+            ip("-n", self.client2, "route", "add", "default", "via", RELAY_CLIENT2_SIDE)
+            self.relay_links = [f"{tag}cr", f"{tag}pr", f"{tag}dr"]
         except BaseException:
             for ns in created:
                 subprocess.run(["ip", "netns", "del", ns], timeout=10, capture_output=True)
@@ -94,7 +102,7 @@ class Hosts:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(timeout=10)
-        for ns in (self.client, self.relay, self.peer):
+        for ns in (self.client, self.relay, self.peer, self.client2):
             subprocess.run(["ip", "netns", "del", ns], timeout=10, capture_output=True)
 
 
@@ -125,6 +133,7 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
         f"--relay-ip={RELAY_PEER_SIDE}", "--min-port=50000", "--max-port=50999", "--use-auth-secret",
         f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={PEER_IP}", "--no-tcp",
         "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-offload=on",
+        *[f"--kernel-offload-interface={link}" for link in hosts.relay_links],
         "--drain-timeout=0", "--unauth-rate-limit=0",
     ])
     wait_for(lambda: "kernel fast path attached" in log.read_text(errors="replace") or proc.poll() is not None,
@@ -132,22 +141,32 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
     assert proc.poll() is None, log.read_text(errors="replace")
     hosts.start(hosts.peer, "turnutils_peer", ["turnutils_peer", "-L", PEER_IP, "-p", "6000"])
     # Captures at the far ends: what the kernel sent the peer (to port 6000) and the ChannelData
-    # it sent the client (from relayd's listener port; relayd's own STUN answers are not counted).
+    # it sent each client (from relayd's listener port; relayd's own STUN answers are not counted).
     capture = str(Path(__file__).with_name("udpcapture.py"))
-    at_peer, peer_log = hosts.start(hosts.peer, "capture-peer", ["python3", capture, hosts.peer_link, "6000", "25"])
-    at_client, client_log = hosts.start(hosts.client, "capture-client",
-                                        ["python3", capture, hosts.client_link, "-3478", "25", "channeldata"])
+    captures = [
+        (*hosts.start(hosts.peer, "capture-peer", ["python3", capture, hosts.peer_link, "6000", "30"]), "peer", 2),
+        (*hosts.start(hosts.client, "capture-client", ["python3", capture, hosts.client_link, "-3478", "30",
+                                                       "channeldata"]), "client", 1),
+        (*hosts.start(hosts.client2, "capture-client2", ["python3", capture, hosts.client2_link, "-3478", "30",
+                                                         "channeldata"]), "client 2", 1),
+    ]
     time.sleep(0.5)
-    output = hosts.run(hosts.client, [
-        "turnutils_uclient", "-c", "-m", str(CLIENTS), "-n", str(MESSAGES), "-l", str(LENGTH),
-        "-z", str(INTERVAL_MS), "-W", SECRET, "-u", "uclient", "-p", "3478", "-L", CLIENT_IP,
-        "-e", PEER_IP, "-r", "6000", RELAY_CLIENT_SIDE,
-    ])
-    report = parse_report(output)
+    uclients = [
+        hosts.start(ns, name, [
+            "turnutils_uclient", "-c", "-m", str(CLIENTS), "-n", str(MESSAGES), "-l", str(LENGTH),
+            "-z", str(INTERVAL_MS), "-W", SECRET, "-u", name, "-p", "3478", "-L", address,
+            "-e", PEER_IP, "-r", "6000", RELAY_CLIENT_SIDE,
+        ])
+        for ns, name, address in ((hosts.client, "uclient", CLIENT_IP), (hosts.client2, "uclient2", CLIENT2_IP))
+    ]
     expected = CLIENTS * MESSAGES
-    assert report.send_msgs == expected, output[-3000:]
-    assert report.recv_msgs == expected
-    assert report.lost == 0
+    for uclient, output_log in uclients:
+        uclient.wait(timeout=TIMEOUT)
+        output = output_log.read_text(errors="replace")
+        report = parse_report(output)
+        assert report.send_msgs == expected, output[-3000:]
+        assert report.recv_msgs == expected, output[-3000:]
+        assert report.lost == 0
     time.sleep(2.5)
     metrics = hosts.run(hosts.relay, ["python3", "-c",
                                       "import urllib.request;"
@@ -156,15 +175,16 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
              re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
     kernel_to_peer = found[("relayd_offloaded_packets_total", "client_to_peer")]
     kernel_to_client = found[("relayd_offloaded_packets_total", "peer_to_client")]
-    print(f"kernel relayed {kernel_to_peer} to the peer, {kernel_to_client} to the client, of {expected} each way")
-    assert found[("relayd_relayed_packets_total", "client_to_peer")] == expected
-    assert found[("relayd_relayed_packets_total", "peer_to_client")] == expected
-    assert kernel_to_peer == expected
-    assert kernel_to_client == expected
-    # Every datagram the kernel rewrote carried correct IPv4 and UDP checksums on the wire.
-    for proc, log, what in ((at_peer, peer_log, "peer"), (at_client, client_log, "client")):
-        proc.wait(timeout=40)
+    print(f"kernel relayed {kernel_to_peer} to the peer, {kernel_to_client} to the clients, of {2 * expected} each way")
+    assert found[("relayd_relayed_packets_total", "client_to_peer")] == 2 * expected
+    assert found[("relayd_relayed_packets_total", "peer_to_client")] == 2 * expected
+    assert kernel_to_peer == 2 * expected
+    assert kernel_to_client == 2 * expected
+    # Every datagram the kernel rewrote carried correct IPv4 and UDP checksums on the wire, and
+    # each client host got its own share.
+    for proc, log, what, share in captures:
+        proc.wait(timeout=45)
         seen = json.loads(log.read_text().strip().splitlines()[-1])
         print(f"capture at the {what}: {seen}")
-        assert seen["seen"] >= expected, seen
+        assert seen["seen"] >= share * expected, seen
         assert seen["bad_ip_checksum"] == 0 and seen["bad_udp_checksum"] == 0, seen

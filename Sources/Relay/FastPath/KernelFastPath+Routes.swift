@@ -20,7 +20,7 @@ extension KernelFastPath {
     /// addresses are not all of one family) or the kernel refused the entry. A refresh keeps
     /// the counters.
     @discardableResult
-    func install(_ route: ChannelRoute) -> Bool {
+    package func install(_ route: ChannelRoute) -> Bool {
         switch FastPathEntries(route, in: self) {
         case .ipv4(let entries): install(entries, in: ipv4Maps)
         case .ipv6(let entries): install(entries, in: ipv6Maps)

@@ -16,16 +16,16 @@ import StunCodec
 ///
 /// Shared by every loop thread: the map calls are system calls the kernel serializes, and the
 /// attachments change only at start and at deinit.
-final class KernelFastPath: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+package final class KernelFastPath: @unchecked Sendable {
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// What one route relayed in the kernel, each way: counted as an allocation's traffic is.
     typealias Counters = TrafficCounters
 
     private let object: OpaquePointer
-    let programDescriptor: Int32
+    package let programDescriptor: Int32
     /// The route and counter maps of each family.
     let ipv4Maps: RouteMaps
     let ipv6Maps: RouteMaps
@@ -41,7 +41,9 @@ final class KernelFastPath: @unchecked Sendable {
 
     /// Loads the BPF object at `objectPath` (built by scripts/build-bpf.sh) into the kernel.
     /// Needs CAP_BPF and CAP_NET_ADMIN (root).
-    init(objectPath: String, localAddresses: Set<IPAddress>, egressInterfaces: [IPAddress: UInt32] = [:]) throws(Failure) {
+    package init(
+        objectPath: String, localAddresses: Set<IPAddress>, egressInterfaces: [IPAddress: UInt32] = [:]
+    ) throws(Failure) {
         self.localAddresses = localAddresses
         self.egressInterfaces = egressInterfaces
         guard let object = bpf_object__open_file(objectPath, nil), libbpf_get_error(UnsafeRawPointer(object)) == 0 else {
@@ -100,7 +102,7 @@ final class KernelFastPath: @unchecked Sendable {
     }
 
     /// The program's per-reason packet counts (`relayd_fastpath_stat`), summed over the CPUs.
-    func statistics() -> [UInt64] {
+    package func statistics() -> [UInt64] {
         (0..<Int(RELAYD_STAT_COUNT.rawValue)).map { index in
             var key = UInt32(index)
             var values = [UInt64](repeating: 0, count: possibleCPUs)
