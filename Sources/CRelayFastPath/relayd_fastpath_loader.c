@@ -8,6 +8,15 @@
 #define RELAYD_TC_HANDLE 0x7e1a
 #define RELAYD_TC_PRIORITY 1
 
+// BPF_TCX_INGRESS in the kernel's enum bpf_attach_type (Linux 6.6); the uapi headers of
+// Debian 12 predate it.
+#define RELAYD_BPF_TCX_INGRESS 46
+
+int relayd_tcx_attach_ingress(int ifindex, int prog_fd) {
+    int fd = bpf_link_create(prog_fd, ifindex, (enum bpf_attach_type)RELAYD_BPF_TCX_INGRESS, NULL);
+    return fd < 0 ? (errno ? -errno : fd) : fd;
+}
+
 int relayd_tc_attach_ingress(int ifindex, int prog_fd, int *created) {
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
     int err = bpf_tc_hook_create(&hook);

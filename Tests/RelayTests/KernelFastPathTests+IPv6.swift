@@ -74,7 +74,7 @@ struct KernelFastPathIPv6Tests {
         ]
         for packet in cases {
             let (verdict, output) = try KernelFastPathTests.run(fastPath, packet)
-            #expect(verdict == 0)
+            #expect(verdict == KernelFastPathTests.pass)
             #expect(output == packet)
         }
         #expect(fastPath.statistics()[Int(RELAYD_STAT_PASS_LENGTH.rawValue)] == 2)

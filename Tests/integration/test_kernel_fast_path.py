@@ -133,3 +133,31 @@ def test_an_offloaded_channel_stops_relaying_within_a_second_of_its_permission(t
             assert c[("relayd_offloaded_packets_total", "client_to_peer")] == 1
             assert c[("relayd_offloaded_channels", None)] == 0
             client.refresh(0)
+
+
+def test_a_killed_relayd_leaves_nothing_relaying(tmp_path):
+    """The program hangs on a tcx link owned by relayd's process: SIGKILL (no shutdown code
+    runs) takes it off the interface, so a channel the kernel relayed a moment ago relays
+    nothing more. A program left attached would keep relaying it until the route's expiry."""
+    from stunclient import TurnClient
+
+    server = RelayServer("relayd", tmp_path, extra_args=["--kernel-offload=on", "--kernel-offload-interface=lo"])
+    server.start()
+    try:
+        assert "attach=tcx" in server.log_text(), server.log_tail()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer, TurnClient(server.address) as client:
+            peer.bind(("127.0.0.1", 0))
+            peer.settimeout(1.0)
+            client.allocate(*server.credentials("killed"))
+            client.channel_bind(0x4001, peer.getsockname())
+            client.send_channel_data(0x4001, b"while relayd runs")
+            assert peer.recvfrom(2048)[0] == b"while relayd runs"
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+            client.send_channel_data(0x4001, b"after SIGKILL")
+            peer.settimeout(0.5)
+            with pytest.raises(socket.timeout):
+                peer.recvfrom(2048)
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop()

@@ -11,8 +11,7 @@
 // Each entry carries its expiry (CLOCK_BOOTTIME seconds): the program checks it itself, so a
 // late removal never relays past a lifetime. Everything else (STUN, indications, padded or
 // truncated ChannelData, IPv4 options, IPv6 extension headers, fragments, GSO packets, unknown
-// channels) passes to the stack untouched, where relayd handles and counts it as without the
-// fast path.
+// channels) passes on untouched, where relayd handles and counts it as without the fast path.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -70,6 +69,10 @@ struct {
     __type(key, __u32);
     __type(value, struct chunk);
 } relayd_scratch SEC(".maps");
+
+// The verdict for a packet the program leaves alone: no opinion (TC_ACT_UNSPEC), so the next
+// program on the hook, if any, still sees it, and without one the stack takes it.
+#define PASS TC_ACT_UNSPEC
 
 #define L3_OFF ETH_HLEN
 #define L4_OFF_V4 (ETH_HLEN + sizeof(struct iphdr))
@@ -222,14 +225,14 @@ static __always_inline int handle_v4(struct __sk_buff *skb) {
     void *data_end = (void *)(long)skb->data_end;
     struct iphdr *ip = data + L3_OFF;
     struct udphdr *udp = data + L4_OFF_V4;
-    if ((void *)(udp + 1) > data_end) return TC_ACT_OK;
-    if (ip->protocol != IPPROTO_UDP) return TC_ACT_OK;
+    if ((void *)(udp + 1) > data_end) return PASS;
+    if (ip->protocol != IPPROTO_UDP) return PASS;
     // Options, fragments and segmentation offload are the stack's.
-    if (ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)) != 0 || skb->gso_size != 0) return TC_ACT_OK;
+    if (ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)) != 0 || skb->gso_size != 0) return PASS;
     __u32 ip_length = bpf_ntohs(ip->tot_len);
     __u32 udp_length = bpf_ntohs(udp->len);
     if (ip_length > MAX_IP_LENGTH || udp_length != ip_length - sizeof(struct iphdr) || udp_length < sizeof(*udp))
-        return TC_ACT_OK;
+        return PASS;
     __u32 payload = udp_length - sizeof(*udp);
     __u64 now = now_seconds();
 
@@ -250,12 +253,12 @@ static __always_inline int handle_v4(struct __sk_buff *skb) {
             // Exactly the header and the data: padded or truncated ChannelData is relayd's.
             if (length + 4 != payload) {
                 count(RELAYD_STAT_PASS_LENGTH);
-                return TC_ACT_OK;
+                return PASS;
             }
             struct relayd_channel_value_v4 route = *found;
             if (now >= route.expiry) {
                 count(RELAYD_STAT_PASS_EXPIRED);
-                return TC_ACT_OK;
+                return PASS;
             }
             // Relay to relay: the peer is a relayed address whose client bound a channel to this
             // allocation's relayed address.
@@ -283,7 +286,7 @@ static __always_inline int handle_v4(struct __sk_buff *skb) {
             }
             if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
                 count(RELAYD_STAT_PASS_UNSUPPORTED);
-                return TC_ACT_OK;
+                return PASS;
             }
             if (strip_channel_data(skb, L4_OFF_V4, route.relay_port, route.peer_port, length) < 0 ||
                 finish_v4(skb, route.relay_ip, route.peer_ip, ip_length - 4) < 0)
@@ -302,19 +305,19 @@ static __always_inline int handle_v4(struct __sk_buff *skb) {
         .relay_port = udp->dest,
     };
     struct relayd_peer_value_v4 *found = bpf_map_lookup_elem(&relayd_peers_v4, &key);
-    if (!found) return TC_ACT_OK;
+    if (!found) return PASS;
     if (ip_length + 4 > MAX_IP_LENGTH) {
         count(RELAYD_STAT_PASS_LENGTH);
-        return TC_ACT_OK;
+        return PASS;
     }
     struct relayd_peer_value_v4 route = *found;
     if (now >= route.expiry) {
         count(RELAYD_STAT_PASS_EXPIRED);
-        return TC_ACT_OK;
+        return PASS;
     }
     if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
         count(RELAYD_STAT_PASS_UNSUPPORTED);
-        return TC_ACT_OK;
+        return PASS;
     }
     if (add_channel_data(skb, L4_OFF_V4, route.server_port, route.client_port, route.channel, payload) < 0 ||
         finish_v4(skb, route.server_ip, route.client_ip, ip_length + 4) < 0)
@@ -355,13 +358,13 @@ static __always_inline int handle_v6(struct __sk_buff *skb) {
     void *data_end = (void *)(long)skb->data_end;
     struct ipv6hdr *ip = data + L3_OFF;
     struct udphdr *udp = data + L4_OFF_V6;
-    if ((void *)(udp + 1) > data_end) return TC_ACT_OK;
+    if ((void *)(udp + 1) > data_end) return PASS;
     // Extension headers (a fragment header among them) and segmentation offload are the stack's.
-    if (ip->nexthdr != IPPROTO_UDP || skb->gso_size != 0) return TC_ACT_OK;
+    if (ip->nexthdr != IPPROTO_UDP || skb->gso_size != 0) return PASS;
     __u32 udp_length = bpf_ntohs(udp->len);
     if (udp_length != bpf_ntohs(ip->payload_len) || udp_length < sizeof(*udp) ||
         udp_length + sizeof(struct ipv6hdr) > MAX_IP_LENGTH)
-        return TC_ACT_OK;
+        return PASS;
     __u32 payload = udp_length - sizeof(*udp);
     __u64 now = now_seconds();
 
@@ -380,12 +383,12 @@ static __always_inline int handle_v6(struct __sk_buff *skb) {
             __u32 length = ((__u32)first[2] << 8) | first[3];
             if (length + 4 != payload) {
                 count(RELAYD_STAT_PASS_LENGTH);
-                return TC_ACT_OK;
+                return PASS;
             }
             struct relayd_channel_value_v6 route = *found;
             if (now >= route.expiry) {
                 count(RELAYD_STAT_PASS_EXPIRED);
-                return TC_ACT_OK;
+                return PASS;
             }
             struct relayd_peer_key_v6 next_key = {.peer_port = route.relay_port, .relay_port = route.peer_port};
             __builtin_memcpy(next_key.peer_ip, route.relay_ip, 16);
@@ -408,7 +411,7 @@ static __always_inline int handle_v6(struct __sk_buff *skb) {
             }
             if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
                 count(RELAYD_STAT_PASS_UNSUPPORTED);
-                return TC_ACT_OK;
+                return PASS;
             }
             if (strip_channel_data(skb, L4_OFF_V6, route.relay_port, route.peer_port, length) < 0 ||
                 finish_v6(skb, route.relay_ip, route.peer_ip, udp_length - 4) < 0)
@@ -423,19 +426,19 @@ static __always_inline int handle_v6(struct __sk_buff *skb) {
     __builtin_memcpy(key.peer_ip, &ip->saddr, 16);
     __builtin_memcpy(key.relay_ip, &ip->daddr, 16);
     struct relayd_peer_value_v6 *found = bpf_map_lookup_elem(&relayd_peers_v6, &key);
-    if (!found) return TC_ACT_OK;
+    if (!found) return PASS;
     if (udp_length + sizeof(struct ipv6hdr) + 4 > MAX_IP_LENGTH) {
         count(RELAYD_STAT_PASS_LENGTH);
-        return TC_ACT_OK;
+        return PASS;
     }
     struct relayd_peer_value_v6 route = *found;
     if (now >= route.expiry) {
         count(RELAYD_STAT_PASS_EXPIRED);
-        return TC_ACT_OK;
+        return PASS;
     }
     if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
         count(RELAYD_STAT_PASS_UNSUPPORTED);
-        return TC_ACT_OK;
+        return PASS;
     }
     if (add_channel_data(skb, L4_OFF_V6, route.server_port, route.client_port, route.channel, payload) < 0 ||
         finish_v6(skb, route.server_ip, route.client_ip, udp_length + 4) < 0)
@@ -449,7 +452,7 @@ SEC("tc")
 int relayd_ingress(struct __sk_buff *skb) {
     if (skb->protocol == bpf_htons(ETH_P_IP)) return handle_v4(skb);
     if (skb->protocol == bpf_htons(ETH_P_IPV6)) return handle_v6(skb);
-    return TC_ACT_OK;
+    return PASS;
 }
 
 char _license[] SEC("license") = "Apache-2.0";

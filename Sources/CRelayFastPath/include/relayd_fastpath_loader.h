@@ -6,6 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Attaches `prog_fd` to `ifindex`'s ingress as a tcx link (Linux 6.6 and later): returns the
+// link's descriptor, or a negative errno. The kernel detaches the program when the last
+// descriptor of the link closes, so a relayd that dies, however it dies, leaves nothing attached.
+int relayd_tcx_attach_ingress(int ifindex, int prog_fd);
+
 // Attaches `prog_fd` to `ifindex`'s clsact ingress hook (created if missing; `created` tells
 // whether this call created it). 0 or a negative errno.
 int relayd_tc_attach_ingress(int ifindex, int prog_fd, int *created);

@@ -47,6 +47,7 @@ extension KernelFastPath {
                 "kernel fast path attached",
                 metadata: [
                     "event": "fastpath_attached", "object": "\(path)", "interfaces": "\(interfaces.joined(separator: ","))",
+                    "attach": "\(fastPath.attachMode)",
                 ])
             return fastPath
         } catch {

@@ -37,7 +37,13 @@ package final class KernelFastPath: @unchecked Sendable {
     /// The interface carrying each of the host's addresses: a rewritten packet for another host
     /// leaves by the one that carries its new source address.
     let egressInterfaces: [IPAddress: UInt32]
-    private var attachments: [(ifindex: Int32, createdHook: Bool)] = []
+    /// How the program hangs on an interface: a tcx link (its descriptor; closing it detaches),
+    /// or a classic clsact filter (removed by handle at shutdown).
+    enum Attachment {
+        case link(ifindex: Int32, descriptor: Int32)
+        case filter(ifindex: Int32, createdHook: Bool)
+    }
+    private(set) var attachments: [Attachment] = []
 
     /// Loads the BPF object at `objectPath` (built by scripts/build-bpf.sh) into the kernel.
     /// Needs CAP_BPF and CAP_NET_ADMIN (root).
@@ -81,24 +87,45 @@ package final class KernelFastPath: @unchecked Sendable {
     }
 
     /// Takes the program off every interface it was attached to (and the clsact hooks this
-    /// process created); called at shutdown, so no stale program outlives relayd.
+    /// process created); called at shutdown. A tcx link also goes when the process dies.
     func detachAll() {
         for attachment in attachments {
-            _ = relayd_tc_detach_ingress(attachment.ifindex, attachment.createdHook ? 1 : 0)
+            switch attachment {
+            case .link(_, let descriptor): close(descriptor)
+            case .filter(let ifindex, let createdHook): _ = relayd_tc_detach_ingress(ifindex, createdHook ? 1 : 0)
+            }
         }
         attachments.removeAll()
     }
 
-    /// Attaches the program to the ingress of interface `name` (TC clsact).
+    /// Attaches the program to the ingress of interface `name`: as a tcx link where the kernel
+    /// has them (Linux 6.6), which the kernel removes with the process however it ends; else as a
+    /// clsact filter, which replaces a stale one left by an earlier relayd. A stale filter is
+    /// removed in the first case too, so an older relayd's program cannot run in front.
     func attach(interface name: String) throws(Failure) {
         let ifindex = Int32(bitPattern: if_nametoindex(name))
         guard ifindex > 0 else { throw Failure(description: "no interface \(name)") }
+        let link = relayd_tcx_attach_ingress(ifindex, programDescriptor)
+        if link >= 0 {
+            _ = relayd_tc_detach_ingress(ifindex, 0)
+            attachments.append(.link(ifindex: ifindex, descriptor: link))
+            return
+        }
         var created: Int32 = 0
         let result = relayd_tc_attach_ingress(ifindex, programDescriptor, &created)
         guard result == 0 else {
             throw Failure(description: "cannot attach to \(name): \(String(cString: strerror(-result)))")
         }
-        attachments.append((ifindex, created != 0))
+        attachments.append(.filter(ifindex: ifindex, createdHook: created != 0))
+    }
+
+    /// "tcx" or "clsact": how the program was attached (the first interface's way).
+    var attachMode: String {
+        switch attachments.first {
+        case .link: "tcx"
+        case .filter: "clsact"
+        case nil: "none"
+        }
     }
 
     /// The program's per-reason packet counts (`relayd_fastpath_stat`), summed over the CPUs.
