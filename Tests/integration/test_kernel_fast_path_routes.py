@@ -8,6 +8,7 @@ relayd only; needs root (the program is loaded into the kernel)."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 
@@ -197,3 +198,34 @@ def test_a_mixed_call_one_side_offloaded_one_side_tls(tmp_path):
     assert c[("relayd_offloaded_packets_total", "peer_to_client")] == 0
     assert c[("relayd_relayed_packets_total", "client_to_peer")] == 2 * MESSAGES
     assert c[("relayd_relayed_packets_total", "peer_to_client")] == 2 * MESSAGES
+
+
+def test_max_bps_allocations_stay_in_user_space_and_within_budget(tmp_path):
+    """An allocation with `max-bps` is metered packet by packet in relayd, so its channels are
+    not offloaded: a burst of five seconds' budget gets one or two seconds' worth through, the
+    rest is dropped and counted for bandwidth, and the kernel relays none of it."""
+    from stunclient import recv_from, udp_socket
+    from test_bandwidth import BURST, HIGH, LOW, MAX_BPS, PAYLOAD, drain
+
+    server = offload_server(tmp_path, f"--max-bps={MAX_BPS}", "--relay-threads=1")
+    with running(server), TurnClient(server.address) as client:
+        peer = udp_socket()
+        try:
+            assert allocate(server, client, user="metered").cls == Class.SUCCESS
+            client.channel_bind(0x4000, peer.getsockname())
+            for _ in range(BURST):
+                client.send_channel_data(0x4000, bytes(PAYLOAD))
+            to_peer = drain(lambda t: recv_from(peer, t), 1.0)
+            assert LOW <= to_peer <= HIGH, to_peer
+            time.sleep(1.5)
+            c = counters(server)
+            assert c[("relayd_offloaded_channels", None)] == 0
+            assert c[("relayd_offloaded_packets_total", "client_to_peer")] == 0
+            assert c[("relayd_relayed_packets_total", "client_to_peer")] == to_peer
+            text = server.http("GET", "/metrics").body.decode()
+            dropped = int(re.search(r'^relayd_dropped_packets_total\{reason="bandwidth"\} (\d+)$', text, re.M).group(1))
+            # Every packet that did not arrive was dropped for bandwidth (loopback may lose 2).
+            assert BURST - to_peer - 2 <= dropped <= BURST - to_peer, (dropped, to_peer)
+            client.refresh(0)
+        finally:
+            peer.close()
