@@ -455,4 +455,6 @@ int relayd_ingress(struct __sk_buff *skb) {
     return PASS;
 }
 
+#include "relayd_xdp.bpf.h"
+
 char _license[] SEC("license") = "Apache-2.0";

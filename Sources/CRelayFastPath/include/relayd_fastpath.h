@@ -7,11 +7,13 @@
 
 #ifdef __bpf__
 #include <linux/types.h>
+typedef __u8 relayd_u8;
 typedef __u16 relayd_u16;
 typedef __u32 relayd_u32;
 typedef __u64 relayd_u64;
 #else
 #include <stdint.h>
+typedef uint8_t relayd_u8;
 typedef uint16_t relayd_u16;
 typedef uint32_t relayd_u32;
 typedef uint64_t relayd_u64;
@@ -39,6 +41,11 @@ struct relayd_channel_value_v4 {
     relayd_u32 egress_ifindex;
     relayd_u32 reserved;
     relayd_u64 expiry;
+    // For the XDP program: the link-layer addresses of the next hop and of the egress interface
+    // (all zero: unknown, the packet is left to the TC program).
+    relayd_u8 next_hop[6];
+    relayd_u8 egress_address[6];
+    relayd_u32 reserved_l2;
 };
 
 // Peer -> client: a UDP datagram from a peer to a relayed address (RFC 8656 §12.7).
@@ -61,6 +68,11 @@ struct relayd_peer_value_v4 {
     relayd_u32 egress_ifindex;
     relayd_u32 reserved;
     relayd_u64 expiry;
+    // For the XDP program: the link-layer addresses of the next hop and of the egress interface
+    // (all zero: unknown, the packet is left to the TC program).
+    relayd_u8 next_hop[6];
+    relayd_u8 egress_address[6];
+    relayd_u32 reserved_l2;
 };
 
 // The same four maps for IPv6 (RFC 6156): addresses are 16 bytes, in network byte order.
@@ -82,6 +94,11 @@ struct relayd_channel_value_v6 {
     relayd_u32 egress_ifindex;
     relayd_u32 reserved;
     relayd_u64 expiry;
+    // For the XDP program: the link-layer addresses of the next hop and of the egress interface
+    // (all zero: unknown, the packet is left to the TC program).
+    relayd_u8 next_hop[6];
+    relayd_u8 egress_address[6];
+    relayd_u32 reserved_l2;
 };
 
 struct relayd_peer_key_v6 {
@@ -101,6 +118,11 @@ struct relayd_peer_value_v6 {
     relayd_u32 egress_ifindex;
     relayd_u32 reserved;
     relayd_u64 expiry;
+    // For the XDP program: the link-layer addresses of the next hop and of the egress interface
+    // (all zero: unknown, the packet is left to the TC program).
+    relayd_u8 next_hop[6];
+    relayd_u8 egress_address[6];
+    relayd_u32 reserved_l2;
 };
 
 // `flags` of a route: the rewritten packet's destination is this host, so the stack delivers it

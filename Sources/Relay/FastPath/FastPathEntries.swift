@@ -41,6 +41,9 @@ enum FastPathEntries {
         let toClientFlags: UInt16 = fastPath.isLocal(route.client.ip) ? UInt16(RELAYD_ROUTE_LOCAL) : 0
         let relayEgress = fastPath.egressInterface(to: route.peer.ip, from: route.relayed.ip)
         let serverEgress = fastPath.egressInterface(to: route.client.ip, from: route.server.ip)
+        // The XDP program's link-layer addresses (zero: unknown, the TC program sends the packet).
+        let toPeerL2 = LinkLayerPair(fastPath.linkLayer(route.peer.ip, relayEgress))
+        let toClientL2 = LinkLayerPair(fastPath.linkLayer(route.client.ip, serverEgress))
         let client = route.client.port.bigEndian
         let server = route.server.port.bigEndian
         let relay = route.relayed.port.bigEndian
@@ -56,13 +59,15 @@ enum FastPathEntries {
                         server_port: server, channel: channel, reserved: 0),
                     channelValue: relayd_channel_value_v4(
                         relay_ip: relayIP.bigEndian, peer_ip: peerIP.bigEndian, relay_port: relay, peer_port: peer,
-                        flags: toPeerFlags, egress_ifindex: relayEgress, reserved: 0, expiry: expiry),
+                        flags: toPeerFlags, egress_ifindex: relayEgress, reserved: 0, expiry: expiry,
+                        next_hop: toPeerL2.nextHop, egress_address: toPeerL2.egress, reserved_l2: 0),
                     peerKey: relayd_peer_key_v4(
                         peer_ip: peerIP.bigEndian, relay_ip: relayIP.bigEndian, peer_port: peer, relay_port: relay),
                     peerValue: relayd_peer_value_v4(
                         server_ip: serverIP.bigEndian, client_ip: clientIP.bigEndian, server_port: server,
                         client_port: client, channel: channel, flags: toClientFlags, egress_ifindex: serverEgress,
-                        reserved: 0, expiry: expiry)))
+                        reserved: 0, expiry: expiry, next_hop: toClientL2.nextHop, egress_address: toClientL2.egress,
+                        reserved_l2: 0)))
             return
         }
         let addresses = [route.client.ip, route.server.ip, route.relayed.ip, route.peer.ip]
@@ -78,12 +83,13 @@ enum FastPathEntries {
                     channel: channel, reserved: 0),
                 channelValue: relayd_channel_value_v6(
                     relay_ip: relayIP, peer_ip: peerIP, relay_port: relay, peer_port: peer, flags: toPeerFlags,
-                    egress_ifindex: relayEgress, reserved: 0, expiry: expiry),
+                    egress_ifindex: relayEgress, reserved: 0, expiry: expiry, next_hop: toPeerL2.nextHop,
+                    egress_address: toPeerL2.egress, reserved_l2: 0),
                 peerKey: relayd_peer_key_v6(peer_ip: peerIP, relay_ip: relayIP, peer_port: peer, relay_port: relay),
                 peerValue: relayd_peer_value_v6(
                     server_ip: serverIP, client_ip: clientIP, server_port: server, client_port: client,
                     channel: channel, flags: toClientFlags, egress_ifindex: serverEgress, reserved: 0,
-                    expiry: expiry)))
+                    expiry: expiry, next_hop: toClientL2.nextHop, egress_address: toClientL2.egress, reserved_l2: 0)))
     }
 
     /// An IPv6 address as the four 32-bit words of `relayd_fastpath.h`, in network byte order.
@@ -92,5 +98,20 @@ enum FastPathEntries {
             UInt32(truncatingIfNeeded: ip.high >> 32).bigEndian, UInt32(truncatingIfNeeded: ip.high).bigEndian,
             UInt32(truncatingIfNeeded: ip.low >> 32).bigEndian, UInt32(truncatingIfNeeded: ip.low).bigEndian
         )
+    }
+}
+
+/// A route's next hop and egress interface link-layer addresses in the C layout (six bytes each).
+struct LinkLayerPair {
+    typealias Address = (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8)
+    var nextHop: Address = (0, 0, 0, 0, 0, 0)
+    var egress: Address = (0, 0, 0, 0, 0, 0)
+
+    init(_ addresses: KernelFastPath.LinkLayer?) {
+        guard let addresses, addresses.nextHop.count == 6, addresses.egress.count == 6 else { return }
+        let n = addresses.nextHop
+        let e = addresses.egress
+        nextHop = (n[0], n[1], n[2], n[3], n[4], n[5])
+        egress = (e[0], e[1], e[2], e[3], e[4], e[5])
     }
 }

@@ -26,6 +26,24 @@ package final class KernelFastPath: @unchecked Sendable {
 
     private let object: OpaquePointer
     package let programDescriptor: Int32
+    /// The XDP program (`relayd_xdp`), which relays what it can finish itself and leaves the
+    /// rest to the TC program (docs/kernel-fast-path.md).
+    package let xdpProgramDescriptor: Int32
+
+    /// The link-layer addresses the XDP program writes for a destination: its next hop's and the
+    /// egress interface's.
+    package struct LinkLayer {
+        package var nextHop: [UInt8]
+        package var egress: [UInt8]
+        package init(nextHop: [UInt8], egress: [UInt8]) {
+            self.nextHop = nextHop
+            self.egress = egress
+        }
+    }
+
+    /// Where a route's link-layer addresses come from: given the destination and the egress
+    /// interface's index. Nil (the default) leaves every packet to the TC program.
+    package var linkLayer: @Sendable (IPAddress, UInt32) -> LinkLayer? = { _, _ in nil }
     /// The route and counter maps of each family.
     let ipv4Maps: RouteMaps
     let ipv6Maps: RouteMaps
@@ -65,6 +83,7 @@ package final class KernelFastPath: @unchecked Sendable {
         }
         let program = bpf_object__find_program_by_name(object, "relayd_ingress")
         programDescriptor = program.map { bpf_program__fd($0) } ?? -1
+        xdpProgramDescriptor = bpf_object__find_program_by_name(object, "relayd_xdp").map { bpf_program__fd($0) } ?? -1
         ipv4Maps = RouteMaps(
             channels: map("relayd_channels_v4"), peers: map("relayd_peers_v4"),
             channelCounters: map("relayd_channel_counters_v4"), peerCounters: map("relayd_peer_counters_v4"))
@@ -74,7 +93,7 @@ package final class KernelFastPath: @unchecked Sendable {
         stats = map("relayd_stats")
         possibleCPUs = Int(libbpf_num_possible_cpus())
         self.object = object
-        guard programDescriptor >= 0, ipv4Maps.isComplete, ipv6Maps.isComplete, stats >= 0, possibleCPUs > 0
+        guard programDescriptor >= 0, xdpProgramDescriptor >= 0, ipv4Maps.isComplete, ipv6Maps.isComplete, stats >= 0, possibleCPUs > 0
         else {
             bpf_object__close(object)
             throw Failure(description: "\(objectPath) is not relayd's fast path program")
