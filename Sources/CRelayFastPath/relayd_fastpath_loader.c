@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/if_link.h>
 
 // relayd's filter: one handle and priority on the ingress hook, replaced on a new attach.
 #define RELAYD_TC_HANDLE 0x7e1a
@@ -14,6 +15,12 @@
 
 int relayd_tcx_attach_ingress(int ifindex, int prog_fd) {
     int fd = bpf_link_create(prog_fd, ifindex, (enum bpf_attach_type)RELAYD_BPF_TCX_INGRESS, NULL);
+    return fd < 0 ? (errno ? -errno : fd) : fd;
+}
+
+int relayd_xdp_attach_native(int ifindex, int prog_fd) {
+    LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = XDP_FLAGS_DRV_MODE);
+    int fd = bpf_link_create(prog_fd, ifindex, BPF_XDP, &opts);
     return fd < 0 ? (errno ? -errno : fd) : fd;
 }
 

@@ -1,4 +1,4 @@
-// fastpath-bench: what relayd's kernel fast path program costs per packet, measured in the
+// fastpath-bench: what relayd's kernel fast path programs (TC and XDP) cost per packet, measured in the
 // running kernel with BPF_PROG_TEST_RUN (docs/kernel-fast-path.md). Needs root and the object
 // built by scripts/build-bpf.sh.
 //
@@ -78,9 +78,9 @@ func median(_ program: Int32, _ packet: [UInt8], runs: Int) -> UInt32 {
     return samples[samples.count / 2]
 }
 
-func load(_ objectPath: String) -> KernelFastPath {
+func load(_ objectPath: String, egress: [IPAddress: UInt32] = [:]) -> KernelFastPath {
     do {
-        return try KernelFastPath(objectPath: objectPath, localAddresses: [])
+        return try KernelFastPath(objectPath: objectPath, localAddresses: [], egressInterfaces: egress)
     } catch {
         print("fastpath-bench: \(error.description)")
         exit(1)
@@ -121,8 +121,28 @@ for size in [100, 1200] {
             + "relay-to-relay repeat \(testRun(cycle.programDescriptor, relayToRelay, repeat: repeatCount).ns), "
             + "no entry repeat \(testRun(p, unknown, repeat: repeatCount).ns)")
 }
+// The XDP program, for destinations on another host whose link-layer addresses are known.
+let xdpServer = address("10.255.0.1", 3478)
+let xdp = load(objectPath, egress: [xdpServer.ip: 1])
+xdp.linkLayer = { _, _ in KernelFastPath.LinkLayer(nextHop: [2, 0, 0, 0, 0, 1], egress: [2, 0, 0, 0, 0, 2]) }
+let remoteClient = address("198.51.100.10", 40001)
+let remotePeer = address("203.0.113.5", 6000)
+let xdpRelayed = address("10.255.0.1", 50001)
+_ = xdp.install(
+    route(client: remoteClient, server: xdpServer, channel: 0x4001, peer: remotePeer, relayed: xdpRelayed, socket: 9))
+for size in [100, 1200] {
+    let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+    let toPeer = Frames.udp(from: remoteClient, to: xdpServer, payload: Frames.channelData(0x4001, payload))
+    let fromPeer = Frames.udp(from: remotePeer, to: xdpRelayed, payload: payload)
+    let p = xdp.xdpProgramDescriptor
+    print(
+        "\(size) B, XDP: client->peer single \(median(p, toPeer, runs: runs)), "
+            + "peer->client single \(median(p, fromPeer, runs: runs))")
+}
+
 let counts = single.statistics()
 let cycled = cycle.statistics()
+let viaXDP = xdp.statistics()
 print(
     "program counters: single to peer \(counts[0]), to client \(counts[1]), relay to relay \(counts[6]); "
-        + "cycle relay to relay \(cycled[6])")
+        + "cycle relay to relay \(cycled[6]); XDP relayed \(viaXDP[7])")

@@ -20,7 +20,7 @@ import Testing
             "max-permissions-per-allocation", "unauth-rate-limit", "unauth-rate-burst", "auth-failure-rate-limit",
             "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
             "max-pending-connections-per-ip", "max-connections", "kernel-offload", "kernel-offload-object",
-            "kernel-offload-interface",
+            "kernel-offload-interface", "kernel-offload-xdp",
         ]))
     }
 
@@ -31,7 +31,7 @@ import Testing
             "no-udp", "no-tcp", "no-tls", "relay-ip", "min-port", "max-port", "relay-threads", "api-listening-ip",
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
-            "kernel-offload-object", "kernel-offload-interface",
+            "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp",
         ]))
     }
 

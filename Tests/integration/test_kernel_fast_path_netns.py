@@ -124,8 +124,22 @@ def wait_for(predicate, what: str, timeout: float = 10) -> None:
     pytest.fail(f"timed out waiting for {what}")
 
 
-def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
+OBJECT = Path(__file__).resolve().parents[2] / ".build" / "bpf" / "relayd_fastpath.bpf.o"
+
+
+@pytest.mark.parametrize("mode", ["tc", "xdp"])
+def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path, mode):
+    """With `mode` xdp relayd also attaches its XDP program natively on its three veth ends.
+    A frame an XDP program redirects into a veth reaches the other end only if that end runs
+    NAPI (an XDP program of its own, or GRO), so the test gives the outer ends one: the same
+    object, whose empty maps pass everything. Routes get their next hop's link-layer address
+    once the neighbour table has it (the client's at once, the peer's after the first packets
+    the TC program sent), and from then on the XDP program relays."""
     relayd = RelayServer.default_binary("relayd")
+    if mode == "xdp":
+        for ns, link in ((hosts.client, hosts.client_link), (hosts.client2, hosts.client2_link),
+                         (hosts.peer, hosts.peer_link)):
+            ip("-n", ns, "link", "set", "dev", link, "xdpdrv", "obj", str(OBJECT), "sec", "xdp")
     conf = tmp_path / "relayd.conf"
     conf.write_text("")
     proc, log = hosts.start(hosts.relay, "relayd", [
@@ -134,11 +148,14 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
         f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={PEER_IP}", "--no-tcp",
         "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-offload=on",
         *[f"--kernel-offload-interface={link}" for link in hosts.relay_links],
+        *(["--kernel-offload-xdp"] if mode == "xdp" else []),
         "--drain-timeout=0", "--unauth-rate-limit=0",
     ])
     wait_for(lambda: "kernel fast path attached" in log.read_text(errors="replace") or proc.poll() is not None,
              "relayd to attach its program")
     assert proc.poll() is None, log.read_text(errors="replace")
+    if mode == "xdp":
+        assert f"xdp={','.join(hosts.relay_links)}" in log.read_text(errors="replace")
     hosts.start(hosts.peer, "turnutils_peer", ["turnutils_peer", "-L", PEER_IP, "-p", "6000"])
     # Captures at the far ends: what the kernel sent the peer (to port 6000) and the ChannelData
     # it sent each client (from relayd's listener port; relayd's own STUN answers are not counted).
@@ -180,6 +197,12 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path):
     assert found[("relayd_relayed_packets_total", "peer_to_client")] == 2 * expected
     assert kernel_to_peer == 2 * expected
     assert kernel_to_client == 2 * expected
+    xdp = int(re.search(r"^relayd_offloaded_xdp_packets_total (\d+)$", metrics, re.M).group(1))
+    print(f"of {kernel_to_peer + kernel_to_client} kernel-relayed packets, XDP relayed {xdp}")
+    if mode == "xdp":
+        assert xdp >= (kernel_to_peer + kernel_to_client) // 2, xdp
+    else:
+        assert xdp == 0
     # Every datagram the kernel rewrote carried correct IPv4 and UDP checksums on the wire, and
     # each client host got its own share.
     for proc, log, what, share in captures:

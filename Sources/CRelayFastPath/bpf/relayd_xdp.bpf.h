@@ -162,6 +162,7 @@ int relayd_xdp(struct xdp_md *ctx) {
             count(RELAYD_STAT_TO_PEER);
             count(RELAYD_STAT_TO_CLIENT);
             count(RELAYD_STAT_RELAY_TO_RELAY);
+            count(RELAYD_STAT_XDP);
             return bpf_redirect(target.egress_ifindex, 0);
         }
     to_peer:
@@ -173,6 +174,7 @@ int relayd_xdp(struct xdp_md *ctx) {
             return XDP_DROP;
         add(bpf_map_lookup_elem(&relayd_channel_counters_v4, &key), length);
         count(RELAYD_STAT_TO_PEER);
+        count(RELAYD_STAT_XDP);
         return bpf_redirect(route.egress_ifindex, 0);
     }
 
@@ -194,5 +196,6 @@ int relayd_xdp(struct xdp_md *ctx) {
         return XDP_DROP;
     add(bpf_map_lookup_elem(&relayd_peer_counters_v4, &key), payload);
     count(RELAYD_STAT_TO_CLIENT);
+    count(RELAYD_STAT_XDP);
     return bpf_redirect(route.egress_ifindex, 0);
 }

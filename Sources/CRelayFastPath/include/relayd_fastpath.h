@@ -149,7 +149,9 @@ enum relayd_fastpath_stat {
     // ChannelData from one of relayd's clients to another's relayed address, delivered to that
     // client in the same pass (also counted as TO_PEER and TO_CLIENT).
     RELAYD_STAT_RELAY_TO_RELAY = 6,
-    RELAYD_STAT_COUNT = 7,
+    // Packets the XDP program relayed (also counted as TO_PEER or TO_CLIENT).
+    RELAYD_STAT_XDP = 7,
+    RELAYD_STAT_COUNT = 8,
 };
 
 #define RELAYD_FASTPATH_MAX_ENTRIES 65536

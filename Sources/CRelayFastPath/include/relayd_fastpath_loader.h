@@ -11,6 +11,11 @@
 // descriptor of the link closes, so a relayd that dies, however it dies, leaves nothing attached.
 int relayd_tcx_attach_ingress(int ifindex, int prog_fd);
 
+// Attaches the XDP program `prog_fd` to `ifindex` in the driver's native mode, as a link (it goes
+// with the process): the link's descriptor, or a negative errno (-EOPNOTSUPP and the like where
+// the driver has no native XDP).
+int relayd_xdp_attach_native(int ifindex, int prog_fd);
+
 // Attaches `prog_fd` to `ifindex`'s clsact ingress hook (created if missing; `created` tells
 // whether this call created it). 0 or a negative errno.
 int relayd_tc_attach_ingress(int ifindex, int prog_fd, int *created);

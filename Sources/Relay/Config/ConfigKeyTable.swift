@@ -182,5 +182,6 @@ enum ConfigKeyTable {
         .list("kernel-offload-interface", .string(maxLength: 15), \.kernelOffloadInterfaces) {
             text throws(ConfigValueError) in try ConfigValueParser.string(text, maxLength: 15)
         }.needsRestart(),
+        .flag("kernel-offload-xdp", \.kernelOffloadXDP).needsRestart(),
     ]
 }

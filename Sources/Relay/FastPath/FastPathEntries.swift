@@ -35,6 +35,17 @@ enum FastPathEntries {
     case ipv4(IPv4RouteEntries)
     case ipv6(IPv6RouteEntries)
 
+    /// Whether the XDP program could not be given a direction's link-layer addresses (an IPv4
+    /// destination on another host whose next hop the neighbour table does not know yet).
+    static func linkLayerMissing(_ route: ChannelRoute, in fastPath: KernelFastPath) -> Bool {
+        guard fastPath.xdpAttached, route.client.ip.family == .ipv4, route.peer.ip.family == .ipv4 else { return false }
+        let peerSide = !fastPath.isLocal(route.peer.ip)
+            && fastPath.linkLayer(route.peer.ip, fastPath.egressInterface(to: route.peer.ip, from: route.relayed.ip)) == nil
+        let clientSide = !fastPath.isLocal(route.client.ip)
+            && fastPath.linkLayer(route.client.ip, fastPath.egressInterface(to: route.client.ip, from: route.server.ip)) == nil
+        return peerSide || clientSide
+    }
+
     init?(_ route: ChannelRoute, in fastPath: KernelFastPath) {
         let expiry = UInt64(max(route.expiry, 0))
         let toPeerFlags: UInt32 = fastPath.isLocal(route.peer.ip) ? UInt32(RELAYD_ROUTE_LOCAL) : 0
@@ -42,8 +53,10 @@ enum FastPathEntries {
         let relayEgress = fastPath.egressInterface(to: route.peer.ip, from: route.relayed.ip)
         let serverEgress = fastPath.egressInterface(to: route.client.ip, from: route.server.ip)
         // The XDP program's link-layer addresses (zero: unknown, the TC program sends the packet).
-        let toPeerL2 = LinkLayerPair(fastPath.linkLayer(route.peer.ip, relayEgress))
-        let toClientL2 = LinkLayerPair(fastPath.linkLayer(route.client.ip, serverEgress))
+        let toPeerL2 = LinkLayerPair(
+            relayEgress == 0 || fastPath.isLocal(route.peer.ip) ? nil : fastPath.linkLayer(route.peer.ip, relayEgress))
+        let toClientL2 = LinkLayerPair(
+            serverEgress == 0 || fastPath.isLocal(route.client.ip) ? nil : fastPath.linkLayer(route.client.ip, serverEgress))
         let client = route.client.port.bigEndian
         let server = route.server.port.bigEndian
         let relay = route.relayed.port.bigEndian

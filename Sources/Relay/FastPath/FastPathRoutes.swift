@@ -13,7 +13,13 @@ final class FastPathRoutes {
         var route: ChannelRoute
         /// The counters already handed to the core.
         var reported = KernelFastPath.Counters()
+        /// Installed without the XDP program's link-layer addresses (the next hop not in the
+        /// neighbour table yet): installed again once a second until they are known.
+        var linkLayerMissing = false
     }
+
+    /// Routes re-installed per second for their link-layer addresses, at most.
+    static let linkLayerRetriesPerSecond = 64
 
     /// Installed routes by relay socket and channel number.
     private var installed: [RouteID: Installed] = [:]
@@ -42,6 +48,7 @@ final class FastPathRoutes {
             stats[Int(RELAYD_STAT_PASS_EXPIRED.rawValue)], stats[Int(RELAYD_STAT_PASS_LENGTH.rawValue)],
             stats[Int(RELAYD_STAT_PASS_UNSUPPORTED.rawValue)],
         ]
+        metrics.offloadXDP = stats[Int(RELAYD_STAT_XDP.rawValue)]
     }
 
     /// `installChannel`: installs or refreshes the route (its counters carry on).
@@ -49,6 +56,7 @@ final class FastPathRoutes {
         let id = RouteID(relaySocket: route.relaySocket, number: route.number)
         guard fastPath.install(route) else { return }
         installed[id, default: Installed(route: route)].route = route
+        installed[id]?.linkLayerMissing = FastPathEntries.linkLayerMissing(route, in: fastPath)
     }
 
     /// `removeChannel`: removes the route; what the kernel relayed since the last report.
@@ -62,6 +70,13 @@ final class FastPathRoutes {
 
     /// Once a second: what each installed route relayed since the last report, by relay socket.
     func collect() -> [(RelaySocket, KernelFastPath.Counters)] {
+        var retries = Self.linkLayerRetriesPerSecond
+        for (id, entry) in installed where entry.linkLayerMissing && retries > 0 {
+            retries -= 1
+            if fastPath.install(entry.route) {
+                installed[id]?.linkLayerMissing = FastPathEntries.linkLayerMissing(entry.route, in: fastPath)
+            }
+        }
         var result: [(RelaySocket, KernelFastPath.Counters)] = []
         for (id, entry) in installed {
             let total = fastPath.counters(of: entry.route)

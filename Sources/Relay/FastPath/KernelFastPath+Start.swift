@@ -43,11 +43,17 @@ extension KernelFastPath {
                 objectPath: path, localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
                 egressInterfaces: InterfaceAddresses.indexes())
             for interface in interfaces { try fastPath.attach(interface: interface) }
+            let xdp = c.kernelOffloadXDP ? interfaces.filter { fastPath.attachXDP(interface: $0) } : []
+            if c.kernelOffloadXDP && xdp.isEmpty {
+                logger.warning(
+                    "kernel-offload-xdp: no interface has native XDP; the TC program relays alone",
+                    metadata: ["event": "fastpath_xdp_unavailable", "interfaces": "\(interfaces.joined(separator: ","))"])
+            }
             logger.info(
                 "kernel fast path attached",
                 metadata: [
                     "event": "fastpath_attached", "object": "\(path)", "interfaces": "\(interfaces.joined(separator: ","))",
-                    "attach": "\(fastPath.attachMode)",
+                    "attach": "\(fastPath.attachMode)", "xdp": "\(xdp.isEmpty ? "-" : xdp.joined(separator: ","))",
                 ])
             return fastPath
         } catch {

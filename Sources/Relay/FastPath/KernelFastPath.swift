@@ -42,8 +42,13 @@ package final class KernelFastPath: @unchecked Sendable {
     }
 
     /// Where a route's link-layer addresses come from: given the destination and the egress
-    /// interface's index. Nil (the default) leaves every packet to the TC program.
+    /// interface's index. Nil (the default, while no XDP program is attached) leaves every packet
+    /// to the TC program. Set at start, before any route is installed.
     package var linkLayer: @Sendable (IPAddress, UInt32) -> LinkLayer? = { _, _ in nil }
+    /// The XDP links' descriptors (closing one detaches the program).
+    let xdpLinks = Locked<[Int32]>([])
+    /// Whether an XDP program is attached anywhere (routes then carry link-layer addresses).
+    var xdpAttached: Bool { !xdpLinks.withLock { $0.isEmpty } }
     /// The route and counter maps of each family.
     let ipv4Maps: RouteMaps
     let ipv6Maps: RouteMaps
@@ -108,6 +113,7 @@ package final class KernelFastPath: @unchecked Sendable {
     /// Takes the program off every interface it was attached to (and the clsact hooks this
     /// process created); called at shutdown. A tcx link also goes when the process dies.
     func detachAll() {
+        for link in xdpLinks.withLock({ links in defer { links.removeAll() }; return links }) { close(link) }
         for attachment in attachments {
             switch attachment {
             case .link(_, let descriptor): close(descriptor)

@@ -28,6 +28,8 @@ public struct LoopMetrics: Sendable {
     /// The program's own counts of packets left to relayd (expired, length mismatch, no egress),
     /// machine-wide: reported by loop 0 only.
     public var offloadFallback: [UInt64] = [0, 0, 0]
+    /// Of the kernel-relayed packets, those the XDP program relayed, machine-wide (loop 0 only).
+    public var offloadXDP: UInt64 = 0
 
     public init() {}
 
@@ -72,5 +74,6 @@ public struct LoopMetrics: Sendable {
         kernelRoutes &+= other.kernelRoutes
         offloadEnabled &+= other.offloadEnabled
         for i in offloadFallback.indices { offloadFallback[i] &+= other.offloadFallback[i] }
+        offloadXDP &+= other.offloadXDP
     }
 }

@@ -59,6 +59,10 @@ public enum RelaydMetrics {
             help: "Of relayd_relayed_bytes_total, the bytes the kernel fast path relayed, by direction.")
         p.sample("relayd_offloaded_bytes_total", [("direction", "client_to_peer")], m.kernelRelayed.bytesToPeer)
         p.sample("relayd_offloaded_bytes_total", [("direction", "peer_to_client")], m.kernelRelayed.bytesToClient)
+        p.family(
+            "relayd_offloaded_xdp_packets_total", .counter,
+            help: "Of relayd_offloaded_packets_total, the packets the XDP program relayed (kernel-offload-xdp).")
+        p.sample("relayd_offloaded_xdp_packets_total", [], m.offloadXDP)
         p.family("relayd_offloaded_channels", .gauge, help: "Channels installed in the kernel fast path.")
         p.sample("relayd_offloaded_channels", [], m.kernelRoutes)
         p.family(
