@@ -10,7 +10,8 @@
 # server runs in the relay namespace, which also routes between the others (ip_forward) for the
 # baseline. Four kinds, one after the other under the same load:
 #   direct         no relay: the same traffic straight between the endpoints (relay-bench --direct)
-#   relayd-kernel  relayd with kernel-offload=on
+#   relayd-xdp     relayd with kernel-offload=on and kernel-offload-xdp (XDP on the relay's veth ends)
+#   relayd-kernel  relayd with kernel-offload=on (the TC program)
 #   relayd         relayd in user space
 #   coturn
 # Workloads: external peer with 100 and 1,200-byte payloads, client to client (the two clients
@@ -107,6 +108,13 @@ ip -n "$NS_C" route add default via "$RELAY_C"
 ip -n "$NS_P" route add default via "$RELAY_P"
 ip -n "$NS_D" route add default via "$RELAY_D"
 ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
+# A frame an XDP program redirects into a veth reaches the other end only if that end runs NAPI:
+# the outer ends get an XDP program of their own (relayd's object, whose empty maps pass
+# everything), for every kind alike.
+for pair in "$NS_C ${TAG}co" "$NS_P ${TAG}po" "$NS_D ${TAG}do"; do
+    read -r ns dev <<<"$pair"
+    ip -n "$ns" link set dev "$dev" xdpdrv obj "$WORK/bin/relayd_fastpath.bpf.o" sec xdp
+done
 log "namespaces $NS_C, $NS_R, $NS_P, $NS_D up"
 
 # start_server KIND: relayd (with or without the fast path) or coturn in the relay namespace.
@@ -118,10 +126,11 @@ start_server() {
         "--allowed-peer-ip=$PEER_IP" --no-tcp --no-tls
     )
     case "$kind" in
-        relayd | relayd-kernel)
+        relayd | relayd-kernel | relayd-xdp)
             local extra=()
-            [ "$kind" = relayd-kernel ] && extra=(--kernel-offload=on "--kernel-offload-interface=${TAG}ci"
+            [ "$kind" = relayd ] || extra=(--kernel-offload=on "--kernel-offload-interface=${TAG}ci"
                 "--kernel-offload-interface=${TAG}pi" "--kernel-offload-interface=${TAG}di")
+            [ "$kind" = relayd-xdp ] && extra+=(--kernel-offload-xdp)
             : > "$dir/relayd.conf"
             ip netns exec "$NS_R" "$WORK/bin/relayd" -c "$dir/relayd.conf" "${common[@]}" "${extra[@]}" \
                 --api-listening-ip=127.0.0.1 --api-listening-port=8080 \
@@ -169,10 +178,10 @@ measure() {
 }
 
 WORKLOADS=("external-peer 100" "external-peer 1200" "client-to-client 100")
-KINDS=(direct relayd-kernel relayd coturn)
+KINDS=(direct relayd-xdp relayd-kernel relayd coturn)
 for rep in $(seq "$REPS"); do
-    for i in 0 1 2 3; do
-        kind=${KINDS[$(((i + rep) % 4))]}
+    for i in 0 1 2 3 4; do
+        kind=${KINDS[$(((i + rep) % 5))]}
         dir="$WORK/$kind-$rep"
         mkdir -p "$dir"
         [ "$kind" = direct ] || start_server "$kind" "$dir"
@@ -195,7 +204,7 @@ done
 python3 - "$RESULTS" "$RATE" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-kinds = ["direct", "relayd-kernel", "relayd", "coturn"]
+kinds = ["direct", "relayd-xdp", "relayd-kernel", "relayd", "coturn"]
 reps = sorted({r["rep"] for r in rows})
 
 def values(kind, label, key):
@@ -233,10 +242,10 @@ for workload in ("external-peer/100", "external-peer/1200", "client-to-client/10
     if workload.startswith("external-peer") and any(r["label"] == f"step/{workload}" for r in rows):
         table.append(("max paced rate, loss <= 0.1 % (msg/s)", [max_rate(k, f"step/{workload}") for k in kinds]))
     print(f"\n{workload.replace('/', ' ')} B")
-    print(f"{'':42} {'direct':>10} {'kernel':>10} {'relayd':>10} {'coturn':>10} {'kernel/coturn':>14} {'relayd/coturn':>14}")
-    for name, (d, k, r, c) in table:
+    print(f"{'':42} {'direct':>10} {'xdp':>10} {'tc':>10} {'relayd':>10} {'coturn':>10} {'xdp/coturn':>11} {'tc/coturn':>10} {'relayd/coturn':>14}")
+    for name, (d, x, k, r, c) in table:
         ratio = lambda a: f"{a / c:.2f}x" if c == c and c not in (0,) and a == a else "-"
-        print(f"{name:42} {d:10.2f} {k:10.2f} {r:10.2f} {c:10.2f} {ratio(k):>14} {ratio(r):>14}")
+        print(f"{name:42} {d:10.2f} {x:10.2f} {k:10.2f} {r:10.2f} {c:10.2f} {ratio(x):>11} {ratio(k):>10} {ratio(r):>14}")
 EOF
 echo
 "$WORK/bin/fastpath-bench" --object "$WORK/bin/relayd_fastpath.bpf.o"
