@@ -21,6 +21,14 @@ static void add_attribute(struct nlmsghdr *message, unsigned short type, const v
     message->nlmsg_len = NLMSG_ALIGN(message->nlmsg_len) + RTA_ALIGN(attribute->rta_len);
 }
 
+// The errno of an NLMSG_ERROR answer (negative; -EPROTO when truncated, -ENOENT for an
+// acknowledgement where an answer was expected).
+static int answer_error(const struct nlmsghdr *message) {
+    if (message->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr))) return -EPROTO;
+    const struct nlmsgerr *failure = NLMSG_DATA(message);
+    return failure->error < 0 ? failure->error : -ENOENT;
+}
+
 // Sends `request` to the kernel over a fresh rtnetlink socket and reads the one answer into
 // `answer`: its length, or a negative errno.
 static int ask_kernel(struct nlmsghdr *request, void *answer, size_t capacity) {
@@ -69,11 +77,7 @@ int relayd_route_next_hop(int family, const unsigned char *destination, const un
     if (left < 0) return left;
     *has_gateway = 0;
     for (struct nlmsghdr *message = &answer.header; NLMSG_OK(message, left); message = NLMSG_NEXT(message, left)) {
-        if (message->nlmsg_type == NLMSG_ERROR) {
-            if (message->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr))) return -EPROTO;
-            const struct nlmsgerr *failure = NLMSG_DATA(message);
-            return failure->error < 0 ? failure->error : -ENOENT;
-        }
+        if (message->nlmsg_type == NLMSG_ERROR) return answer_error(message);
         if (message->nlmsg_type != RTM_NEWROUTE || message->nlmsg_len < NLMSG_LENGTH(sizeof(struct rtmsg))) continue;
         struct rtmsg *route = NLMSG_DATA(message);
         int attributes = (int)RTM_PAYLOAD(message);
@@ -123,11 +127,7 @@ int relayd_neighbour_address(int family, int ifindex, const unsigned char *addre
     if (left < 0) return left;
     const int usable = NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT;
     for (struct nlmsghdr *message = &answer.header; NLMSG_OK(message, left); message = NLMSG_NEXT(message, left)) {
-        if (message->nlmsg_type == NLMSG_ERROR) {
-            if (message->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr))) return -EPROTO;
-            const struct nlmsgerr *failure = NLMSG_DATA(message);
-            return failure->error < 0 ? failure->error : -ENOENT;
-        }
+        if (message->nlmsg_type == NLMSG_ERROR) return answer_error(message);
         if (message->nlmsg_type != RTM_NEWNEIGH || message->nlmsg_len < NLMSG_LENGTH(sizeof(struct ndmsg))) continue;
         struct ndmsg *neighbour = NLMSG_DATA(message);
         if (!(neighbour->ndm_state & usable)) return -ENOENT;

@@ -54,27 +54,18 @@ func route(client: TransportAddress, server: TransportAddress, channel: UInt16, 
 }
 
 /// One BPF_PROG_TEST_RUN call: the kernel's mean nanoseconds per pass, and the verdict.
-func testRun(_ program: Int32, _ packet: [UInt8], repeat count: UInt32) -> (ns: UInt32, verdict: UInt32) {
-    var out = [UInt8](repeating: 0, count: 4096)
-    var length: UInt32 = 0
-    var verdict: UInt32 = 0
-    var duration: UInt32 = 0
-    let result = packet.withUnsafeBytes { input in
-        out.withUnsafeMutableBytes { output in
-            relayd_prog_test_run(
-                program, input.baseAddress, UInt32(input.count), output.baseAddress, UInt32(output.count), count,
-                &length, &verdict, &duration)
-        }
-    }
-    guard result == 0 else {
-        print("BPF_PROG_TEST_RUN failed: \(String(cString: strerror(-result)))")
+func testRun(_ fastPath: KernelFastPath, _ program: Int32, _ packet: [UInt8], repeat count: UInt32) -> (ns: UInt32, verdict: UInt32) {
+    do {
+        let result = try fastPath.testRun(program, packet, repeat: count)
+        return (result.nanoseconds, result.verdict)
+    } catch {
+        print("BPF_PROG_TEST_RUN failed: \(error.description)")
         exit(1)
     }
-    return (duration, verdict)
 }
 
-func median(_ program: Int32, _ packet: [UInt8], runs: Int) -> UInt32 {
-    let samples = (0..<runs).map { _ in testRun(program, packet, repeat: 1).ns }.sorted()
+func median(_ fastPath: KernelFastPath, _ program: Int32, _ packet: [UInt8], runs: Int) -> UInt32 {
+    let samples = (0..<runs).map { _ in testRun(fastPath, program, packet, repeat: 1).ns }.sorted()
     return samples[samples.count / 2]
 }
 
@@ -116,10 +107,10 @@ for size in [100, 1200] {
     let unknown = Frames.udp(from: address("127.0.0.99", 1), to: server, payload: Frames.channelData(0x4001, payload))
     let p = single.programDescriptor
     print(
-        "\(size) B: client->peer single \(median(p, toPeer, runs: runs)), peer->client single \(median(p, fromPeer, runs: runs)), "
-            + "relay-to-relay single \(median(p, relayToRelay, runs: runs)), no entry single \(median(p, unknown, runs: runs)); "
-            + "relay-to-relay repeat \(testRun(cycle.programDescriptor, relayToRelay, repeat: repeatCount).ns), "
-            + "no entry repeat \(testRun(p, unknown, repeat: repeatCount).ns)")
+        "\(size) B: client->peer single \(median(single, p, toPeer, runs: runs)), peer->client single \(median(single, p, fromPeer, runs: runs)), "
+            + "relay-to-relay single \(median(single, p, relayToRelay, runs: runs)), no entry single \(median(single, p, unknown, runs: runs)); "
+            + "relay-to-relay repeat \(testRun(cycle, cycle.programDescriptor, relayToRelay, repeat: repeatCount).ns), "
+            + "no entry repeat \(testRun(single, p, unknown, repeat: repeatCount).ns)")
 }
 // The XDP program, for destinations on another host whose link-layer addresses are known.
 let xdpServer = address("10.255.0.1", 3478)
@@ -136,8 +127,8 @@ for size in [100, 1200] {
     let fromPeer = Frames.udp(from: remotePeer, to: xdpRelayed, payload: payload)
     let p = xdp.xdpProgramDescriptor
     print(
-        "\(size) B, XDP: client->peer single \(median(p, toPeer, runs: runs)), "
-            + "peer->client single \(median(p, fromPeer, runs: runs))")
+        "\(size) B, XDP: client->peer single \(median(xdp, p, toPeer, runs: runs)), "
+            + "peer->client single \(median(xdp, p, fromPeer, runs: runs))")
 }
 
 let counts = single.statistics()

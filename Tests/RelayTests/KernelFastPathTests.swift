@@ -40,21 +40,10 @@ struct KernelFastPathTests {
         return try KernelFastPath(objectPath: objectPath, localAddresses: [])
     }
 
-    /// Runs the program once over `packet`: its verdict and the packet it leaves.
+    /// Runs the TC program once over `packet`: its verdict and the packet it leaves.
     static func run(_ fastPath: KernelFastPath, _ packet: [UInt8]) throws -> (verdict: UInt32, packet: [UInt8]) {
-        var out = [UInt8](repeating: 0, count: 4096)
-        var length: UInt32 = 0
-        var verdict: UInt32 = 0
-        var duration: UInt32 = 0
-        let result = packet.withUnsafeBytes { input in
-            out.withUnsafeMutableBytes { output in
-                relayd_prog_test_run(
-                    fastPath.programDescriptor, input.baseAddress, UInt32(input.count), output.baseAddress,
-                    UInt32(output.count), 1, &length, &verdict, &duration)
-            }
-        }
-        guard result == 0 else { throw KernelFastPath.Failure(description: "test run: \(String(cString: strerror(-result)))") }
-        return (verdict, Array(out[0..<Int(length)]))
+        let result = try fastPath.testRun(fastPath.programDescriptor, packet)
+        return (result.verdict, result.packet)
     }
 
     @Test(

@@ -39,19 +39,8 @@ struct KernelFastPathXDPTests {
     }
 
     static func run(_ fastPath: KernelFastPath, _ frame: [UInt8]) throws -> (verdict: UInt32, frame: [UInt8]) {
-        var out = [UInt8](repeating: 0, count: 4096)
-        var length: UInt32 = 0
-        var verdict: UInt32 = 0
-        var duration: UInt32 = 0
-        let result = frame.withUnsafeBytes { input in
-            out.withUnsafeMutableBytes { output in
-                relayd_prog_test_run(
-                    fastPath.xdpProgramDescriptor, input.baseAddress, UInt32(input.count), output.baseAddress,
-                    UInt32(output.count), 1, &length, &verdict, &duration)
-            }
-        }
-        guard result == 0 else { throw KernelFastPath.Failure(description: "test run: \(String(cString: strerror(-result)))") }
-        return (verdict, Array(out[0..<Int(length)]))
+        let result = try fastPath.testRun(fastPath.xdpProgramDescriptor, frame)
+        return (result.verdict, result.packet)
     }
 
     @Test("ChannelData to a peer on another host leaves as UDP with its link-layer addresses",

@@ -55,6 +55,18 @@ def exchange(send, receive, messages: list[bytes]) -> list:
     return got
 
 
+def call_each_other(a, b) -> None:
+    """A binds channel 0x4001 to B's relayed address and B 0x4ABC to A's; MESSAGES go each way
+    and arrive intact, in order, as ChannelData on the receiver's own channel."""
+    a.channel_bind(0x4001, tuple(b.relayed))
+    b.channel_bind(0x4ABC, tuple(a.relayed))
+    messages = [payload(i) for i in range(MESSAGES)]
+    for sender, receiver, mine, theirs, sent in ((a, b, 0x4001, 0x4ABC, messages), (b, a, 0x4ABC, 0x4001, messages[::-1])):
+        got = exchange(lambda m: sender.send_channel_data(mine, m), lambda: receiver.receive(1.0), sent)
+        assert [(r.kind, r.channel) for r in got] == [("channel", theirs)] * MESSAGES
+        assert [r.payload for r in got] == sent
+
+
 def receive_from(sock: socket.socket):
     try:
         return sock.recvfrom(2048)
@@ -98,15 +110,7 @@ def test_relay_to_relay_goes_from_client_to_client_in_the_kernel(tmp_path, famil
         for client, user in ((a, "alice"), (b, "bob")):
             resp = allocate(server, client, user=user, family=family)
             assert resp.cls == Class.SUCCESS, resp.error_code()
-        a.channel_bind(0x4001, tuple(b.relayed))
-        b.channel_bind(0x4ABC, tuple(a.relayed))
-        messages = [payload(i) for i in range(MESSAGES)]
-        at_b = exchange(lambda m: a.send_channel_data(0x4001, m), lambda: b.receive(1.0), messages)
-        assert [(r.kind, r.channel) for r in at_b] == [("channel", 0x4ABC)] * MESSAGES
-        assert [r.payload for r in at_b] == messages
-        at_a = exchange(lambda m: b.send_channel_data(0x4ABC, m), lambda: a.receive(1.0), messages[::-1])
-        assert [(r.kind, r.channel) for r in at_a] == [("channel", 0x4001)] * MESSAGES
-        assert [r.payload for r in at_a] == messages[::-1]
+        call_each_other(a, b)
         time.sleep(2.5)
         c = counters(server)
     # Each message left one allocation towards a peer and reached the other's client: both
@@ -180,15 +184,7 @@ def test_a_mixed_call_one_side_offloaded_one_side_tls(tmp_path):
             try:
                 a.allocate(*server.credentials("udp-side"))
                 b.allocate(*server.credentials("tls-side"))
-                a.channel_bind(0x4001, tuple(b.relayed))
-                b.channel_bind(0x4ABC, tuple(a.relayed))
-                messages = [payload(i) for i in range(MESSAGES)]
-                at_b = exchange(lambda m: a.send_channel_data(0x4001, m), lambda: b.receive(1.0), messages)
-                assert [(r.kind, r.channel) for r in at_b] == [("channel", 0x4ABC)] * MESSAGES
-                assert [r.payload for r in at_b] == messages
-                at_a = exchange(lambda m: b.send_channel_data(0x4ABC, m), lambda: a.receive(1.0), messages[::-1])
-                assert [(r.kind, r.channel) for r in at_a] == [("channel", 0x4001)] * MESSAGES
-                assert [r.payload for r in at_a] == messages[::-1]
+                call_each_other(a, b)
             finally:
                 b.close()
         time.sleep(2.5)

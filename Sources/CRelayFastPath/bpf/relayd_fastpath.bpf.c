@@ -105,6 +105,39 @@ static __always_inline __u16 fold(__u64 sum) {
     return (__u16)sum;
 }
 
+// Adds `left` bytes of the packet from `offset` to the ones' complement sum `sum`, read with
+// LOAD (bpf_skb_load_bytes, bpf_xdp_load_bytes) through the per-CPU `chunk`: 256-byte loads,
+// then the rest (under 256 bytes) in one load and one sum. Zero padding to a multiple of 4 adds
+// nothing to a ones' complement sum (RFC 1071), and an odd last byte is summed as its 16-bit
+// word padded with zero, as RFC 768 asks. Negative on failure.
+#define DEFINE_PACKET_SUM(name, context, LOAD)                                                                   \
+    static __always_inline __s64 name(context *ctx, __u8 *chunk, __u32 offset, __u32 left, __s64 sum) {        \
+        for (int i = 0; i < MAX_IP_LENGTH / CHUNK_SIZE; i++) {                                                   \
+            if (left < CHUNK_SIZE) break;                                                                        \
+            if (LOAD(ctx, offset, chunk, CHUNK_SIZE) < 0) return -1;                                             \
+            sum = bpf_csum_diff(0, 0, (__be32 *)chunk, CHUNK_SIZE, (__u32)sum);                                  \
+            offset += CHUNK_SIZE;                                                                                \
+            left -= CHUNK_SIZE;                                                                                  \
+        }                                                                                                        \
+        if (left > 0) {                                                                                          \
+            __builtin_memset(chunk, 0, CHUNK_SIZE);                                                              \
+            __u32 length = left & 0xff;                                                                          \
+            if (length == 0 || LOAD(ctx, offset, chunk, length) < 0) return -1;                                  \
+            __u32 padded = (length + 3) & 0x1fc;                                                                 \
+            if (padded > CHUNK_SIZE) return -1;                                                                  \
+            sum = bpf_csum_diff(0, 0, (__be32 *)chunk, padded, (__u32)sum);                                      \
+        }                                                                                                        \
+        return sum;                                                                                              \
+    }
+
+// The final UDP checksum from the sum of pseudo-header, header and payload (0 is sent as 0xffff).
+static __always_inline __u16 udp_checksum(__s64 sum) {
+    __u16 check = ~fold((__u64)sum);
+    return check == 0 ? 0xffff : check;
+}
+
+DEFINE_PACKET_SUM(skb_sum, struct __sk_buff, bpf_skb_load_bytes)
+
 // The UDP checksum computed afresh over the pseudo-header (whose sum is `sum`), the header and
 // the payload (RFC 768; RFC 8200 §8.1): after the header moved, an incremental update would be
 // wrong for loopback's partial checksums.
@@ -115,29 +148,9 @@ static __attribute__((noinline)) int fix_udp_checksum(struct __sk_buff *skb, __u
     __u8 *chunk = bpf_map_lookup_elem(&relayd_scratch, &index);
     if (!chunk) return -1;
     if (bpf_skb_store_bytes(skb, l4_off + offsetof(struct udphdr, check), &zero, 2, 0) < 0) return -1;
-    __u32 offset = l4_off;
-    __u32 left = udp_length;
-    for (int i = 0; i < MAX_IP_LENGTH / CHUNK_SIZE; i++) {
-        if (left < CHUNK_SIZE) break;
-        if (bpf_skb_load_bytes(skb, offset, chunk, CHUNK_SIZE) < 0) return -1;
-        sum = bpf_csum_diff(0, 0, (__be32 *)chunk, CHUNK_SIZE, (__u32)sum);
-        offset += CHUNK_SIZE;
-        left -= CHUNK_SIZE;
-    }
-    // The rest (under 256 bytes) in one load and one sum: zero padding to a multiple of 4 adds
-    // nothing to a ones' complement sum (RFC 1071), and an odd last byte is summed as its
-    // 16-bit word padded with zero, as RFC 768 asks.
-    if (left > 0) {
-        __builtin_memset(chunk, 0, CHUNK_SIZE);
-        __u32 length = left & 0xff;
-        if (length == 0 || bpf_skb_load_bytes(skb, offset, chunk, length) < 0) return -1;
-        __u32 padded = (length + 3) & 0x1fc;
-        if (padded > CHUNK_SIZE) return -1;
-        sum = bpf_csum_diff(0, 0, (__be32 *)chunk, padded, (__u32)sum);
-    }
+    sum = skb_sum(skb, chunk, l4_off, udp_length, sum);
     if (sum < 0) return -1;
-    __u16 check = ~fold((__u64)sum);
-    if (check == 0) check = 0xffff;
+    __u16 check = udp_checksum(sum);
     return bpf_skb_store_bytes(skb, l4_off + offsetof(struct udphdr, check), &check, 2, 0);
 }
 

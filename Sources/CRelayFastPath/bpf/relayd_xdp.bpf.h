@@ -19,8 +19,10 @@ static __always_inline int has_link_layer(const __u8 *next_hop) {
     (usable((route).expiry, (route).flags, (route).egress_ifindex, now) &&                             \
      !((route).flags & RELAYD_ROUTE_LOCAL) && (route).egress_ifindex != 0 && has_link_layer((route).next_hop))
 
+DEFINE_PACKET_SUM(xdp_sum, struct xdp_md, bpf_xdp_load_bytes)
+
 // The UDP checksum computed afresh over the pseudo-header (whose sum is `sum`), the header and
-// the payload (RFC 768), as the TC program does; the packet is linear here.
+// the payload (RFC 768), as the TC program does.
 static __attribute__((noinline)) int xdp_fix_udp_checksum(struct xdp_md *ctx, __s64 sum, __u32 udp_length) {
     __u32 index = 0;
     if (sum < 0) return -1;
@@ -31,31 +33,13 @@ static __attribute__((noinline)) int xdp_fix_udp_checksum(struct xdp_md *ctx, __
     struct udphdr *udp = data + XDP_L4_OFF;
     if ((void *)(udp + 1) > data_end) return -1;
     udp->check = 0;
-    __u32 offset = XDP_L4_OFF;
-    __u32 left = udp_length;
-    for (int i = 0; i < MAX_IP_LENGTH / CHUNK_SIZE; i++) {
-        if (left < CHUNK_SIZE) break;
-        if (bpf_xdp_load_bytes(ctx, offset, chunk, CHUNK_SIZE) < 0) return -1;
-        sum = bpf_csum_diff(0, 0, (__be32 *)chunk, CHUNK_SIZE, (__u32)sum);
-        offset += CHUNK_SIZE;
-        left -= CHUNK_SIZE;
-    }
-    if (left > 0) {
-        __builtin_memset(chunk, 0, CHUNK_SIZE);
-        __u32 length = left & 0xff;
-        if (length == 0 || bpf_xdp_load_bytes(ctx, offset, chunk, length) < 0) return -1;
-        __u32 padded = (length + 3) & 0x1fc;
-        if (padded > CHUNK_SIZE) return -1;
-        sum = bpf_csum_diff(0, 0, (__be32 *)chunk, padded, (__u32)sum);
-    }
+    sum = xdp_sum(ctx, chunk, XDP_L4_OFF, udp_length, sum);
     if (sum < 0) return -1;
-    __u16 check = ~fold((__u64)sum);
-    if (check == 0) check = 0xffff;
     data = (void *)(long)ctx->data;
     data_end = (void *)(long)ctx->data_end;
     udp = data + XDP_L4_OFF;
     if ((void *)(udp + 1) > data_end) return -1;
-    udp->check = check;
+    udp->check = udp_checksum(sum);
     return 0;
 }
 

@@ -144,6 +144,27 @@ package final class KernelFastPath: @unchecked Sendable {
         attachments.append(.filter(ifindex: ifindex, createdHook: created != 0))
     }
 
+    /// Runs `program` (`programDescriptor` or `xdpProgramDescriptor`) `count` times over `packet`
+    /// with BPF_PROG_TEST_RUN: its verdict, the packet it left, and the kernel's mean time per
+    /// run in nanoseconds (used by the tests and by fastpath-bench).
+    package func testRun(_ program: Int32, _ packet: [UInt8], repeat count: UInt32 = 1) throws(Failure)
+        -> (verdict: UInt32, packet: [UInt8], nanoseconds: UInt32)
+    {
+        var out = [UInt8](repeating: 0, count: 4096)
+        var length: UInt32 = 0
+        var verdict: UInt32 = 0
+        var duration: UInt32 = 0
+        let result = packet.withUnsafeBytes { input in
+            out.withUnsafeMutableBytes { output in
+                relayd_prog_test_run(
+                    program, input.baseAddress, UInt32(input.count), output.baseAddress, UInt32(output.count), count,
+                    &length, &verdict, &duration)
+            }
+        }
+        guard result == 0 else { throw Failure(description: "test run: \(String(cString: strerror(-result)))") }
+        return (verdict, Array(out[0..<Int(length)]), duration)
+    }
+
     /// "tcx" or "clsact": how the program was attached (the first interface's way).
     var attachMode: String {
         switch attachments.first {
