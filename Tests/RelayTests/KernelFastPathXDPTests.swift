@@ -134,3 +134,50 @@ struct KernelFastPathXDPTests {
         #expect(fastPath.statistics() == [UInt64](repeating: 0, count: Int(RELAYD_STAT_COUNT.rawValue)))
     }
 }
+
+/// The XDP program on IPv6 (RFC 6156; RFC 8200 §8.1 for the UDP checksum).
+@Suite(.serialized, .enabled(if: getuid() == 0, "loading BPF programs needs root"))
+struct KernelFastPathXDPIPv6Tests {
+    static let client = TransportAddress.literal("[2001:db8:1::10]:40001")
+    static let server = TransportAddress.literal("[2001:db8:2::1]:3478")
+    static let relayed = TransportAddress.literal("[2001:db8:2::1]:50001")
+    static let peer = TransportAddress.literal("[2001:db8:3::5]:6000")
+
+    static func load() throws -> KernelFastPath {
+        let fastPath = try KernelFastPath(
+            objectPath: KernelFastPathTests.objectPath, localAddresses: [], egressInterfaces: [server.ip: 1])
+        fastPath.linkLayer = { _, _ in
+            KernelFastPath.LinkLayer(nextHop: KernelFastPathXDPTests.nextHop, egress: KernelFastPathXDPTests.egress)
+        }
+        return fastPath
+    }
+
+    static let route = ChannelRoute(
+        client: client, server: server, clientSocket: ClientSocket(descriptor: 3), number: 0x4001, peer: peer,
+        relayed: relayed, relaySocket: RelaySocket(descriptor: 9), expiry: EventLoop.now() + 60)
+
+    @Test("Both directions over IPv6: link-layer addresses, addresses, payloads and checksums", arguments: [1, 3, 100, 257, 1200, 1448])
+    func bothDirections(size: Int) throws {
+        let fastPath = try Self.load()
+        #expect(fastPath.install(Self.route))
+        let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 9 &+ 4) }
+        let toPeer = TestPacket.udp(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4001, payload))
+        let (verdict, output) = try KernelFastPathXDPTests.run(fastPath, toPeer)
+        #expect(verdict == KernelFastPathXDPTests.xdpRedirect)
+        #expect(Array(output[0..<6]) == KernelFastPathXDPTests.nextHop)
+        let parsed = try #require(TestPacket.parse(output))
+        #expect(parsed.source == Self.relayed && parsed.destination == Self.peer)
+        #expect(parsed.payload == payload)
+        #expect(parsed.udpChecksumValid)
+        let fromPeer = TestPacket.udp(from: Self.peer, to: Self.relayed, payload: payload)
+        let (back, frame) = try KernelFastPathXDPTests.run(fastPath, fromPeer)
+        #expect(back == KernelFastPathXDPTests.xdpRedirect)
+        let answer = try #require(TestPacket.parse(frame))
+        #expect(answer.source == Self.server && answer.destination == Self.client)
+        #expect(answer.payload == TestPacket.channelData(0x4001, payload))
+        #expect(answer.udpChecksumValid)
+        #expect(
+            fastPath.counters(of: Self.route)
+                == .init(packetsToPeer: 1, bytesToPeer: UInt64(size), packetsToClient: 1, bytesToClient: UInt64(size)))
+    }
+}

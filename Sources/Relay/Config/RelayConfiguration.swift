@@ -127,7 +127,8 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var kernelOffloadObject: String?
     /// Interfaces to attach to; empty: those carrying a listening or relay address.
     public var kernelOffloadInterfaces: [String] = []
-    /// Also attach the XDP program, natively, where the interface's driver supports it.
+    /// Also attach the XDP program, natively, where the interface's driver supports it
+    /// (docs/kernel-fast-path.md).
     public var kernelOffloadXDP = false
 
     /// The `static-auth-secret` that `conf/relayd.conf` ships with: refused beyond loopback.

@@ -35,10 +35,10 @@ enum FastPathEntries {
     case ipv4(IPv4RouteEntries)
     case ipv6(IPv6RouteEntries)
 
-    /// Whether the XDP program could not be given a direction's link-layer addresses (an IPv4
+    /// Whether the XDP program could not be given a direction's link-layer addresses (a
     /// destination on another host whose next hop the neighbour table does not know yet).
     static func linkLayerMissing(_ route: ChannelRoute, in fastPath: KernelFastPath) -> Bool {
-        guard fastPath.xdpAttached, route.client.ip.family == .ipv4, route.peer.ip.family == .ipv4 else { return false }
+        guard fastPath.xdpAttached, route.client.ip.family == route.peer.ip.family else { return false }
         let peerSide = !fastPath.isLocal(route.peer.ip)
             && fastPath.linkLayer(route.peer.ip, fastPath.egressInterface(to: route.peer.ip, from: route.relayed.ip)) == nil
         let clientSide = !fastPath.isLocal(route.client.ip)

@@ -19,19 +19,19 @@ extension KernelFastPath {
 
     /// The next hop's link-layer address towards `destination` (the route's gateway, or the
     /// destination itself on the link) from the neighbour table, and interface `egress`'s own.
-    /// Nil when either is unknown (not resolved yet, not Ethernet) or for IPv6, which the XDP
-    /// program leaves to the TC program.
+    /// Nil when either is unknown (not resolved yet, not Ethernet).
     static func resolveLinkLayer(_ destination: IPAddress, egress: UInt32) -> LinkLayer? {
-        guard destination.family == .ipv4, egress != 0 else { return nil }
-        let address = (0..<4).map { destination.byte($0) }
+        guard egress != 0 else { return nil }
+        let family = destination.family == .ipv4 ? AF_INET : AF_INET6
+        let address = (0..<destination.byteCount).map { destination.byte($0) }
         var ifindex: Int32 = 0
         var gateway = [UInt8](repeating: 0, count: 16)
         var hasGateway: Int32 = 0
-        guard relayd_route_next_hop(AF_INET, address, nil, &ifindex, &gateway, &hasGateway) == 0 else { return nil }
-        let nextHop = hasGateway != 0 ? Array(gateway[0..<4]) : address
+        guard relayd_route_next_hop(family, address, nil, &ifindex, &gateway, &hasGateway) == 0 else { return nil }
+        let nextHop = hasGateway != 0 ? Array(gateway[0..<destination.byteCount]) : address
         var neighbour = [UInt8](repeating: 0, count: 6)
         var own = [UInt8](repeating: 0, count: 6)
-        guard relayd_neighbour_address(AF_INET, Int32(egress), nextHop, &neighbour) == 0,
+        guard relayd_neighbour_address(family, Int32(egress), nextHop, &neighbour) == 0,
             relayd_interface_address(Int32(egress), &own) == 0
         else { return nil }
         return LinkLayer(nextHop: neighbour, egress: own)
