@@ -12,9 +12,12 @@
 #       * a bounded step search for the highest paced rate with loss <= 0.1 %.
 # It prints one table of medians with the ratio relayd/coturn.
 #
-#   scripts/bench.sh [--quick] [--reps N] [--skip-build] [--out DIR]
+#   scripts/bench.sh [--quick] [--reps N] [--skip-build] [--out DIR] [--fastpath]
 #
 # --quick: one repetition, shorter runs, fewer rate steps (about 5 minutes).
+# --fastpath: then also the kernel fast path between network namespaces (scripts/bench-fastpath.sh,
+#   root only): no relay, relayd with XDP, with TC, in user space, and coturn, with the same
+#   repetitions (about 5 minutes more per repetition).
 # Default: 3 repetitions (about 20-25 minutes). RELAYD_BIN overrides the relayd binary.
 # Only loopback is used. Servers are stopped by PID on exit.
 #
@@ -41,6 +44,7 @@ ROOT=$(pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
 
 QUICK=0
+FASTPATH=0
 REPS=3
 BUILD=1
 OUT=""
@@ -52,7 +56,8 @@ while [ $# -gt 0 ]; do
         --skip-build) BUILD=0 ;;
         --out) OUT="$2"; shift ;;
         --out=*) OUT="${1#*=}" ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        --fastpath) FASTPATH=1 ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -90,6 +95,7 @@ if [ "$BUILD" = 1 ]; then
     log "building release binaries in .build-bench"
     swift build --quiet -c release --scratch-path .build-bench --product relayd
     swift build --quiet -c release --scratch-path .build-bench --product relay-bench
+    if [ "$FASTPATH" = 1 ]; then swift build --quiet -c release --scratch-path .build-bench --product fastpath-bench; fi
 fi
 BIN=$(swift build -c release --scratch-path .build-bench --show-bin-path)
 RELAYD="${RELAYD_BIN:-$BIN/relayd}"
@@ -342,3 +348,9 @@ echo
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
 echo "coturn: $COTURN_VERSION; relayd: $("$RELAYD" --version 2>/dev/null | head -1)"
 echo "runtime ${ELAPSED}s; raw results: $RESULTS"
+if [ "$FASTPATH" = 1 ]; then
+    echo
+    fast=(--reps "$REPS" --skip-build)
+    [ "$QUICK" = 1 ] && fast+=(--no-max-rate)
+    "$ROOT/scripts/bench-fastpath.sh" "${fast[@]}"
+fi

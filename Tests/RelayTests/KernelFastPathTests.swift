@@ -40,6 +40,14 @@ struct KernelFastPathTests {
         return try KernelFastPath(objectPath: objectPath, localAddresses: [])
     }
 
+    /// `frame` with its IPv4 flags and fragment offset (in 8-byte units) replaced.
+    static func fragment(_ frame: [UInt8], flags: UInt8, offset: UInt16) -> [UInt8] {
+        var frame = frame
+        frame[20] = flags | UInt8(offset >> 8)
+        frame[21] = UInt8(offset & 0xFF)
+        return frame
+    }
+
     /// Runs the TC program once over `packet`: its verdict and the packet it leaves.
     static func run(_ fastPath: KernelFastPath, _ packet: [UInt8]) throws -> (verdict: UInt32, packet: [UInt8]) {
         let result = try fastPath.testRun(fastPath.programDescriptor, packet)
@@ -97,7 +105,7 @@ struct KernelFastPathTests {
         #expect(fastPath.counters(of: expired) == .init())
     }
 
-    @Test("Padded, truncated or unknown-channel ChannelData, STUN and other ports go to the stack unchanged")
+    @Test("Padded, truncated, short, fragmented or unknown-channel ChannelData, STUN and other ports go to the stack unchanged")
     func everythingElsePasses() throws {
         let fastPath = try Self.load()
         #expect(fastPath.install(Self.route()))
@@ -113,6 +121,14 @@ struct KernelFastPathTests {
             TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: stun),
             TestPacket.ipv4UDP(from: Self.peer, to: TransportAddress.literal("127.0.0.1:50002"), payload: [1, 2, 3, 4]),
             TestPacket.ipv4UDP(from: TransportAddress.literal("127.0.0.5:6001"), to: Self.relayed, payload: [1, 2, 3, 4]),
+            // Shorter than a ChannelData header, on a bound 5-tuple.
+            TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: [0x40, 0x01]),
+            // A first fragment (more fragments follow) of a ChannelData datagram, and a later one.
+            Self.fragment(
+                TestPacket.ipv4UDP(from: Self.client, to: Self.server, payload: TestPacket.channelData(0x4001, [1, 2, 3, 4])),
+                flags: 0x20, offset: 0),
+            Self.fragment(
+                TestPacket.ipv4UDP(from: Self.peer, to: Self.relayed, payload: [1, 2, 3, 4]), flags: 0x00, offset: 185),
         ]
         for packet in cases {
             let (verdict, output) = try Self.run(fastPath, packet)
