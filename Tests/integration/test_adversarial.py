@@ -466,8 +466,13 @@ def test_relay_to_relay_via_external_ip(external_ip_server, target, expected):
 def test_incoming_from_a_denied_port_of_a_permitted_ip_is_dropped(policy_server):
     """A permission is per IP (RFC 8656 §9), but the policy judges the whole transport
     address on incoming packets too: after a relay-to-relay permission for 127.0.0.1, a
-    datagram from another loopback port (not a relayed address) is dropped and counted."""
+    datagram from another loopback port (not a relayed address) is dropped and counted. The
+    outsider's port must lie outside the server's relay port range: the policy lets the server's
+    own relay addresses through on any port of that range (relay to relay)."""
     outsider = udp_socket()
+    while policy_server.min_port <= outsider.getsockname()[1] <= policy_server.max_port:
+        outsider.close()
+        outsider = udp_socket()
     try:
         with TurnClient(policy_server.address) as a, TurnClient(policy_server.address) as b:
             assert allocate(policy_server, a, user="in-a").cls == Class.SUCCESS
