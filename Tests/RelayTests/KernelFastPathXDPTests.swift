@@ -78,6 +78,20 @@ struct KernelFastPathXDPTests {
         #expect(fastPath.counters(of: Self.route()) == .init(packetsToClient: 1, bytesToClient: UInt64(size)))
     }
 
+    @Test("A peer's data that starts like ChannelData (first bits 01) still reaches the client by XDP")
+    func peerDataLikeChannelData() throws {
+        let fastPath = try Self.load()
+        #expect(fastPath.install(Self.route()))
+        let payload = Array("RLG1 looks like channel 0x524C".utf8) + [UInt8](repeating: 7, count: 70)
+        let (verdict, output) = try Self.run(fastPath, TestPacket.udp(from: Self.peer, to: Self.relayed, payload: payload))
+        #expect(verdict == Self.xdpRedirect)
+        let parsed = try #require(TestPacket.parse(output))
+        #expect(parsed.source == Self.server && parsed.destination == Self.client)
+        #expect(parsed.payload == TestPacket.channelData(0x4001, payload))
+        #expect(parsed.udpChecksumValid)
+        #expect(fastPath.counters(of: Self.route()) == .init(packetsToClient: 1, bytesToClient: UInt64(payload.count)))
+    }
+
     @Test("Relay to relay between two clients on other hosts, in one pass")
     func relayToRelay() throws {
         let fastPath = try Self.load()
@@ -169,12 +183,13 @@ struct KernelFastPathXDPIPv6Tests {
         #expect(parsed.source == Self.relayed && parsed.destination == Self.peer)
         #expect(parsed.payload == payload)
         #expect(parsed.udpChecksumValid)
-        let fromPeer = TestPacket.udp(from: Self.peer, to: Self.relayed, payload: payload)
+        // The peer's answer starts with 0x4F..., as ChannelData would: it is still the peer's data.
+        let fromPeer = TestPacket.udp(from: Self.peer, to: Self.relayed, payload: [0x4F] + payload.dropFirst())
         let (back, frame) = try KernelFastPathXDPTests.run(fastPath, fromPeer)
         #expect(back == KernelFastPathXDPTests.xdpRedirect)
         let answer = try #require(TestPacket.parse(frame))
         #expect(answer.source == Self.server && answer.destination == Self.client)
-        #expect(answer.payload == TestPacket.channelData(0x4001, payload))
+        #expect(answer.payload == TestPacket.channelData(0x4001, [0x4F] + payload.dropFirst()))
         #expect(answer.udpChecksumValid)
         #expect(
             fastPath.counters(of: Self.route)

@@ -157,7 +157,8 @@ static __always_inline int handle_xdp_v4(struct xdp_md *ctx) {
             .reserved = 0,
         };
         struct relayd_channel_value_v4 *found = bpf_map_lookup_elem(&relayd_channels_v4, &key);
-        if (!found) return XDP_PASS;
+        // No such channel: perhaps a peer's data that starts like ChannelData.
+        if (!found) goto from_peer;
         __u32 length = ((__u32)first[2] << 8) | first[3];
         struct relayd_channel_value_v4 route = *found;
         if (length + 4 != payload || now >= route.expiry) return XDP_PASS;
@@ -198,6 +199,7 @@ static __always_inline int handle_xdp_v4(struct xdp_md *ctx) {
         return bpf_redirect(route.egress_ifindex, 0);
     }
 
+from_peer:;
     struct relayd_peer_key_v4 key = {
         .peer_ip = ip->saddr,
         .relay_ip = ip->daddr,
@@ -247,7 +249,7 @@ static __always_inline int handle_xdp_v6(struct xdp_md *ctx) {
         __builtin_memcpy(key.client_ip, &ip->saddr, 16);
         __builtin_memcpy(key.server_ip, &ip->daddr, 16);
         struct relayd_channel_value_v6 *found = bpf_map_lookup_elem(&relayd_channels_v6, &key);
-        if (!found) return XDP_PASS;
+        if (!found) goto from_peer;
         __u32 length = ((__u32)first[2] << 8) | first[3];
         struct relayd_channel_value_v6 route = *found;
         if (length + 4 != payload || now >= route.expiry) return XDP_PASS;
@@ -283,6 +285,7 @@ static __always_inline int handle_xdp_v6(struct xdp_md *ctx) {
         return bpf_redirect(route.egress_ifindex, 0);
     }
 
+from_peer:;
     struct relayd_peer_key_v6 key = {.peer_port = udp->source, .relay_port = udp->dest};
     __builtin_memcpy(key.peer_ip, &ip->saddr, 16);
     __builtin_memcpy(key.relay_ip, &ip->daddr, 16);
