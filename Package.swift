@@ -105,6 +105,13 @@ let package = Package(
             dependencies: ["Relay", "RelayCore", "StunCodec", "CRelayFastPath"],
             swiftSettings: strict
         ),
+        // One side of the benchmark's kernel load generator (scripts/bench-fastpath.sh): BPF
+        // live-frames transmit and an XDP sink, for rates user-space endpoints cannot offer.
+        .executableTarget(
+            name: "kernel-loadgen",
+            dependencies: ["StunCodec", "CBPF", "CRelayFastPath"],
+            swiftSettings: strict
+        ),
         // TURN load generator for scripts/bench.sh (relayd vs coturn, same run).
         .executableTarget(
             name: "relay-bench",

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Builds the kernel fast path's BPF program (Sources/CRelayFastPath/bpf, docs/kernel-fast-path.md)
 # into .build/bpf/relayd_fastpath.bpf.o with clang -target bpf (the Swift toolchain's clang, or
-# Debian's) against libbpf-dev's headers. OUT overrides the output path.
+# Debian's) against libbpf-dev's headers, and the benchmark's load generator
+# (relayd_loadgen.bpf.c, used by scripts/bench-fastpath.sh only) next to it. OUT overrides the
+# fast path's output path, LOADGEN_OUT the generator's (default: beside OUT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 OUT=${OUT:-.build/bpf/relayd_fastpath.bpf.o}
-mkdir -p "$(dirname "$OUT")"
+LOADGEN_OUT=${LOADGEN_OUT:-$(dirname "$OUT")/relayd_loadgen.bpf.o}
+mkdir -p "$(dirname "$OUT")" "$(dirname "$LOADGEN_OUT")"
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-clang -O2 -g -target bpf -Wall -Werror \
-    -I"/usr/include/$multiarch" -ISources/CRelayFastPath/include \
-    -c Sources/CRelayFastPath/bpf/relayd_fastpath.bpf.c -o "$OUT"
-echo "build-bpf: $OUT"
+for pair in "relayd_fastpath:$OUT" "relayd_loadgen:$LOADGEN_OUT"; do
+    clang -O2 -g -target bpf -Wall -Werror \
+        -I"/usr/include/$multiarch" -ISources/CRelayFastPath/include \
+        -c "Sources/CRelayFastPath/bpf/${pair%%:*}.bpf.c" -o "${pair#*:}"
+done
+echo "build-bpf: $OUT $LOADGEN_OUT"

@@ -56,3 +56,10 @@ int relayd_prog_test_run(int prog_fd, const void *in, uint32_t in_length, void *
     *duration_ns = opts.duration;
     return err;
 }
+
+int relayd_xdp_test_run_live(int prog_fd, const void *frame, uint32_t length, int ifindex, uint32_t count) {
+    struct xdp_md context = {.data = 0, .data_end = length, .ingress_ifindex = (uint32_t)ifindex};
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame, .data_size_in = length, .ctx_in = &context,
+                .ctx_size_in = sizeof(context), .repeat = count, .flags = BPF_F_TEST_XDP_LIVE_FRAMES);
+    return bpf_prog_test_run_opts(prog_fd, &opts);
+}

@@ -19,6 +19,7 @@ extension BenchModes {
             }
             client.peer = far
         }
+        if let echo, !options.flowsFile.isEmpty { return holdFlows(clients, echo: echo, options: options, report: &report) }
         let expected = clients.map { echo != nil ? $0.index : $0.index ^ 1 }
         report.set("direct", 1)
         report.set("active_clients", clients.count)

@@ -76,6 +76,12 @@ enum BenchModes {
             return "no client finished setup: allocate failures \(allocated.failuresJSON), "
                 + "permission/channel failures \(connected.failuresJSON)"
         }
+        if let echo, !options.flowsFile.isEmpty {
+            let held = holdFlows(active, echo: echo, options: options, report: &report)
+            record(setup.release(usable), as: "release", into: &report)
+            ClientFleet.close(clients)
+            return held
+        }
         let summary = try DataPhase(options: options, clients: active, expectedFlow: expected).run(
             into: &report, echo: echo)
         record(setup.release(usable), as: "release", into: &report)

@@ -36,6 +36,8 @@ struct BenchOptions {
     var lifetime: UInt32 = 600
     var serverPID: Int32 = 0
     var readyFile = ""
+    /// Where `--flows-file` writes the set-up flows for the kernel load generator.
+    var flowsFile = ""
     var transport = Transport.udp
     var drainMs = 300
     var label = ""
@@ -59,6 +61,8 @@ struct BenchOptions {
           --allocations N      allocations for --setup-only (default 2 x pairs)
           --idle-allocations N create N allocations, refresh them once, hold them --hold S (default 10)
           --ready-file PATH    written once the idle allocations are all up
+          --flows-file PATH    external peer: set up the clients, write their flows to PATH for
+                               kernel-loadgen, hold them --hold S without sending (no data phase)
           --window N           TURN transactions in flight during setup (default 64)
           --lifetime S         requested allocation lifetime (default 600)
           --server-pid PID     sample this process's CPU over the measurement window
@@ -130,6 +134,7 @@ struct BenchOptions {
             case "--lifetime": o.lifetime = UInt32(try number(arg))
             case "--server-pid": o.serverPID = Int32(try number(arg))
             case "--ready-file": o.readyFile = try value(arg)
+            case "--flows-file": o.flowsFile = try value(arg)
             case "--transport":
                 let text = try value(arg)
                 guard let t = Transport(rawValue: text) else { throw OptionError("--transport: \(text)?") }
@@ -148,6 +153,9 @@ struct BenchOptions {
         if o.allocations == 0 { o.allocations = 2 * o.pairs }
         if o.direct && (o.transport == .tls || o.sendIndications) {
             throw OptionError("--direct sends raw UDP: not with --transport tls or --send-indications")
+        }
+        if !o.flowsFile.isEmpty && (o.pattern != .externalPeer || o.transport != .udp) {
+            throw OptionError("--flows-file is for --pattern external-peer over UDP")
         }
         return o
     }

@@ -29,4 +29,10 @@ int relayd_tc_detach_ingress(int ifindex, int destroy_hook);
 int relayd_prog_test_run(int prog_fd, const void *in, uint32_t in_length, void *out, uint32_t out_capacity,
                          uint32_t repeat, uint32_t *out_length, uint32_t *retval, uint32_t *duration_ns);
 
+// Runs the XDP program `prog_fd` `count` times in live-frames mode (BPF_F_TEST_XDP_LIVE_FRAMES,
+// Linux 5.18): each pass gets a copy of `frame` as if `ifindex` had received it, and what it
+// transmits (XDP_TX) really leaves by `ifindex`. The benchmark's load generator
+// (relayd_loadgen.h). 0 or a negative errno.
+int relayd_xdp_test_run_live(int prog_fd, const void *frame, uint32_t length, int ifindex, uint32_t count);
+
 #endif
