@@ -10,7 +10,7 @@ import Testing
             "listening-port", "tls-listening-port", "alt-listening-port", "alt-tls-listening-port", "listening-ip",
             "no-udp", "no-tcp", "no-tls", "relay-ip", "external-ip", "min-port", "max-port", "relay-threads",
             "realm", "use-auth-secret", "static-auth-secret", "rest-api-separator", "lt-cred-mech", "user",
-            "no-auth", "stale-nonce", "user-quota", "total-quota", "max-allocate-lifetime", "channel-lifetime",
+            "no-auth", "password-algorithms", "stale-nonce", "user-quota", "total-quota", "max-allocate-lifetime", "channel-lifetime",
             "permission-lifetime", "max-bps", "bps-capacity", "denied-peer-ip", "allowed-peer-ip",
             "allow-loopback-peers", "no-multicast-peers", "cert", "pkey", "pkey-pwd", "cipher-list", "no-tlsv1",
             "no-tlsv1_1", "no-tlsv1_2", "fingerprint", "software-attribute", "stun-only", "no-stun",

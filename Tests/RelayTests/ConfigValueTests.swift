@@ -50,6 +50,9 @@ import Testing
         expect("rest-api-separator=-") { $0.restAPISeparator = "-" },
         expect("stale-nonce=300") { $0.staleNonce = 300 },
         expect("stale-nonce") { $0.staleNonce = 600 },
+        expect("password-algorithms=sha256") { $0.passwordAlgorithms = [.sha256] },
+        expect("password-algorithms=md5,sha256") { $0.passwordAlgorithms = [.md5, .sha256] },
+        expect("password-algorithms = SHA1 , sha256") { $0.passwordAlgorithms = [.md5, .sha256] },
         expect("user-quota=10") { $0.userQuota = 10 },
         expect("total-quota=100") { $0.totalQuota = 100 },
         expect("max-allocate-lifetime=1800") { $0.maxAllocateLifetime = 1800 },
@@ -256,6 +259,14 @@ import Testing
         ),
         ("min-port", "key 'min-port': missing value, expected a port number 1-65535"),
         ("realm", "key 'realm': missing value, expected a non-empty value of at most 127 characters"),
+        (
+            "password-algorithms=sha512",
+            "key 'password-algorithms': expected 'sha256' and/or 'md5' ('sha1' is md5), comma-separated, each once, got 'sha512'"
+        ),
+        (
+            "password-algorithms=md5,sha1",
+            "key 'password-algorithms': expected 'sha256' and/or 'md5' ('sha1' is md5), comma-separated, each once, got 'md5,sha1'"
+        ),
     ])
     func badValueNamesFileLineKeyAndValue(line: String, message: String) {
         let error = #expect(throws: ConfigError.self) { try Self.load(line) }

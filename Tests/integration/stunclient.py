@@ -62,6 +62,9 @@ class Attr:
     REQUESTED_TRANSPORT = 0x0019
     DONT_FRAGMENT = 0x001A
     MESSAGE_INTEGRITY_SHA256 = 0x001C
+    PASSWORD_ALGORITHM = 0x001D
+    USERHASH = 0x001E
+    PASSWORD_ALGORITHMS = 0x8002
     XOR_MAPPED_ADDRESS = 0x0020
     SOFTWARE = 0x8022
     ALTERNATE_SERVER = 0x8023
@@ -189,19 +192,24 @@ class StunMessage:
 
     # -- encode
 
-    def encode(self, integrity_key: bytes | None = None, fingerprint: bool = True) -> bytes:
-        """Serialize; MESSAGE-INTEGRITY (§14.5) and FINGERPRINT (§14.7) are appended last."""
+    def encode(self, integrity_key: bytes | None = None, fingerprint: bool = True,
+               integrity: str = "sha1") -> bytes:
+        """Serialize; MESSAGE-INTEGRITY (§14.5) and/or MESSAGE-INTEGRITY-SHA256 (§14.6) per
+        `integrity` ("sha1", "sha256", "both"), then FINGERPRINT (§14.7), are appended last."""
         body = b"".join(encode_attribute(t, v) for t, v in self.attributes)
         mtype = message_type(self.method, self.cls)
 
         def header(length: int) -> bytes:
             return struct.pack("!HHI", mtype, length, MAGIC_COOKIE) + self.transaction_id
 
-        if integrity_key is not None:
+        if integrity_key is not None and integrity in ("sha1", "both"):
             # The length covers the MESSAGE-INTEGRITY attribute (24 bytes), the
             # HMAC covers everything before it.
             mac = hmac.new(integrity_key, header(len(body) + 24) + body, hashlib.sha1).digest()
             body += encode_attribute(Attr.MESSAGE_INTEGRITY, mac)
+        if integrity_key is not None and integrity in ("sha256", "both"):
+            mac = hmac.new(integrity_key, header(len(body) + 36) + body, hashlib.sha256).digest()
+            body += encode_attribute(Attr.MESSAGE_INTEGRITY_SHA256, mac)
         if fingerprint:
             crc = zlib.crc32(header(len(body) + 8) + body) ^ FINGERPRINT_XOR
             body += encode_attribute(Attr.FINGERPRINT, struct.pack("!I", crc & 0xFFFFFFFF))
@@ -250,6 +258,14 @@ class StunMessage:
         header = self.raw[:2] + struct.pack("!H", off - HEADER_SIZE + 24) + self.raw[4:HEADER_SIZE]
         mac = hmac.new(key, header + self.raw[HEADER_SIZE:off], hashlib.sha1).digest()
         return hmac.compare_digest(mac, self.raw[off + 4 : off + 24])
+
+    def verify_integrity_sha256(self, key: bytes) -> bool:
+        off = self._offset_of(Attr.MESSAGE_INTEGRITY_SHA256)
+        if off is None:
+            return False
+        header = self.raw[:2] + struct.pack("!H", off - HEADER_SIZE + 36) + self.raw[4:HEADER_SIZE]
+        mac = hmac.new(key, header + self.raw[HEADER_SIZE:off], hashlib.sha256).digest()
+        return hmac.compare_digest(mac, self.raw[off + 4 : off + 36])
 
     def verify_fingerprint(self) -> bool:
         off = self._offset_of(Attr.FINGERPRINT)
@@ -370,6 +386,13 @@ class TurnClient:
         self.key: bytes | None = None
         self.relayed: tuple[str, int] | None = None
         self.mapped: tuple[str, int] | None = None
+        # RFC 8489 §9.2.5: PASSWORD-ALGORITHMS as the server listed it (echoed), the chosen
+        # PASSWORD-ALGORITHM (None: an RFC 5389 client), USERHASH instead of USERNAME, and
+        # which integrity attribute(s) to sign with ("sha1", "sha256", "both").
+        self.password_algorithms: bytes | None = None
+        self.password_algorithm: int | None = None
+        self.userhash = False
+        self.integrity = "sha1"
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -413,7 +436,7 @@ class TurnClient:
     def transact(self, request: StunMessage, key: bytes | None = None) -> StunMessage:
         """Send a request, retransmitting (RFC 8489 §6.2.1, bounded), and return the
         response with the same transaction id. Other datagrams are queued."""
-        wire = request.encode(integrity_key=key)
+        wire = request.encode(integrity_key=key, integrity=self.integrity)
         rto = self.rto
         for _ in range(self.attempts):
             self.send_raw(wire)
@@ -454,13 +477,20 @@ class TurnClient:
             req = StunMessage(method, Class.REQUEST)
             for t, v in (attrs(req.transaction_id) if callable(attrs) else attrs):
                 req.add(t, v)
-            req.add(Attr.USERNAME, self.username.encode())
+            if self.userhash:
+                req.add(Attr.USERHASH, hashlib.sha256(f"{self.username}:{self.realm}".encode()).digest())
+            else:
+                req.add(Attr.USERNAME, self.username.encode())
             req.add(Attr.REALM, self.realm.encode())
             req.add(Attr.NONCE, self.nonce)
+            if self.password_algorithm is not None:
+                req.add(Attr.PASSWORD_ALGORITHMS, self.password_algorithms or b"")
+                req.add(Attr.PASSWORD_ALGORITHM, struct.pack("!HH", self.password_algorithm, 0))
             resp = self.transact(req, key=self.key)
             err = resp.error_code()
             if resp.cls == Class.ERROR and err and err[0] == 438 and resp.has(Attr.NONCE):
                 self.nonce = resp.get(Attr.NONCE)
+                self.password_algorithms = resp.get(Attr.PASSWORD_ALGORITHMS) or self.password_algorithms
                 continue
             return resp
         return resp
@@ -493,7 +523,11 @@ class TurnClient:
         if self.realm is None or self.nonce is None:
             raise TurnError("401 without REALM or NONCE", response=challenge)
         self.username = username
-        self.key = long_term_key(username, self.realm, password)
+        self.password_algorithms = challenge.get(Attr.PASSWORD_ALGORITHMS)
+        if self.password_algorithm == 2:  # SHA-256 (RFC 8489 §18.5.1)
+            self.key = hashlib.sha256(f"{username}:{self.realm}:{password}".encode()).digest()
+        else:
+            self.key = long_term_key(username, self.realm, password)
         attrs = [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", UDP_TRANSPORT))]
         if lifetime is not None:
             attrs.append((Attr.LIFETIME, struct.pack("!I", lifetime)))

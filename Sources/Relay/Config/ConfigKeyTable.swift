@@ -1,4 +1,5 @@
 import RelayCore
+import StunCodec
 
 /// Every key relayd accepts, by name: coturn's (docs/compatibility.md), relayd's own, and the coturn keys
 /// it knows but does not implement.
@@ -69,6 +70,12 @@ enum ConfigKeyTable {
             "user", .user, \.users, secret: true, show: { "\($0.name):\(RelayConfiguration.redaction)" },
             parse: ConfigValueParser.user),
         .flag("no-auth", \.noAuth),
+        ConfigKey(
+            "password-algorithms", .passwordAlgorithms,
+            field: ConfigField(\.passwordAlgorithms) { [$0.map { $0 == .sha256 ? "sha256" : "md5" }.joined(separator: ",")] },
+            support: .implemented { config, text throws(ConfigValueError) in
+                config.passwordAlgorithms = try ConfigValueParser.passwordAlgorithms(text)
+            }),
         .integer("stale-nonce", seconds, \.staleNonce, bare: 600),
     ]
 

@@ -120,6 +120,26 @@ enum ConfigValueParser {
         return mode
     }
 
+    /// `sha256,md5`: RFC 8489 §18.5 algorithms in order of preference. `sha1` names MD5 too: the
+    /// long-term mechanism of RFC 5389 (MD5 key, HMAC-SHA1 MESSAGE-INTEGRITY), which coturn's
+    /// users know by that name.
+    static func passwordAlgorithms(_ text: String?) throws(ConfigValueError) -> [PasswordAlgorithm] {
+        var algorithms: [PasswordAlgorithm] = []
+        for name in try required(text, .passwordAlgorithms).lowercased().split(separator: ",", omittingEmptySubsequences: false) {
+            let algorithm: PasswordAlgorithm
+            switch name.trimmingSpaces {
+            case "sha256", "sha-256": algorithm = .sha256
+            case "md5", "sha1", "sha-1": algorithm = .md5
+            default: throw ConfigValueError(expected: ConfigValueType.passwordAlgorithms.expected)
+            }
+            guard !algorithms.contains(algorithm) else {
+                throw ConfigValueError(expected: ConfigValueType.passwordAlgorithms.expected)
+            }
+            algorithms.append(algorithm)
+        }
+        return algorithms
+    }
+
     static func logFormat(_ text: String?) throws(ConfigValueError) -> RelayConfiguration.LogFormat {
         guard let format = RelayConfiguration.LogFormat(rawValue: try required(text, .logFormat).lowercased()) else {
             throw ConfigValueError(expected: ConfigValueType.logFormat.expected)
@@ -189,4 +209,14 @@ enum ConfigValueParser {
     }
 
     private static func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs.
+    fileprivate var trimmingSpaces: Substring {
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
+    }
 }

@@ -28,6 +28,8 @@ enum ConfigValueType: Hashable, Sendable {
     case logFormat
     /// `off`, `auto` or `on`; alone it means `on`.
     case offloadMode
+    /// RFC 8489 password algorithm names, comma-separated, in order of preference.
+    case passwordAlgorithms
     /// A swift-log level name.
     case logLevel
     /// A `stun:`, `stuns:`, `turn:` or `turns:` URI.
@@ -58,6 +60,7 @@ enum ConfigValueType: Hashable, Sendable {
         case .apiKey: return "'name:token'"
         case .logFormat: return "'text' or 'json'"
         case .offloadMode: return "'off', 'auto' or 'on'"
+        case .passwordAlgorithms: return "'sha256' and/or 'md5' ('sha1' is md5), comma-separated, each once"
         case .logLevel: return "'trace', 'debug', 'info', 'notice', 'warning', 'error' or 'critical'"
         case .uri: return "a stun:, stuns:, turn: or turns: URI"
         case .optionalText(let maxLength): return "text of at most \(maxLength) characters"

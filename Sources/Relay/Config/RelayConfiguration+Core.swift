@@ -19,6 +19,7 @@ extension CoreSettings {
         stunOnly = c.stunOnly
         noStun = c.noStun
         fingerprint = c.fingerprint
+        passwordAlgorithms = c.passwordAlgorithms
         softwareAttribute = c.softwareAttribute
         alternateServers = c.alternateServers
         logLevel = c.logLevel
@@ -69,17 +70,20 @@ extension CredentialStore {
     /// and, with `use-auth-secret`, the REST secrets.
     public init(configuration c: RelayConfiguration) {
         var table: [String: [UInt8]] = [:]
+        var sha256: [String: [UInt8]] = [:]
         for user in c.users {
             switch user.credential {
             case .key(let key):
                 table[user.name] = key
             case .password(let password):
-                table[user.name] = KeyDerivation.longTermKeyMD5(
-                    username: user.name, realm: c.realm, password: OpaqueString.prepare(password))
+                let prepared = OpaqueString.prepare(password)
+                table[user.name] = KeyDerivation.longTermKeyMD5(username: user.name, realm: c.realm, password: prepared)
+                sha256[user.name] = KeyDerivation.longTermKeySHA256(
+                    username: Array(user.name.utf8), realm: Array(c.realm.utf8), password: Array(prepared.utf8))
             }
         }
         self.init(
-            realm: c.realm, users: table, restSecrets: c.useAuthSecret ? c.staticAuthSecrets : [],
+            realm: c.realm, users: table, sha256Users: sha256, restSecrets: c.useAuthSecret ? c.staticAuthSecrets : [],
             separator: c.restAPISeparator)
     }
 }

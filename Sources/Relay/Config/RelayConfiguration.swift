@@ -123,6 +123,8 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var maxConnections = 10000
     /// Relay established channels of UDP clients in the kernel (docs/kernel-fast-path.md).
     public var kernelOffload = KernelOffload.off
+    /// `password-algorithms`: RFC 8489 §9.2.4's PASSWORD-ALGORITHMS, in order of preference.
+    public var passwordAlgorithms: [PasswordAlgorithm] = [.sha256, .md5]
     /// The BPF object to load; nil: next to the executable, or /usr/lib/relayd.
     public var kernelOffloadObject: String?
     /// Interfaces to attach to; empty: those carrying a listening or relay address.

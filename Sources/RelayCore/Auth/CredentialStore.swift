@@ -8,15 +8,33 @@ public struct CredentialStore: Sendable {
     let restSecrets: [String]
     let separator: String
     let users: [String: [UInt8]]
+    let sha256Users: [String: [UInt8]]
+    /// SHA-256(username ":" realm) of each static user (USERHASH, RFC 8489 §14.4).
+    let userhashes: [[UInt8]: String]
 
-    /// `users`: each static user's long-term key (RFC 8489 §9.2.2); `restSecrets`: the shared
-    /// secrets REST usernames `<expiry><separator><user>` are checked under (empty: no REST).
-    public init(realm: String, users: [String: [UInt8]], restSecrets: [String], separator: String) {
+    /// `users`: each static user's MD5 long-term key (RFC 8489 §9.2.2); `sha256Users`: the
+    /// SHA-256 keys of those whose password is known (a user given by its MD5 key has none);
+    /// `restSecrets`: the shared secrets REST usernames `<expiry><separator><user>` are checked
+    /// under (empty: no REST).
+    public init(
+        realm: String, users: [String: [UInt8]], sha256Users: [String: [UInt8]] = [:], restSecrets: [String],
+        separator: String
+    ) {
         self.realm = realm
         self.users = users
+        self.sha256Users = sha256Users
         self.restSecrets = restSecrets
         self.separator = separator
+        var hashes: [[UInt8]: String] = [:]
+        for name in users.keys {
+            hashes[DigestAlgorithm.sha256.hash(Array(name.utf8) + [0x3A] + Array(realm.utf8))] = name
+        }
+        userhashes = hashes
     }
+
+    /// The static user whose USERHASH is `userhash` (RFC 8489 §14.4). A REST username cannot be
+    /// found this way: its password derives from the name, which the hash hides (docs/auth.md).
+    public func username(forUserhash userhash: [UInt8]) -> String? { userhashes[userhash] }
 
     /// Why no key could be offered for a USERNAME.
     public enum Failure: Error, Sendable, Hashable {
@@ -26,9 +44,22 @@ public struct CredentialStore: Sendable {
         case expired
     }
 
-    /// Candidate keys for `username` at unix time `now`: one for a static user, one per REST secret.
+    /// Candidate MD5 keys for `username` at unix time `now`: one for a static user, one per REST secret.
     public func candidateKeys(for username: String, now: Int64) -> Result<[[UInt8]], Failure> {
-        if let key = users[username] { return .success([key]) }
+        candidateKeys(for: username, algorithm: .md5, now: now)
+    }
+
+    /// Candidate keys for `username` under a password algorithm (RFC 8489 §9.2.2, §18.5.1): MD5
+    /// or SHA-256 of username ":" realm ":" password; unknown algorithms know no user.
+    public func candidateKeys(for username: String, algorithm: PasswordAlgorithm, now: Int64) -> Result<
+        [[UInt8]], Failure
+    > {
+        let sha256 = algorithm == .sha256
+        guard sha256 || algorithm == .md5 else { return .failure(.unknownUser) }
+        if users[username] != nil {
+            guard let key = sha256 ? sha256Users[username] : users[username] else { return .failure(.unknownUser) }
+            return .success([key])
+        }
         guard !restSecrets.isEmpty else { return .failure(.unknownUser) }
         guard let expiry = CredentialStore.restExpiry(of: username, separator: separator) else {
             return .failure(.unknownUser)
@@ -36,9 +67,11 @@ public struct CredentialStore: Sendable {
         guard expiry > now else { return .failure(.expired) }
         return .success(
             restSecrets.map { secret in
-                KeyDerivation.longTermKeyMD5(
-                    username: username, realm: realm,
-                    password: KeyDerivation.restPassword(secret: secret, username: username))
+                let password = Array(KeyDerivation.restPassword(secret: secret, username: username).utf8)
+                let name = Array(username.utf8)
+                return sha256
+                    ? KeyDerivation.longTermKeySHA256(username: name, realm: Array(realm.utf8), password: password)
+                    : KeyDerivation.longTermKeyMD5(username: name, realm: Array(realm.utf8), password: password)
             })
     }
 

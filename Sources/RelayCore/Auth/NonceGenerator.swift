@@ -4,21 +4,27 @@ import StunCodec
 /// Any loop thread can verify a nonce another issued; nothing is stored per client.
 ///
 /// Layout: 8 hex digits of the issue time (unix seconds) then 16 hex digits of
-/// HMAC-SHA1(key, time || client IP) truncated to 8 bytes.
+/// HMAC-SHA1(key, time || client IP) truncated to 8 bytes. With security features to announce,
+/// the nonce cookie comes first (`SecurityFeatures`, RFC 8489 §9.2.1) and the HMAC also covers
+/// the feature bits, so a cookie changed on the way makes the nonce invalid.
 public struct NonceGenerator: Sendable {
     let key: [UInt8]
     /// Seconds a nonce stays fresh (`stale-nonce`, default 600).
     public let lifetime: Int64
+    /// What the nonces announce; none: no cookie (the nonces of RFC 5389).
+    public let features: SecurityFeatures
 
-    public init(key: [UInt8], lifetime: Int64) {
+    public init(key: [UInt8], lifetime: Int64, features: SecurityFeatures = []) {
         self.key = key
         self.lifetime = lifetime
+        self.features = features
     }
 
     /// A fresh nonce for `client` at `now`.
     public func make(for client: IPAddress, now: Int64) -> String {
         let time = UInt32(truncatingIfNeeded: now)
-        return hex32(time) + mac(time: time, client: client)
+        let body = hex32(time) + mac(time: time, client: client, features: features)
+        return features.isEmpty ? body : features.cookie + body
     }
 
     /// Validity of a received nonce.
@@ -31,23 +37,26 @@ public struct NonceGenerator: Sendable {
     }
 
     public func check(_ nonce: UnsafeRawBufferPointer, client: IPAddress, now: Int64) -> Verdict {
-        guard nonce.count == 24, let time = parseHex32(UnsafeRawBufferPointer(rebasing: nonce[0..<8])) else {
+        let announced = SecurityFeatures.announced(in: nonce)
+        let body = UnsafeRawBufferPointer(rebasing: nonce[(announced == nil ? 0 : SecurityFeatures.cookieLength)...])
+        guard body.count == 24, let time = parseHex32(UnsafeRawBufferPointer(rebasing: body[0..<8])) else {
             return .invalid
         }
-        let expected = Array(mac(time: time, client: client).utf8)
-        let ok = expected.withUnsafeBytes { constantTimeEqual($0, UnsafeRawBufferPointer(rebasing: nonce[8..<24])) }
+        let expected = Array(mac(time: time, client: client, features: announced ?? []).utf8)
+        let ok = expected.withUnsafeBytes { constantTimeEqual($0, UnsafeRawBufferPointer(rebasing: body[8..<24])) }
         guard ok else { return .invalid }
         let age = now - Int64(time)
         if age < -5 || age >= lifetime { return .stale }
         return .fresh
     }
 
-    private func mac(time: UInt32, client: IPAddress) -> String {
+    private func mac(time: UInt32, client: IPAddress, features: SecurityFeatures) -> String {
         var message: [UInt8] = [
             UInt8(time >> 24), UInt8(truncatingIfNeeded: time >> 16), UInt8(truncatingIfNeeded: time >> 8),
             UInt8(truncatingIfNeeded: time),
         ]
         for i in 0..<client.byteCount { message.append(client.byte(i)) }
+        if !features.isEmpty { message += [0x53, features.rawValue] }  // 'S' and the feature bits
         let digest = DigestAlgorithm.sha1.hmac(key: key, message: message)
         return digest[0..<8].map { hexByte($0) }.joined()
     }

@@ -45,7 +45,10 @@ public struct CoreContext: Sendable {
     ) {
         self.settings = settings
         self.credentials = credentials
-        self.nonces = nonces
+        // The nonces announce what the settings offer (RFC 8489 §9.2.1), whoever built them.
+        self.nonces = NonceGenerator(
+            key: nonces.key, lifetime: nonces.lifetime,
+            features: settings.offersPasswordAlgorithms ? .passwordAlgorithms : [])
         self.policy = policy
         self.quota = quota
         self.bandwidth = bandwidth

@@ -23,6 +23,10 @@ public struct CoreSettings: Sendable, Equatable {
     /// Binding only (`stun-only`) or TURN only (`no-stun`).
     public var stunOnly = false
     public var noStun = false
+    /// The password algorithms offered, in order of preference (`password-algorithms`, RFC 8489
+    /// §9.2.4, §18.5): listed in PASSWORD-ALGORITHMS and announced in the nonce cookie unless
+    /// the list is MD5 alone, which is RFC 5389's long-term mechanism and nothing more.
+    public var passwordAlgorithms: [PasswordAlgorithm] = [.sha256, .md5]
     /// FINGERPRINT on every response (`fingerprint`, RFC 8489 §14.7), else only when the request had one.
     public var fingerprint = false
     /// SOFTWARE on responses (RFC 8489 §14.14), nil to leave it out.
@@ -33,6 +37,9 @@ public struct CoreSettings: Sendable, Equatable {
     public var logLevel: Logger.Level = .info
 
     public init() {}
+
+    /// Whether the server announces and lists password algorithms (RFC 8489 §9.2.4).
+    public var offersPasswordAlgorithms: Bool { passwordAlgorithms != [.md5] }
 
     /// The relay port range as a closed range.
     public var relayPorts: ClosedRange<UInt16> { minPort...maxPort }

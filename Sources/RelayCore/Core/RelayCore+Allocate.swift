@@ -78,7 +78,7 @@ extension RelayCore {
             ip: context.relayAddresses.first { $0.bound == relay.ip }?.advertised ?? relay.ip, port: relay.port)
         let allocation = Allocation(
             origin: origin, relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket,
-            username: auth.username, key: auth.key, transactionID: message.transactionID, now: now, lifetime: lifetime)
+            username: auth.username, key: auth.key.bytes, transactionID: message.transactionID, now: now, lifetime: lifetime)
         if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
         var reservation: UInt64? = nil
         if evenPort?.reservePair == true {

@@ -4,35 +4,51 @@ extension RelayCore {
     /// Who sent an authenticated request and the key to sign the response with.
     struct Authenticated {
         var username: String
-        var key: [UInt8]
+        var key: IntegrityKey
     }
 
     /// The long-term credential mechanism (RFC 8489 §9.2.4), in its order: 400 for missing or
-    /// malformed USERNAME, REALM or NONCE; 401 when the user is unknown or expired or the
-    /// integrity does not verify; 438 when the nonce is no longer valid. On failure the answer is
-    /// already queued and nil is returned. With an existing allocation the request must use its
-    /// USERNAME (else 441) and is checked with its stored key, so a rotated REST secret does not
-    /// break refreshes of calls in progress (RFC 8656 §8).
+    /// malformed USERNAME (or USERHASH), REALM or NONCE, and for PASSWORD-ALGORITHM(S) that fail
+    /// the bid-down checks; 401 when the user is unknown or expired or the integrity does not
+    /// verify; 438 when the nonce is no longer valid. On failure the answer is already queued and
+    /// nil is returned. With an existing allocation the request must use its USERNAME (else 441)
+    /// and is checked with its stored key, so a rotated REST secret does not break refreshes of
+    /// calls in progress (RFC 8656 §8).
     ///
     /// Per source address (docs/rate-limits.md): a 401 to a request without credentials is
     /// charged to `unauth-rate-limit`; the answers to failed credentials (400, 401, 441) to
     /// `auth-failure-rate-limit`. A request whose credentials verify is never limited: its 438
     /// is not charged, and its success gives the source back one challenge.
     func authenticate(_ message: StunMessage, origin: ClientOrigin, existing: Allocation?, now: Int64) -> Authenticated? {
-        if settings.noAuth { return Authenticated(username: "", key: []) }
+        if settings.noAuth { return Authenticated(username: "", key: IntegrityKey(bytes: [], sha256: false)) }
         guard message.integrityOffset != nil || message.integritySHA256Offset != nil else {
             counters.auth[AuthOutcome.challenged.rawValue] += 1
             sendChallenge(.unauthorized, to: message, origin: origin, charging: .challenge, now: now)
             return nil
         }
-        // A USERNAME that is not OpaqueString UTF-8 of fewer than 509 bytes (RFC 8489 §14.3), or a
-        // REALM over 763 bytes (§14.9), is malformed: 400, before any key is derived or logged.
-        guard let usernameAttribute = message.attribute(.username), let realm = message.attribute(.realm),
+        // Exactly one of USERNAME and USERHASH, a REALM and a NONCE; a USERNAME that is not
+        // OpaqueString UTF-8 of fewer than 509 bytes (RFC 8489 §14.3), or a REALM over 763 bytes
+        // (§14.9), is malformed: 400, before any key is derived or logged. So are password
+        // algorithms that fail the checks of §9.2.4.
+        let usernameAttribute = message.attribute(.username)
+        let userhashAttribute = message.attribute(.userhash)
+        guard (usernameAttribute == nil) != (userhashAttribute == nil), let realm = message.attribute(.realm),
             let nonce = message.attribute(.nonce), realm.value.count <= Realm.maxDecodedBytes,
-            case .success(let username) = UsernameCheck.validate(usernameAttribute.value)
+            let algorithm = passwordAlgorithm(of: message, nonce: nonce.value)
         else {
-            counters.auth[AuthOutcome.malformed.rawValue] += 1
-            if withinFailureBudget(origin, now: now) { sendError(.badRequest, to: message, origin: origin, key: nil) }
+            return refuseMalformed(message, origin: origin, now: now)
+        }
+        let username: String
+        if let usernameAttribute {
+            guard case .success(let name) = UsernameCheck.validate(usernameAttribute.value) else {
+                return refuseMalformed(message, origin: origin, now: now)
+            }
+            username = name
+        } else if let userhashAttribute, let name = context.credentials.username(forUserhash: Array(userhashAttribute.value)) {
+            username = name
+        } else {
+            counters.auth[AuthOutcome.unknownUser.rawValue] += 1
+            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
             return nil
         }
         if let existing, username != existing.username {
@@ -43,7 +59,7 @@ extension RelayCore {
             return nil
         }
         let key: [UInt8]
-        switch verifiedKey(of: message, username: username, existing: existing, now: now) {
+        switch verifiedKey(of: message, username: username, algorithm: algorithm, existing: existing, now: now) {
         case .failed(let outcome):
             counters.auth[outcome.rawValue] += 1
             sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
@@ -58,7 +74,38 @@ extension RelayCore {
         }
         counters.auth[AuthOutcome.ok.rawValue] += 1
         context.sourceLimits.challenges.refund(origin.fiveTuple.client.ip, now: now)
-        return Authenticated(username: username, key: key)
+        // Answers carry MESSAGE-INTEGRITY-SHA256 unless the request was processed as MD5 for want
+        // of PASSWORD-ALGORITHM(S) (§9.2.4) and used MESSAGE-INTEGRITY alone.
+        let sha256 = message.contains(.passwordAlgorithm) || message.integritySHA256Offset != nil
+        return Authenticated(username: username, key: IntegrityKey(bytes: key, sha256: sha256))
+    }
+
+    /// 400 (counted as malformed), within the source's failure budget; always nil.
+    private func refuseMalformed(_ message: StunMessage, origin: ClientOrigin, now: Int64) -> Authenticated? {
+        counters.auth[AuthOutcome.malformed.rawValue] += 1
+        if withinFailureBudget(origin, now: now) { sendError(.badRequest, to: message, origin: origin, key: nil) }
+        return nil
+    }
+
+    /// The password algorithm a request's key is derived with (RFC 8489 §9.2.4), nil when the
+    /// request must be refused with 400. When the nonce's cookie announces password algorithms:
+    /// MD5 if the request has neither PASSWORD-ALGORITHMS nor PASSWORD-ALGORITHM; otherwise both
+    /// must be there, the list exactly the one this server sends, and the choice on it. Without
+    /// the cookie (a nonce of RFC 5389's kind) the request is MD5's. MD5 is refused when the
+    /// server does not offer it.
+    private func passwordAlgorithm(of message: StunMessage, nonce: UnsafeRawBufferPointer) -> PasswordAlgorithm? {
+        var algorithm = PasswordAlgorithm.md5
+        let listed = try? message.decode(PasswordAlgorithms.self)
+        let chosen = try? message.decode(PasswordAlgorithm.self)
+        if let features = SecurityFeatures.announced(in: nonce), features.contains(.passwordAlgorithms),
+            message.contains(.passwordAlgorithms) || message.contains(.passwordAlgorithm)
+        {
+            guard let listed, let chosen, listed.algorithms == settings.passwordAlgorithms,
+                listed.algorithms.contains(chosen)
+            else { return nil }
+            algorithm = chosen
+        }
+        return settings.passwordAlgorithms.contains(algorithm) ? algorithm : nil
     }
 
     private enum KeyCheck {
@@ -66,13 +113,15 @@ extension RelayCore {
         case failed(AuthOutcome)
     }
 
-    /// The key `message`'s MESSAGE-INTEGRITY verifies with: the existing allocation's, else one of
-    /// the user's (a static user's, or one per REST secret).
-    private func verifiedKey(of message: StunMessage, username: String, existing: Allocation?, now: Int64) -> KeyCheck {
+    /// The key `message`'s MESSAGE-INTEGRITY(-SHA256) verifies with: the existing allocation's,
+    /// else one of the user's (a static user's, or one per REST secret) for `algorithm`.
+    private func verifiedKey(
+        of message: StunMessage, username: String, algorithm: PasswordAlgorithm, existing: Allocation?, now: Int64
+    ) -> KeyCheck {
         if let existing {
             return message.verifyIntegrity(key: existing.key) == .valid ? .verified(existing.key) : .failed(.badIntegrity)
         }
-        switch context.credentials.candidateKeys(for: username, now: wallTime(now)) {
+        switch context.credentials.candidateKeys(for: username, algorithm: algorithm, now: wallTime(now)) {
         case .failure(let failure):
             return .failed(failure == .expired ? .expired : .unknownUser)
         case .success(let keys):

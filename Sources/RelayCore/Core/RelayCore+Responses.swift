@@ -2,11 +2,12 @@ import StunCodec
 
 extension RelayCore {
     /// Writes a response to `request` into the outbox: `body` adds the attributes, then
-    /// MESSAGE-INTEGRITY when `key` is given and FINGERPRINT when the request carried one or
-    /// `fingerprint` is configured (RFC 8489 §6.3, §14.7). Returns the bytes written.
+    /// MESSAGE-INTEGRITY or MESSAGE-INTEGRITY-SHA256 when `key` is given (`IntegrityKey` says
+    /// which) and FINGERPRINT when the request carried one or `fingerprint` is configured
+    /// (RFC 8489 §6.3, §9.2.4, §14.7). Returns the bytes written.
     @discardableResult
     func respond(
-        to request: StunMessage, origin: ClientOrigin, messageClass: MessageClass, key: [UInt8]?,
+        to request: StunMessage, origin: ClientOrigin, messageClass: MessageClass, key: IntegrityKey?,
         _ body: (inout StunMessageWriter) throws(StunEncodeError) -> Void
     ) -> UnsafeRawBufferPointer? {
         guard outbox.hasRoomForResponse else {
@@ -19,8 +20,10 @@ extension RelayCore {
                 into: buffer, type: MessageType(method: request.type.method, messageClass: messageClass),
                 transactionID: request.transactionID)
             try body(&w)
-            if let key {
-                try w.appendMessageIntegrity(key: key)
+            if let key, key.sha256 {
+                try w.appendMessageIntegritySHA256(key: key.bytes)
+            } else if let key {
+                try w.appendMessageIntegrity(key: key.bytes)
             }
             if request.fingerprintOffset != nil || settings.fingerprint { try w.appendFingerprint() }
             let length = w.count
@@ -34,7 +37,7 @@ extension RelayCore {
 
     /// An error response (RFC 8489 §6.3.4) with ERROR-CODE and whatever `extra` adds.
     func sendError(
-        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, key: [UInt8]?,
+        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, key: IntegrityKey?,
         _ extra: (inout StunMessageWriter) throws(StunEncodeError) -> Void = { _ in }
     ) {
         counters.errorResponses[RelayError.allCases.firstIndex(of: error)!] += 1
@@ -55,7 +58,8 @@ extension RelayCore {
         case failure
     }
 
-    /// 401 or 438 with REALM and a fresh NONCE (RFC 8489 §9.2.4). No SOFTWARE: these answers go
+    /// 401 or 438 with REALM, a fresh NONCE and, when the server offers password algorithms,
+    /// PASSWORD-ALGORITHMS (RFC 8489 §9.2.4). No SOFTWARE: these answers go
     /// to unauthenticated sources and must stay small. Over the source IP's bucket for `charge`
     /// the request is dropped (counted), so relayd is no use as a reflector; nil charges nothing
     /// (a 438 to credentials that verified).
@@ -76,6 +80,9 @@ extension RelayCore {
         sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in
             try w.append(Realm(value: context.credentials.realm))
             try w.append(Nonce(value: nonce))
+            if settings.offersPasswordAlgorithms {
+                try w.append(PasswordAlgorithms(algorithms: settings.passwordAlgorithms))
+            }
         }
     }
 

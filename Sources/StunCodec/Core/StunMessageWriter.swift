@@ -85,6 +85,15 @@ public struct StunMessageWriter {
         try appendIntegrity(.messageIntegritySHA256, algorithm: .sha256, key: key, length: length)
     }
 
+    /// MESSAGE-INTEGRITY-SHA256 (32 bytes) with a key held in an array (control path).
+    public mutating func appendMessageIntegritySHA256(key: [UInt8]) throws(StunEncodeError) {
+        var failure: StunEncodeError? = nil
+        key.withUnsafeBytes { k in
+            do throws(StunEncodeError) { try appendMessageIntegritySHA256(key: k) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
     @usableFromInline
     mutating func appendIntegrity(_ type: AttributeType, algorithm: DigestAlgorithm, key: UnsafeRawBufferPointer, length: Int)
         throws(StunEncodeError)

@@ -5,12 +5,20 @@ import StunCodec
 typealias StunBody = (inout StunMessageWriter) throws -> Void
 
 /// What a request is signed with under the long-term credential mechanism (RFC 8489 §9.2.3):
-/// USERNAME, REALM, NONCE, then MESSAGE-INTEGRITY with the long-term key.
+/// USERNAME (or USERHASH), REALM, NONCE, PASSWORD-ALGORITHMS and PASSWORD-ALGORITHM when given,
+/// then MESSAGE-INTEGRITY and/or MESSAGE-INTEGRITY-SHA256 with the long-term key.
 struct LongTermSignature {
+    enum Integrity { case sha1, sha256, both }
+
     var username: String
     var realm: String
     var nonce: String
     var key: [UInt8]
+    var listed: [PasswordAlgorithm]? = nil
+    var chosen: PasswordAlgorithm? = nil
+    var integrity = Integrity.sha1
+    /// USERHASH (SHA-256 of username ":" realm, RFC 8489 §14.4) instead of USERNAME.
+    var userhash = false
 }
 
 /// Test-side encoders for STUN, TURN and ChannelData messages.
@@ -26,10 +34,20 @@ enum StunTestMessages {
             var w = try StunMessageWriter(into: raw, type: type, transactionID: transactionID)
             try body(&w)
             if let signature {
-                try w.append(Username(value: signature.username))
+                if signature.userhash {
+                    try w.append(
+                        Userhash(
+                            bytes: DigestAlgorithm.sha256.hash(
+                                Array(signature.username.utf8) + [0x3A] + Array(signature.realm.utf8))))
+                } else {
+                    try w.append(Username(value: signature.username))
+                }
                 try w.append(Realm(value: signature.realm))
                 try w.append(Nonce(value: signature.nonce))
-                try w.appendMessageIntegrity(key: signature.key)
+                if let listed = signature.listed { try w.append(PasswordAlgorithms(algorithms: listed)) }
+                if let chosen = signature.chosen { try w.append(chosen) }
+                if signature.integrity != .sha256 { try w.appendMessageIntegrity(key: signature.key) }
+                if signature.integrity != .sha1 { try w.appendMessageIntegritySHA256(key: signature.key) }
             }
             try afterIntegrity(&w)
             if fingerprint { try w.appendFingerprint() }

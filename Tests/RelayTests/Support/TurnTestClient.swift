@@ -14,6 +14,13 @@ final class TurnTestClient {
     var nonce: String?
     /// Adds FINGERPRINT to every request.
     var fingerprint = false
+    /// The password algorithm chosen from the server's PASSWORD-ALGORITHMS (RFC 8489 §9.2.5);
+    /// nil: an RFC 5389 client, MD5 without PASSWORD-ALGORITHM(S).
+    var algorithm: PasswordAlgorithm?
+    /// PASSWORD-ALGORITHMS as the last 401 or 438 listed them, echoed with `algorithm`.
+    var offered: [PasswordAlgorithm]?
+    var integrity = LongTermSignature.Integrity.sha1
+    var userhash = false
     private let exchange: ([UInt8]) throws -> ReceivedStun?
 
     /// Why a request went unanswered.
@@ -28,15 +35,21 @@ final class TurnTestClient {
         self.exchange = exchange
     }
 
-    /// MD5(username ":" realm ":" password) (RFC 8489 §9.2.2).
+    /// MD5 or SHA-256 of username ":" realm ":" password (RFC 8489 §9.2.2, §18.5.1).
     var key: [UInt8] {
-        KeyDerivation.longTermKeyMD5(username: username, realm: realm ?? "", password: password)
+        guard algorithm == .sha256 else {
+            return KeyDerivation.longTermKeyMD5(username: username, realm: realm ?? "", password: password)
+        }
+        return KeyDerivation.longTermKeySHA256(
+            username: Array(username.utf8), realm: Array((realm ?? "").utf8), password: Array(password.utf8))
     }
 
     /// The signature for the next request, once a realm and nonce are known.
     var signature: LongTermSignature? {
         guard let realm, let nonce else { return nil }
-        return LongTermSignature(username: username, realm: realm, nonce: nonce, key: key)
+        return LongTermSignature(
+            username: username, realm: realm, nonce: nonce, key: key, listed: algorithm == nil ? nil : offered,
+            chosen: algorithm, integrity: integrity, userhash: userhash)
     }
 
     /// Sends raw bytes and returns the answer.
@@ -54,6 +67,7 @@ final class TurnTestClient {
     func learn(from challenge: ReceivedStun) {
         if let realm = challenge.realm { self.realm = realm }
         if let nonce = challenge.nonce { self.nonce = nonce }
+        if let listed = challenge.decode(PasswordAlgorithms.self) { offered = listed.algorithms }
     }
 
     /// Sends an unsigned Refresh to be challenged and learns REALM and NONCE from the 401.
