@@ -9,7 +9,6 @@ read back from the kernel, match what was sent to the packet. relayd only; needs
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -18,7 +17,8 @@ import pytest
 
 from conftest import RelayServer
 from test_kernel_fast_path_netns import (  # noqa: F401  (hosts is a fixture)
-    CLIENT_IP, OBJECT, PEER_IP, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, SECRET, TIMEOUT, hosts, ip, pytestmark, wait_for,
+    CLIENT_IP, OBJECT, PEER_IP, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, SECRET, TIMEOUT, hosts, ip, pytestmark, relay_metrics,
+    wait_for,
 )
 
 RATE = 50_000
@@ -97,12 +97,7 @@ def test_a_kernel_generated_load_is_relayed_without_loss_and_counted_exactly(hos
     assert results["peer"]["received"] == sent, "lost on the way to the peer"
     assert results["client"]["received"] == sent, "lost on the way to the clients"
     time.sleep(2.5)
-    metrics = hosts.run(hosts.relay, ["python3", "-c",
-                                      "import urllib.request;"
-                                      "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
-    found = {(m[0], m[1]): int(m[2]) for m in
-             re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
-    xdp = int(re.search(r"^relayd_offloaded_xdp_packets_total (\d+)$", metrics, re.M).group(1))
+    found, xdp = relay_metrics(hosts)
     print(f"{mode}: offloaded {found[('relayd_offloaded_packets_total', 'client_to_peer')]} to the peer, "
           f"{found[('relayd_offloaded_packets_total', 'peer_to_client')]} back, XDP {xdp}")
     for direction in ("client_to_peer", "peer_to_client"):

@@ -124,6 +124,18 @@ def wait_for(predicate, what: str, timeout: float = 10) -> None:
     pytest.fail(f"timed out waiting for {what}")
 
 
+def relay_metrics(hosts: Hosts) -> tuple[dict[tuple[str, str], int], int]:
+    """relayd's per-direction counters from /metrics in the relay namespace, by (metric name,
+    direction), and the packets its XDP program relayed."""
+    metrics = hosts.run(hosts.relay, ["python3", "-c",
+                                      "import urllib.request;"
+                                      "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
+    found = {(m[0], m[1]): int(m[2]) for m in
+             re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
+    xdp = int(re.search(r"^relayd_offloaded_xdp_packets_total (\d+)$", metrics, re.M).group(1))
+    return found, xdp
+
+
 OBJECT = Path(__file__).resolve().parents[2] / ".build" / "bpf" / "relayd_fastpath.bpf.o"
 
 
@@ -185,11 +197,7 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path, mode)
         assert report.recv_msgs == expected, output[-3000:]
         assert report.lost == 0
     time.sleep(2.5)
-    metrics = hosts.run(hosts.relay, ["python3", "-c",
-                                      "import urllib.request;"
-                                      "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
-    found = {(m[0], m[1]): int(m[2]) for m in
-             re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
+    found, xdp = relay_metrics(hosts)
     kernel_to_peer = found[("relayd_offloaded_packets_total", "client_to_peer")]
     kernel_to_client = found[("relayd_offloaded_packets_total", "peer_to_client")]
     print(f"kernel relayed {kernel_to_peer} to the peer, {kernel_to_client} to the clients, of {2 * expected} each way")
@@ -197,7 +205,6 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path, mode)
     assert found[("relayd_relayed_packets_total", "peer_to_client")] == 2 * expected
     assert kernel_to_peer == 2 * expected
     assert kernel_to_client == 2 * expected
-    xdp = int(re.search(r"^relayd_offloaded_xdp_packets_total (\d+)$", metrics, re.M).group(1))
     print(f"of {kernel_to_peer + kernel_to_client} kernel-relayed packets, XDP relayed {xdp}")
     if mode == "xdp":
         assert xdp >= (kernel_to_peer + kernel_to_client) // 2, xdp
@@ -257,12 +264,7 @@ def test_ipv6_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path, 
         "python3", driver, RELAY_CLIENT6, "3478", SECRET, PEER6, "6000", str(messages), "6", CLIENT6]).strip().splitlines()[-1])
     assert result == {"sent": messages, "echoed": messages, "intact": True}, result
     time.sleep(2.5)
-    metrics = hosts.run(hosts.relay, ["python3", "-c",
-                                      "import urllib.request;"
-                                      "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
-    found = {(m[0], m[1]): int(m[2]) for m in
-             re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
-    xdp = int(re.search(r"^relayd_offloaded_xdp_packets_total (\d+)$", metrics, re.M).group(1))
+    found, xdp = relay_metrics(hosts)
     print(f"IPv6, {mode}: kernel relayed {found[('relayd_offloaded_packets_total', 'client_to_peer')]} to the peer, "
           f"{found[('relayd_offloaded_packets_total', 'peer_to_client')]} back, XDP {xdp}")
     assert found[("relayd_offloaded_packets_total", "client_to_peer")] == messages
