@@ -279,6 +279,8 @@ public final class FuzzSession {
                 require(
                     route.expiry <= owner.expiry && route.expiry <= (channel?.expiry ?? 0),
                     "channel route outlives its channel or allocation")
+            case .setDontFragment(let socket):
+                require(allocations.contains { $0.relaySocket == socket && $0.dontFragment }, "DONT-FRAGMENT for no such allocation")
             case .removeChannel, .deliverToStream, .sessionStarted, .sessionEnded:
                 break
             }

@@ -124,12 +124,17 @@ def wait_for(predicate, what: str, timeout: float = 10) -> None:
     pytest.fail(f"timed out waiting for {what}")
 
 
+def metrics_text(hosts: Hosts) -> str:
+    """relayd's /metrics, read inside the relay namespace."""
+    return hosts.run(hosts.relay, ["python3", "-c",
+                                   "import urllib.request;"
+                                   "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
+
+
 def relay_metrics(hosts: Hosts) -> tuple[dict[tuple[str, str], int], int]:
     """relayd's per-direction counters from /metrics in the relay namespace, by (metric name,
     direction), and the packets its XDP program relayed."""
-    metrics = hosts.run(hosts.relay, ["python3", "-c",
-                                      "import urllib.request;"
-                                      "print(urllib.request.urlopen('http://127.0.0.1:8080/metrics').read().decode())"])
+    metrics = metrics_text(hosts)
     found = {(m[0], m[1]): int(m[2]) for m in
              re.findall(r'^(relayd_[a-z_]+)\{direction="([a-z_]+)"\} (\d+)$', metrics, re.M)}
     xdp = int(re.search(r"^relayd_offloaded_xdp_packets_total (\d+)$", metrics, re.M).group(1))

@@ -17,6 +17,10 @@ extension EventLoop {
             switch command {
             case .closeRelaySocket(let socket):
                 closeRelaySocket(socket)
+            case .setDontFragment(let socket):
+                if !UDPSocket.setDontFragment(socket.descriptor) {
+                    core.logger.warning("cannot set DONT-FRAGMENT on a relay socket", metadata: ["event": "dont_fragment_failed"])
+                }
             case .deliverToStream(let delivery):
                 if streamDeliverer?(delivery) != true { core.streamDeliveryRefused(delivery, now: EventLoop.now()) }
             case .installChannel:

@@ -145,8 +145,10 @@ public final class RelayServer {
                 loop.fastPath = fastPath.map(FastPathRoutes.init)
                 let transport = StreamTransport(loop: loop, service: streams)
                 let routes = loop.fastPath
+                let sender = loop.sender
                 loop.onPublish = { core in
                     var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
+                    snapshot.sendFailures = sender.failed
                     transport.contribute(to: &snapshot)
                     routes?.contribute(to: &snapshot, isFirstLoop: index == 0)
                     slot.publish(snapshot)

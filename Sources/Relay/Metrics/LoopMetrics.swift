@@ -30,6 +30,9 @@ public struct LoopMetrics: Sendable {
     public var offloadFallback: [UInt64] = [0, 0, 0]
     /// Of the kernel-relayed packets, those the XDP program relayed, machine-wide (loop 0 only).
     public var offloadXDP: UInt64 = 0
+    /// UDP datagrams the kernel refused to send (an unreachable peer, a datagram over the path
+    /// MTU of a DONT-FRAGMENT allocation, a full socket buffer).
+    public var sendFailures: UInt64 = 0
 
     public init() {}
 
@@ -75,5 +78,6 @@ public struct LoopMetrics: Sendable {
         offloadEnabled &+= other.offloadEnabled
         for i in offloadFallback.indices { offloadFallback[i] &+= other.offloadFallback[i] }
         offloadXDP &+= other.offloadXDP
+        sendFailures &+= other.sendFailures
     }
 }

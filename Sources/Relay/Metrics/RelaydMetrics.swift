@@ -63,6 +63,10 @@ public enum RelaydMetrics {
             "relayd_offloaded_xdp_packets_total", .counter,
             help: "Of relayd_offloaded_packets_total, the packets the XDP program relayed (kernel-offload-xdp).")
         p.sample("relayd_offloaded_xdp_packets_total", [], m.offloadXDP)
+        p.family(
+            "relayd_send_failures_total", .counter,
+            help: "UDP datagrams the kernel refused to send: unreachable peers, over the path MTU with DONT-FRAGMENT, full buffers.")
+        p.sample("relayd_send_failures_total", [], m.sendFailures)
         p.family("relayd_offloaded_channels", .gauge, help: "Channels installed in the kernel fast path.")
         p.sample("relayd_offloaded_channels", [], m.kernelRoutes)
         p.family(

@@ -24,6 +24,8 @@ public final class Allocation {
     public internal(set) var traffic = TrafficCounters()
     /// The `max-bps` budget granted at Allocate; nil when `max-bps` is 0 (unlimited).
     public internal(set) var bandwidth: BandwidthBudget?
+    /// The Allocate carried DONT-FRAGMENT (RFC 8656 §7.2): the relay socket never fragments.
+    public internal(set) var dontFragment = false
     /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.
     public internal(set) var permissionsUsed = 0
     public internal(set) var channelsUsed = 0

@@ -7,6 +7,10 @@ public enum CoreCommand {
     /// The allocation that owned this relay socket has ended: stop reading it, and close it once
     /// the packets already queued for it have left.
     case closeRelaySocket(RelaySocket)
+    /// The allocation of this relay socket asked for DONT-FRAGMENT (RFC 8656 §7.2, §18.9): what the
+    /// socket sends must not be fragmented (DF set for IPv4); a datagram over the path MTU is
+    /// dropped and counted instead.
+    case setDontFragment(RelaySocket)
     /// A packet framed for a TCP/TLS client of another loop thread (the relay-to-relay
     /// short-circuit, docs/architecture.md): the I/O layer queues it on that client's connection,
     /// and calls `RelayCore.streamDeliveryRefused` if the connection will not take it.

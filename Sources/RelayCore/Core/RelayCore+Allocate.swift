@@ -80,6 +80,10 @@ extension RelayCore {
             origin: origin, relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket,
             username: auth.username, key: auth.key.bytes, transactionID: message.transactionID, now: now, lifetime: lifetime)
         if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
+        if message.contains(.dontFragment) {
+            allocation.dontFragment = true
+            outbox.emit(.setDontFragment(socket))
+        }
         var reservation: UInt64? = nil
         if evenPort?.reservePair == true {
             let next = relay.port + 1

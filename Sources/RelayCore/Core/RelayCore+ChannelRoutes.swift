@@ -23,10 +23,12 @@ extension RelayCore {
     /// stream the kernel fast path does not parse.
     ///
     /// Not announced either: an allocation with a `max-bps` budget (the core meters each of its
-    /// packets), and a channel to one of relayd's own relayed addresses in its `external-ip`
-    /// public form (the core maps the forms, docs/external-ip.md).
+    /// packets), one with DONT-FRAGMENT (its relay socket enforces it; the kernel's redirect would
+    /// not), and a channel to one of relayd's own relayed addresses in its `external-ip` public
+    /// form (the core maps the forms, docs/external-ip.md).
     func announceChannels(of allocation: Allocation, peerIPs: [IPAddress]?, now: Int64) {
-        guard allocation.origin.fiveTuple.transport == .udp, allocation.bandwidth == nil else { return }
+        guard allocation.origin.fiveTuple.transport == .udp, allocation.bandwidth == nil, !allocation.dontFragment
+        else { return }
         for channel in allocation.channels where channel.expiry > now {
             if let peerIPs, !peerIPs.contains(channel.peer.ip) { continue }
             guard context.boundForm(of: channel.peer) == channel.peer else { continue }

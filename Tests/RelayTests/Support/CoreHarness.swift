@@ -149,6 +149,8 @@ final class CoreHarness {
             switch command {
             case .closeRelaySocket(let socket):
                 sockets.closeRelaySocket(socket)
+            case .setDontFragment(let socket):
+                dontFragment.append(socket)
             case .deliverToStream(let delivery):
                 let sink = delivery.sink as? RecordingStreamSink
                 if sink?.take(delivery.bytes) != true { core.streamDeliveryRefused(delivery, now: now) }
@@ -165,6 +167,9 @@ final class CoreHarness {
         core.outbox.reset()
         return packets
     }
+
+    /// The relay sockets the core asked to send without fragmenting (DONT-FRAGMENT), in order.
+    var dontFragment: [RelaySocket] = []
 
     /// A channel route command, as a data plane outside the core would receive it.
     enum ChannelCommand: Equatable {

@@ -1,0 +1,36 @@
+import Relay
+import RelayCore
+import StunCodec
+import Testing
+
+/// DONT-FRAGMENT on Allocate (RFC 8656 §7.2, §18.9): the core asks the I/O layer to make the relay
+/// socket send without fragmenting, and keeps the allocation's channels out of the kernel fast
+/// path, whose redirect would not honour it.
+@Suite struct CoreDontFragmentTests {
+    @Test("Allocate with DONT-FRAGMENT succeeds and asks for its relay socket to send unfragmented")
+    func allocateWithDontFragment() throws {
+        let harness = CoreHarness()
+        let client = harness.restClient(at: CoreFixture.clientA)
+        let allocated = try client.allocate { w in try w.append(DontFragment()) }
+        #expect(allocated.isSuccess, "\(allocated.description)")
+        let relayed = try #require(allocated.xorRelayedAddress)
+        let socket = try #require(harness.sockets.descriptor(boundTo: relayed))
+        #expect(harness.dontFragment == [socket])
+        #expect(harness.allocation(of: CoreFixture.clientA)?.dontFragment == true)
+        // Its channels stay with the core.
+        #expect(try client.channelBind(0x4001, to: CoreFixture.peer1).isSuccess)
+        #expect(harness.channelCommands.isEmpty)
+        let sent = harness.receive(StunTestMessages.channelData(0x4001, [9, 8, 7]), from: CoreFixture.clientA)
+        #expect(sent.first?.peer?.relaySocket == socket && sent.first?.bytes == [9, 8, 7])
+    }
+
+    @Test("Without DONT-FRAGMENT nothing is asked, and channels are offered to the fast path")
+    func allocateWithout() throws {
+        let harness = CoreHarness()
+        let client = harness.restClient(at: CoreFixture.clientA)
+        #expect(try client.allocate().isSuccess)
+        #expect(harness.dontFragment.isEmpty)
+        #expect(try client.channelBind(0x4001, to: CoreFixture.peer1).isSuccess)
+        #expect(!harness.channelCommands.isEmpty)
+    }
+}

@@ -1,0 +1,41 @@
+"""A TURN client for the namespace tests, run inside a client namespace: allocates (REST
+credentials; with DF=1 the Allocate carries DONT-FRAGMENT, RFC 8656 §7.2), binds channel
+0x4001 to PEER and sends one ChannelData message of each size in SIZES, a few times each.
+Prints one JSON object: the sizes sent.
+
+    python3 netns_sizes_client.py SERVER_HOST PORT SECRET PEER_HOST PEER_PORT DF BIND_HOST SIZE..."""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import time
+
+from stunclient import Attr, Method, TurnClient, long_term_key, rest_credentials
+
+
+def main() -> None:
+    host, port, secret, peer_host, peer_port, df, bind_host = sys.argv[1:8]
+    sizes = [int(s) for s in sys.argv[8:]]
+    with TurnClient((host, int(port)), bind_host=bind_host) as client:
+        username, password = rest_credentials(secret, "sizes")
+        attrs = [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 17))]
+        if df == "1":
+            attrs.append((Attr.DONT_FRAGMENT, b""))
+        challenge = client.allocate_unauthenticated()
+        client.realm = challenge.text(Attr.REALM)
+        client.nonce = challenge.get(Attr.NONCE)
+        client.username = username
+        client.key = long_term_key(username, client.realm, password)
+        TurnClient.check(client.authenticated_request(Method.ALLOCATE, attrs), "Allocate")
+        client.channel_bind(0x4001, (peer_host, int(peer_port)))
+        for _ in range(3):
+            for size in sizes:
+                client.send_channel_data(0x4001, bytes([size & 0xFF]) * size)
+                time.sleep(0.02)
+    print(json.dumps({"sent": sizes}))
+
+
+if __name__ == "__main__":
+    main()
