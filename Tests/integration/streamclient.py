@@ -151,7 +151,7 @@ class StreamTurnClient(TurnClient):
     def transact(self, request: StunMessage, key: bytes | None = None) -> StunMessage:
         """Sends once (no retransmission over a reliable transport, RFC 8489 §6.2.2) and
         waits for the response with the same transaction ID; other frames are queued."""
-        self.send_raw(request.encode(integrity_key=key))
+        self.send_raw(request.encode(integrity_key=key, integrity=self.integrity))
         deadline = time.monotonic() + self.timeout
         while True:
             frame = self.reader.read_frame(max(0.0, deadline - time.monotonic()))

@@ -368,6 +368,15 @@ class Received:
 class TurnClient:
     """A TURN client on one UDP socket. Every wait is bounded by a timeout."""
 
+    # RFC 8489 §9.2.5: PASSWORD-ALGORITHMS as the server listed it (echoed), the chosen
+    # PASSWORD-ALGORITHM (None: an RFC 5389 client), USERHASH instead of USERNAME, and which
+    # integrity attribute(s) to sign with ("sha1", "sha256", "both"). Class defaults, so
+    # subclasses with their own __init__ (the stream client) have them too.
+    password_algorithms: bytes | None = None
+    password_algorithm: int | None = None
+    userhash = False
+    integrity = "sha1"
+
     def __init__(self, server: tuple[str, int], bind_host: str | None = None,
                  rto: float = 0.5, attempts: int = 4):
         self.server = server
@@ -386,13 +395,6 @@ class TurnClient:
         self.key: bytes | None = None
         self.relayed: tuple[str, int] | None = None
         self.mapped: tuple[str, int] | None = None
-        # RFC 8489 §9.2.5: PASSWORD-ALGORITHMS as the server listed it (echoed), the chosen
-        # PASSWORD-ALGORITHM (None: an RFC 5389 client), USERHASH instead of USERNAME, and
-        # which integrity attribute(s) to sign with ("sha1", "sha256", "both").
-        self.password_algorithms: bytes | None = None
-        self.password_algorithm: int | None = None
-        self.userhash = False
-        self.integrity = "sha1"
 
     @property
     def local_address(self) -> tuple[str, int]:

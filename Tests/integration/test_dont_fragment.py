@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RelayServer
 from test_kernel_fast_path_netns import (  # noqa: F401  (hosts is a fixture)
-    CLIENT_IP, PEER_IP, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, SECRET, hosts, ip, metrics_text, pytestmark, wait_for,
+    CLIENT_IP, PEER_IP, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, SECRET, hosts, ip, metrics_text, pytestmark, relayd_command,
+    wait_for,
 )
 
 SIZES = [100, 1200, 1400]
@@ -42,12 +42,7 @@ def test_dont_fragment_keeps_oversized_datagrams_from_being_fragmented(hosts, tm
         ip("-n", ns, "link", "set", "dev", link, "mtu", "1280")
     conf = tmp_path / "relayd.conf"
     conf.write_text("")
-    proc, log = hosts.start(hosts.relay, "relayd", [
-        RelayServer.default_binary("relayd"), "-c", str(conf), f"--listening-ip={RELAY_CLIENT_SIDE}",
-        "--listening-port=3478", f"--relay-ip={RELAY_PEER_SIDE}", "--min-port=50000", "--max-port=50999",
-        "--use-auth-secret", f"--static-auth-secret={SECRET}", "--realm=df.test", f"--allowed-peer-ip={PEER_IP}",
-        "--no-tcp", "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--drain-timeout=0",
-    ])
+    proc, log = hosts.start(hosts.relay, "relayd", relayd_command(conf, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, PEER_IP))
     wait_for(lambda: "relayd started" in log.read_text(errors="replace") or proc.poll() is not None, "relayd to start")
     assert proc.poll() is None, log.read_text(errors="replace")
     peer, peer_log = hosts.start(hosts.peer, "peer", ["python3", "-c", PEER, PEER_IP, "6000", "6"])

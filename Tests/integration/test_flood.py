@@ -52,7 +52,8 @@ def test_401s_are_minimal(limited):
         types = [t for t, _ in challenge.attributes]
         assert challenge.error_code()[0] == 401
         assert challenge.has(Attr.REALM) and challenge.has(Attr.NONCE)
-        assert set(types) <= {Attr.ERROR_CODE, Attr.REALM, Attr.NONCE, Attr.FINGERPRINT}, types
+        # PASSWORD-ALGORITHMS (RFC 8489 §9.2.4) is part of the challenge; SOFTWARE is not.
+        assert set(types) <= {Attr.ERROR_CODE, Attr.REALM, Attr.NONCE, Attr.PASSWORD_ALGORITHMS, Attr.FINGERPRINT}, types
 
 
 def test_flood_is_rate_limited_memory_flat_and_legit_clients_still_allocate(limited):

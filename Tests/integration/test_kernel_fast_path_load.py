@@ -18,7 +18,7 @@ import pytest
 from conftest import RelayServer
 from test_kernel_fast_path_netns import (  # noqa: F401  (hosts is a fixture)
     CLIENT_IP, OBJECT, PEER_IP, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, SECRET, TIMEOUT, hosts, ip, pytestmark, relay_metrics,
-    wait_for,
+    relayd_command, wait_for,
 )
 
 RATE = 50_000
@@ -43,19 +43,13 @@ def link_address(ns: str, link: str) -> str:
 
 @pytest.mark.parametrize("mode", ["tc", "xdp"])
 def test_a_kernel_generated_load_is_relayed_without_loss_and_counted_exactly(hosts, tmp_path, mode):
-    relayd = RelayServer.default_binary("relayd")
-    binaries = Path(relayd).parent
+    binaries = Path(RelayServer.default_binary("relayd")).parent
     conf = tmp_path / "relayd.conf"
     conf.write_text("")
-    proc, log = hosts.start(hosts.relay, "relayd", [
-        relayd, "-c", str(conf), f"--listening-ip={RELAY_CLIENT_SIDE}", "--listening-port=3478",
-        f"--relay-ip={RELAY_PEER_SIDE}", "--min-port=50000", "--max-port=50999", "--use-auth-secret",
-        f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={PEER_IP}", "--no-tcp",
-        "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-offload=on",
+    proc, log = hosts.start(hosts.relay, "relayd", relayd_command(
+        conf, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, PEER_IP, "--kernel-offload=on", "--allocate-rate-limit=0",
         *[f"--kernel-offload-interface={link}" for link in hosts.relay_links[:2]],
-        *(["--kernel-offload-xdp"] if mode == "xdp" else []),
-        "--drain-timeout=0", "--unauth-rate-limit=0", "--allocate-rate-limit=0",
-    ])
+        *(["--kernel-offload-xdp"] if mode == "xdp" else [])))
     wait_for(lambda: "kernel fast path attached" in log.read_text(errors="replace") or proc.poll() is not None,
              "relayd to attach its program")
     assert proc.poll() is None, log.read_text(errors="replace")

@@ -124,6 +124,18 @@ def wait_for(predicate, what: str, timeout: float = 10) -> None:
     pytest.fail(f"timed out waiting for {what}")
 
 
+def relayd_command(conf: Path, listen: str, relay: str, peer: str, *extra: str) -> list[str]:
+    """relayd in the relay namespace: listening on `listen`, relaying from `relay`, `peer` allowed
+    as a peer, REST credentials under SECRET, UDP only, its HTTP API on 127.0.0.1:8080."""
+    return [
+        RelayServer.default_binary("relayd"), "-c", str(conf), f"--listening-ip={listen}", "--listening-port=3478",
+        f"--relay-ip={relay}", "--min-port=50000", "--max-port=50999", "--use-auth-secret",
+        f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={peer}", "--no-tcp", "--no-tls",
+        "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--drain-timeout=0", "--unauth-rate-limit=0",
+        *extra,
+    ]
+
+
 def metrics_text(hosts: Hosts) -> str:
     """relayd's /metrics, read inside the relay namespace."""
     return hosts.run(hosts.relay, ["python3", "-c",
@@ -152,22 +164,16 @@ def test_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path, mode)
     object, whose empty maps pass everything. Routes get their next hop's link-layer address
     once the neighbour table has it (the client's at once, the peer's after the first packets
     the TC program sent), and from then on the XDP program relays."""
-    relayd = RelayServer.default_binary("relayd")
     if mode == "xdp":
         for ns, link in ((hosts.client, hosts.client_link), (hosts.client2, hosts.client2_link),
                          (hosts.peer, hosts.peer_link)):
             ip("-n", ns, "link", "set", "dev", link, "xdpdrv", "obj", str(OBJECT), "sec", "xdp")
     conf = tmp_path / "relayd.conf"
     conf.write_text("")
-    proc, log = hosts.start(hosts.relay, "relayd", [
-        relayd, "-c", str(conf), f"--listening-ip={RELAY_CLIENT_SIDE}", "--listening-port=3478",
-        f"--relay-ip={RELAY_PEER_SIDE}", "--min-port=50000", "--max-port=50999", "--use-auth-secret",
-        f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={PEER_IP}", "--no-tcp",
-        "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-offload=on",
+    proc, log = hosts.start(hosts.relay, "relayd", relayd_command(
+        conf, RELAY_CLIENT_SIDE, RELAY_PEER_SIDE, PEER_IP, "--kernel-offload=on",
         *[f"--kernel-offload-interface={link}" for link in hosts.relay_links],
-        *(["--kernel-offload-xdp"] if mode == "xdp" else []),
-        "--drain-timeout=0", "--unauth-rate-limit=0",
-    ])
+        *(["--kernel-offload-xdp"] if mode == "xdp" else [])))
     wait_for(lambda: "kernel fast path attached" in log.read_text(errors="replace") or proc.poll() is not None,
              "relayd to attach its program")
     assert proc.poll() is None, log.read_text(errors="replace")
@@ -245,15 +251,10 @@ def test_ipv6_channels_between_hosts_are_relayed_in_the_kernel(hosts, tmp_path, 
             ip("-n", ns, "link", "set", "dev", link, "xdpdrv", "obj", str(OBJECT), "sec", "xdp")
     conf = tmp_path / "relayd.conf"
     conf.write_text("")
-    proc, log = hosts.start(hosts.relay, "relayd", [
-        RelayServer.default_binary("relayd"), "-c", str(conf), f"--listening-ip={RELAY_CLIENT6}",
-        "--listening-port=3478", f"--relay-ip={RELAY_PEER6}", "--min-port=50000", "--max-port=50999",
-        "--use-auth-secret", f"--static-auth-secret={SECRET}", "--realm=fastpath.test", f"--allowed-peer-ip={PEER6}",
-        "--no-tcp", "--no-tls", "--api-listening-ip=127.0.0.1", "--api-listening-port=8080", "--kernel-offload=on",
+    proc, log = hosts.start(hosts.relay, "relayd", relayd_command(
+        conf, RELAY_CLIENT6, RELAY_PEER6, PEER6, "--kernel-offload=on",
         *[f"--kernel-offload-interface={link}" for link in hosts.relay_links[:2]],
-        *(["--kernel-offload-xdp"] if mode == "xdp" else []),
-        "--drain-timeout=0", "--unauth-rate-limit=0",
-    ])
+        *(["--kernel-offload-xdp"] if mode == "xdp" else [])))
     wait_for(lambda: "kernel fast path attached" in log.read_text(errors="replace") or proc.poll() is not None,
              "relayd to attach its program")
     assert proc.poll() is None, log.read_text(errors="replace")
