@@ -58,20 +58,18 @@ import Testing
 
     @Test("With password algorithms announced, the nonce starts with the cookie obMatJos2gAAA (RFC 8489 §9.2.1)")
     func cookie() {
-        let announcing = NonceGenerator(key: Self.key, lifetime: 600, features: .passwordAlgorithms)
-        let nonce = announcing.make(for: Self.client, now: Self.issued)
+        let nonce = nonces.make(for: Self.client, now: Self.issued, features: .passwordAlgorithms)
         #expect(nonce.hasPrefix("obMatJos2gAAA") && nonce.utf8.count == 37)
-        let verdict = Array(nonce.utf8).withUnsafeBytes { announcing.check($0, client: Self.client, now: Self.issued) }
+        let verdict = Array(nonce.utf8).withUnsafeBytes { nonces.check($0, client: Self.client, now: Self.issued) }
         #expect(verdict == .fresh)
         #expect(Array(nonce.utf8).withUnsafeBytes { SecurityFeatures.announced(in: $0) } == .passwordAlgorithms)
     }
 
     @Test("Changing any one character of a nonce with the cookie, the cookie included, makes it invalid", arguments: 0..<37)
     func cookieTampered(index: Int) {
-        let announcing = NonceGenerator(key: Self.key, lifetime: 600, features: .passwordAlgorithms)
-        var bytes = Array(announcing.make(for: Self.client, now: Self.issued).utf8)
+        var bytes = Array(nonces.make(for: Self.client, now: Self.issued, features: .passwordAlgorithms).utf8)
         bytes[index] = bytes[index] == UInt8(ascii: "A") ? UInt8(ascii: "Q") : UInt8(ascii: "A")
-        let verdict = bytes.withUnsafeBytes { announcing.check($0, client: Self.client, now: Self.issued) }
+        let verdict = bytes.withUnsafeBytes { nonces.check($0, client: Self.client, now: Self.issued) }
         #expect(verdict == .invalid)
     }
 

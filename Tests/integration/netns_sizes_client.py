@@ -8,11 +8,10 @@ Prints one JSON object: the sizes sent.
 from __future__ import annotations
 
 import json
-import struct
 import sys
 import time
 
-from stunclient import Attr, Method, TurnClient, long_term_key, rest_credentials
+from stunclient import Attr, TurnClient, rest_credentials
 
 
 def main() -> None:
@@ -20,15 +19,7 @@ def main() -> None:
     sizes = [int(s) for s in sys.argv[8:]]
     with TurnClient((host, int(port)), bind_host=bind_host) as client:
         username, password = rest_credentials(secret, "sizes")
-        attrs = [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 17))]
-        if df == "1":
-            attrs.append((Attr.DONT_FRAGMENT, b""))
-        challenge = client.allocate_unauthenticated()
-        client.realm = challenge.text(Attr.REALM)
-        client.nonce = challenge.get(Attr.NONCE)
-        client.username = username
-        client.key = long_term_key(username, client.realm, password)
-        TurnClient.check(client.authenticated_request(Method.ALLOCATE, attrs), "Allocate")
+        client.allocate(username, password, extra=[(Attr.DONT_FRAGMENT, b"")] if df == "1" else [])
         client.channel_bind(0x4001, (peer_host, int(peer_port)))
         for _ in range(3):
             for size in sizes:

@@ -9,11 +9,10 @@ and whether every echo came back intact and in order.
 from __future__ import annotations
 
 import json
-import struct
 import sys
 import time
 
-from stunclient import Attr, Class, Method, TurnClient, long_term_key, rest_credentials
+from stunclient import Attr, TurnClient, TurnError, rest_credentials
 
 
 def main() -> None:
@@ -21,17 +20,11 @@ def main() -> None:
     count = int(count)
     with TurnClient((host, int(port)), bind_host=bind_host) as client:
         username, password = rest_credentials(secret, "netns")
-        challenge = client.allocate_unauthenticated()
-        client.realm = challenge.text(Attr.REALM)
-        client.nonce = challenge.get(Attr.NONCE)
-        client.username = username
-        client.key = long_term_key(username, client.realm, password)
-        attrs = [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 17))]
-        if family == "6":
-            attrs.append((Attr.REQUESTED_ADDRESS_FAMILY, b"\x02\x00\x00\x00"))
-        resp = client.authenticated_request(Method.ALLOCATE, attrs)
-        if resp.cls != Class.SUCCESS:
-            print(json.dumps({"error": f"allocate: {resp.error_code()}"}))
+        family_attr = [(Attr.REQUESTED_ADDRESS_FAMILY, b"\x02\x00\x00\x00")] if family == "6" else []
+        try:
+            client.allocate(username, password, extra=family_attr)
+        except TurnError as refused:
+            print(json.dumps({"error": f"allocate: {refused}"}))
             return
         client.channel_bind(0x4001, (peer_host, int(peer_port)))
         messages = [bytes((i + k) & 0xFF for k in range(1 + (i * 37) % 1200)) for i in range(count)]

@@ -514,8 +514,9 @@ class TurnClient:
             req.add(Attr.LIFETIME, struct.pack("!I", lifetime))
         return self.transact(req)
 
-    def allocate(self, username: str, password: str, lifetime: int | None = None) -> StunMessage:
-        """Allocate: 401 with REALM/NONCE, then the same request with credentials (§7.2)."""
+    def allocate(self, username: str, password: str, lifetime: int | None = None, extra=()) -> StunMessage:
+        """Allocate: 401 with REALM/NONCE, then the same request with credentials (§7.2) and the
+        (type, value) attributes in `extra` (REQUESTED-ADDRESS-FAMILY, DONT-FRAGMENT, ...)."""
         challenge = self.allocate_unauthenticated(lifetime)
         err = challenge.error_code()
         if challenge.cls != Class.ERROR or not err or err[0] != 401:
@@ -533,6 +534,7 @@ class TurnClient:
         attrs = [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", UDP_TRANSPORT))]
         if lifetime is not None:
             attrs.append((Attr.LIFETIME, struct.pack("!I", lifetime)))
+        attrs.extend(extra)
         resp = self.check(self.authenticated_request(Method.ALLOCATE, attrs), "Allocate")
         self.relayed = resp.xor_address(Attr.XOR_RELAYED_ADDRESS)
         self.mapped = resp.xor_address(Attr.XOR_MAPPED_ADDRESS)

@@ -6,22 +6,21 @@ import StunCodec
 /// Layout: 8 hex digits of the issue time (unix seconds) then 16 hex digits of
 /// HMAC-SHA1(key, time || client IP) truncated to 8 bytes. With security features to announce,
 /// the nonce cookie comes first (`SecurityFeatures`, RFC 8489 §9.2.1) and the HMAC also covers
-/// the feature bits, so a cookie changed on the way makes the nonce invalid.
+/// the feature bits, so a cookie changed on the way makes the nonce invalid. A nonce carries its
+/// features itself: `check` reads them from the cookie.
 public struct NonceGenerator: Sendable {
     let key: [UInt8]
     /// Seconds a nonce stays fresh (`stale-nonce`, default 600).
     public let lifetime: Int64
-    /// What the nonces announce; none: no cookie (the nonces of RFC 5389).
-    public let features: SecurityFeatures
 
-    public init(key: [UInt8], lifetime: Int64, features: SecurityFeatures = []) {
+    public init(key: [UInt8], lifetime: Int64) {
         self.key = key
         self.lifetime = lifetime
-        self.features = features
     }
 
-    /// A fresh nonce for `client` at `now`.
-    public func make(for client: IPAddress, now: Int64) -> String {
+    /// A fresh nonce for `client` at `now`, announcing `features` (none: no cookie, the nonces of
+    /// RFC 5389).
+    public func make(for client: IPAddress, now: Int64, features: SecurityFeatures = []) -> String {
         let time = UInt32(truncatingIfNeeded: now)
         let body = hex32(time) + mac(time: time, client: client, features: features)
         return features.isEmpty ? body : features.cookie + body

@@ -45,10 +45,7 @@ public struct CoreContext: Sendable {
     ) {
         self.settings = settings
         self.credentials = credentials
-        // The nonces announce what the settings offer (RFC 8489 §9.2.1), whoever built them.
-        self.nonces = NonceGenerator(
-            key: nonces.key, lifetime: nonces.lifetime,
-            features: settings.offersPasswordAlgorithms ? .passwordAlgorithms : [])
+        self.nonces = nonces
         self.policy = policy
         self.quota = quota
         self.bandwidth = bandwidth

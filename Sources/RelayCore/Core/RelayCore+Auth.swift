@@ -95,12 +95,11 @@ extension RelayCore {
     /// server does not offer it.
     private func passwordAlgorithm(of message: StunMessage, nonce: UnsafeRawBufferPointer) -> PasswordAlgorithm? {
         var algorithm = PasswordAlgorithm.md5
-        let listed = try? message.decode(PasswordAlgorithms.self)
-        let chosen = try? message.decode(PasswordAlgorithm.self)
         if let features = SecurityFeatures.announced(in: nonce), features.contains(.passwordAlgorithms),
             message.contains(.passwordAlgorithms) || message.contains(.passwordAlgorithm)
         {
-            guard let listed, let chosen, listed.algorithms == settings.passwordAlgorithms,
+            guard let listed = try? message.decode(PasswordAlgorithms.self),
+                let chosen = try? message.decode(PasswordAlgorithm.self), listed.algorithms == settings.passwordAlgorithms,
                 listed.algorithms.contains(chosen)
             else { return nil }
             algorithm = chosen

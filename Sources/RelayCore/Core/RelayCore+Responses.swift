@@ -76,7 +76,9 @@ extension RelayCore {
         case nil:
             break
         }
-        let nonce = context.nonces.make(for: origin.fiveTuple.client.ip, now: wallTime(now))
+        let nonce = context.nonces.make(
+            for: origin.fiveTuple.client.ip, now: wallTime(now),
+            features: settings.offersPasswordAlgorithms ? .passwordAlgorithms : [])
         sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in
             try w.append(Realm(value: context.credentials.realm))
             try w.append(Nonce(value: nonce))
