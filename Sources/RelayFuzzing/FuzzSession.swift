@@ -72,6 +72,7 @@ public final class FuzzSession {
                 signed(
                     tuple: tuple(r.byte()), method: r.byte(), peer: r.byte(), channel: r.byte(), lifetime: r.u16(),
                     extra: r.chunk())
+            case 3 where op & 8 != 0: peerICMP(socket: r.byte(), peer: r.byte(), type: r.byte(), code: r.byte())
             case 3: peerPacket(socket: r.byte(), peer: r.byte(), r.chunk())
             case 4: let k = Int64(r.byte()); now += k < 200 ? k : (k - 199) * 60
             case 5: core.sweep(now: now)
@@ -127,6 +128,27 @@ public final class FuzzSession {
         core.handlePeerPacket(
             relaySocket: fd, from: candidates[Int(peer) % candidates.count], buffer: buffer,
             payload: head..<head + payload.count, now: now)
+        checkInvariants()
+    }
+
+    /// An ICMP error for a datagram a relay socket sent (RFC 8656 §11.5), for a peer (or one of
+    /// relayd's own relayed addresses) of the fuzzer's choosing: answered at most with a Data
+    /// indication to the allocation's own client, which `checkInvariants` parses.
+    func peerICMP(socket: UInt8, peer: UInt8, type: UInt8, code: UInt8) {
+        let open = core.allocations.map(\.relaySocket).sorted()
+        let fd = open.isEmpty || socket == 0xFF ? RelaySocket(descriptor: 9999) : open[Int(socket) % open.count]
+        let candidates = Self.peers + core.allocations.map(\.relayedAddress)
+        let owner = core.allocations.first { $0.relaySocket == fd }?.origin
+        core.handlePeerICMP(
+            relaySocket: fd, peer: candidates[Int(peer) % candidates.count],
+            icmp: ICMP(type: type, code: code, errorData: UInt32(type) << 8 | UInt32(code)), now: now)
+        for packet in core.outbox.packets {
+            guard case .client(let o) = packet.route else {
+                require(false, "an ICMP error made the core send to a peer")
+                continue
+            }
+            require(o == owner, "an ICMP error's indication went to another allocation's client")
+        }
         checkInvariants()
     }
 

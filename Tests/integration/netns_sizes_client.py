@@ -1,13 +1,15 @@
 """A TURN client for the namespace tests, run inside a client namespace: allocates (REST
 credentials; with DF=1 the Allocate carries DONT-FRAGMENT, RFC 8656 §7.2), binds channel
-0x4001 to PEER and sends one ChannelData message of each size in SIZES, a few times each.
-Prints one JSON object: the sizes sent.
+0x4001 to PEER and sends one ChannelData message of each size in SIZES, a few times each, then
+listens for a second for Data indications with an ICMP attribute (RFC 8656 §11.5). Prints one
+JSON object: the sizes sent, and each ICMP as [type, code, error data, peer host, peer port].
 
     python3 netns_sizes_client.py SERVER_HOST PORT SECRET PEER_HOST PEER_PORT DF BIND_HOST SIZE..."""
 
 from __future__ import annotations
 
 import json
+import struct
 import sys
 import time
 
@@ -25,7 +27,13 @@ def main() -> None:
             for size in sizes:
                 client.send_channel_data(0x4001, bytes([size & 0xFF]) * size)
                 time.sleep(0.02)
-    print(json.dumps({"sent": sizes}))
+        icmp, deadline = [], time.monotonic() + 1.0
+        while (left := deadline - time.monotonic()) > 0:
+            got = client.receive(left)
+            value = got.message.get(Attr.ICMP) if got is not None and got.message is not None else None
+            if value is not None:
+                icmp.append([value[2], value[3], struct.unpack("!I", value[4:8])[0], *got.peer])
+    print(json.dumps({"sent": sizes, "icmp": icmp}))
 
 
 if __name__ == "__main__":

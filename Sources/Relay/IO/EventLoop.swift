@@ -182,7 +182,11 @@ final class EventLoop: RelaySocketProvider {
             if batch.count - slotsInUse < DatagramBatch.minimumFreeSlots { flush() }
             let first = slotsInUse
             let n = batch.receive(from: fd, slots: first..<batch.count)
-            if n == 0 { break }
+            if n == 0 {
+                // Nothing to read, yet readable: the error queue holds ICMP errors (EPOLLERR).
+                relayErrors(fd, now: now)
+                break
+            }
             for i in first..<first + n {
                 guard let length = batch.length(i), let peer = SocketAddress.read(batch.source(i)) else {
                     core.counters.drop(.malformed)
@@ -257,6 +261,7 @@ final class EventLoop: RelaySocketProvider {
 
     func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
         guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: 256 * 1024) else { return nil }
+        UDPSocket.enableErrorQueue(fd, family: address.ip.family)
         guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
         }, opaqueSelf) else {

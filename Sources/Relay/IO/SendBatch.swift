@@ -39,13 +39,20 @@ final class SendBatch {
     /// Sends the first `count` staged packets from `fd`.
     func send(count: Int, from fd: Int32) {
         var sent = 0
+        var retried = -1
         while sent < count {
             let n = relayd_sendmmsg(fd, headers + sent, UInt32(count - sent), 0)
             if n <= 0 {
                 if n < 0 && errno == EINTR { continue }
-                // EAGAIN: the socket buffer is full; datagrams are droppable. Other errors
-                // (e.g. ICMP-reported unreachable peers): skip that packet and go on.
+                // EAGAIN: the socket buffer is full; datagrams are droppable. Other errors: the
+                // first try of a datagram may fail on the socket's pending asynchronous error (an
+                // ICMP error queued since the last read, docs/icmp.md), which that failure clears
+                // without sending; it is tried once more. A second failure skips it.
                 if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
+                    if retried != sent {
+                        retried = sent
+                        continue
+                    }
                     failed += 1
                     sent += 1
                     continue

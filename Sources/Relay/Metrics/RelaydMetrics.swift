@@ -67,6 +67,10 @@ public enum RelaydMetrics {
             "relayd_send_failures_total", .counter,
             help: "UDP datagrams the kernel refused to send: unreachable peers, over the path MTU with DONT-FRAGMENT, full buffers.")
         p.sample("relayd_send_failures_total", [], m.sendFailures)
+        p.family(
+            "relayd_icmp_indications_total", .counter,
+            help: "ICMP errors from peers passed to clients as Data indications with an ICMP attribute (RFC 8656 section 11.5).")
+        p.sample("relayd_icmp_indications_total", [], c.icmpIndications)
         p.family("relayd_offloaded_channels", .gauge, help: "Channels installed in the kernel fast path.")
         p.sample("relayd_offloaded_channels", [], m.kernelRoutes)
         p.family(

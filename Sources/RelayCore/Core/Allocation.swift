@@ -29,6 +29,10 @@ public final class Allocation {
     /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.
     public internal(set) var permissionsUsed = 0
     public internal(set) var channelsUsed = 0
+    /// ICMP errors passed to the client in the second `icmpSecond` (RFC 8656 §11.5, at most
+    /// `RelayCore.icmpIndicationsPerSecond`).
+    var icmpSecond: Int64 = 0
+    var icmpSent = 0
     /// A random id that ties the allocation's log lines together (`session` in the logs).
     public var sessionID: UInt64 = 0
 

@@ -14,6 +14,9 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case outboxFull
     /// Over an allocation's `max-bps` budget for the current second.
     case bandwidth
+    /// An ICMP error not passed to the client (RFC 8656 §11.5): over the allocation's rate, or of
+    /// a kind the RFC does not relay (docs/icmp.md).
+    case icmp
 
     public var label: String {
         switch self {
@@ -28,6 +31,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .authFailureLimited: return "auth_failure_limit"
         case .outboxFull: return "outbox_full"
         case .bandwidth: return "bandwidth"
+        case .icmp: return "icmp"
         }
     }
 }
@@ -79,6 +83,8 @@ public struct CoreCounters: Sendable {
     /// Client-to-peer packets delivered straight to another allocation on the same thread
     /// (relay-to-relay short-circuit); also counted in `packetsToPeer` and `packetsToClient`.
     public var shortCircuited: UInt64 = 0
+    /// Data indications with an ICMP attribute sent to clients (RFC 8656 §11.5).
+    public var icmpIndications: UInt64 = 0
     public var drops = [UInt64](repeating: 0, count: DropReason.allCases.count)
     public var auth = [UInt64](repeating: 0, count: AuthOutcome.allCases.count)
     /// Error responses sent, indexed like `RelayError.allCases`.
@@ -106,6 +112,7 @@ public struct CoreCounters: Sendable {
         packetsToClient &+= other.packetsToClient
         bytesToClient &+= other.bytesToClient
         shortCircuited &+= other.shortCircuited
+        icmpIndications &+= other.icmpIndications
         for i in drops.indices { drops[i] &+= other.drops[i] }
         for i in auth.indices { auth[i] &+= other.auth[i] }
         for i in errorResponses.indices { errorResponses[i] &+= other.errorResponses[i] }

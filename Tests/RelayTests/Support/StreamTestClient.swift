@@ -97,12 +97,15 @@ final class StreamTestClient: @unchecked Sendable {
         return frame
     }
 
-    /// `TurnTestClient`'s transport: sends a request and returns the next STUN message, skipping
-    /// ChannelData that arrives first.
+    /// `TurnTestClient`'s transport: sends a request and returns the next STUN message that is
+    /// not an indication, skipping ChannelData and Data indications that arrive first.
     func exchange(_ request: [UInt8]) throws -> ReceivedStun? {
         guard write(request) else { return nil }
         while let frame = readFrame() {
-            if let first = frame.first, first < 0x40 { return try ReceivedStun(frame) }
+            // ChannelData and indications (Data indications, with DATA or ICMP) are not the answer.
+            guard let first = frame.first, first < 0x40 else { continue }
+            let message = try ReceivedStun(frame)
+            if message.type.messageClass != .indication { return message }
         }
         return nil
     }
