@@ -181,8 +181,13 @@ public final class FuzzSession {
                             protocolNumber: method & 0x80 != 0 ? UInt8(truncatingIfNeeded: lifetime) : 17))
                     if method & 0x40 != 0 { try w.append(EvenPort(reservePair: method & 0x20 != 0)) }
                     if method & 0x10 != 0 { try w.append(RequestedAddressFamily(family: .ipv6)) }
+                    if method & 0x08 != 0 { try w.append(AdditionalAddressFamily(family: .ipv6)) }
                     try w.append(Lifetime(seconds: UInt32(lifetime) * 16))
-                case .refresh: try w.append(Lifetime(seconds: method & 0x80 != 0 ? 0 : UInt32(lifetime)))
+                case .refresh:
+                    try w.append(Lifetime(seconds: method & 0x80 != 0 ? 0 : UInt32(lifetime)))
+                    if method & 0x08 != 0 {
+                        try w.append(RequestedAddressFamily(family: lifetime & 1 == 0 ? .ipv4 : .ipv6))
+                    }
                 case .createPermission:
                     try w.append(XORPeerAddress(address: target))
                     if method & 0x80 != 0 {
@@ -257,8 +262,11 @@ public final class FuzzSession {
                     require(parsed != nil, "core sent malformed ChannelData to \(o)")
                 }
             case .peer(let fd, let peer):
-                let owner = allocations.first { $0.relaySocket == fd }
+                let owner = allocations.first { $0.relaySocket == fd || $0.additional?.relaySocket == fd }
                 require(owner != nil, "packet from relay socket \(fd) that no allocation owns")
+                require(
+                    owner?.relaySocket(for: peer.ip.family) == fd,
+                    "packet to \(peer) from the relay socket of the other family")
                 require(owner?.hasPermission(for: peer.ip, now: now) == true, "packet to \(peer) without a permission")
                 require(core.context.policy.isAllowed(peer), "packet to \(peer), which the peer policy denies")
             }
@@ -266,15 +274,24 @@ public final class FuzzSession {
         checkCommands(allocations)
         core.outbox.reset()
         require(core.outbox.packets.isEmpty && core.outbox.commands.isEmpty, "outbox not empty after reset")
+        let relayedAddresses = allocations.reduce(0) { $0 + ($1.additional == nil ? 1 : 2) }
         require(
-            core.allocationCount == sockets.bound.count,
-            "\(core.allocationCount) allocations but \(sockets.bound.count) sockets")
+            relayedAddresses == sockets.bound.count,
+            "\(relayedAddresses) relayed addresses but \(sockets.bound.count) sockets")
         for a in allocations {
             require(
                 sockets.bound[a.relaySocket] == a.relayedAddress,
                 "allocation's socket is not bound to \(a.relayedAddress)")
+            if let additional = a.additional {
+                require(
+                    sockets.bound[additional.relaySocket] == additional.relayedAddress,
+                    "dual allocation's second socket is not bound to \(additional.relayedAddress)")
+                require(
+                    additional.relayedAddress.ip.family != a.relayedAddress.ip.family,
+                    "dual allocation with two relayed addresses of one family")
+            }
         }
-        require(core.relayPortsInUse >= core.allocationCount, "fewer ports in use than allocations")
+        require(core.relayPortsInUse >= relayedAddresses, "fewer ports in use than relayed addresses")
         require(core.relayPortsInUse + core.relayPortsFree == Self.totalPorts, "port accounting lost ports")
         require(
             quota.total == core.allocationCount, "quota counts \(quota.total) for \(core.allocationCount) allocations")

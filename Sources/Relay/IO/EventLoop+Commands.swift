@@ -32,7 +32,11 @@ extension EventLoop {
             case .sessionStarted(let start):
                 logSessionStart(start)
             case .sessionEnded(let summary):
-                logSessionEnd(summary, relayedInKernel: ended.removeValue(forKey: summary.relaySocket))
+                var relayed = ended.removeValue(forKey: summary.relaySocket)
+                if let second = summary.additionalRelaySocket, let more = ended.removeValue(forKey: second) {
+                    relayed = (relayed ?? .init()) + more
+                }
+                logSessionEnd(summary, relayedInKernel: relayed)
             }
         }
     }
@@ -45,7 +49,7 @@ extension EventLoop {
                 "event": "allocation_created", "session": "\(s.session)", "five_tuple": "\(s.fiveTuple)",
                 "relayed": "\(s.relayed)", "bound": "\(s.bound)", "user": "\(LogSafe.text(s.user))",
                 "lifetime_s": "\(s.lifetimeSeconds)",
-            ])
+            ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
     }
 
     /// Hands what the kernel relayed to the core; false when its allocation has ended already.
@@ -73,6 +77,6 @@ extension EventLoop {
                 "packets_to_peer": "\(t.packetsToPeer)", "bytes_to_peer": "\(t.bytesToPeer)",
                 "packets_to_client": "\(t.packetsToClient)", "bytes_to_client": "\(t.bytesToClient)",
                 "permissions": "\(s.permissionsUsed)", "channels": "\(s.channelsUsed)",
-            ])
+            ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
     }
 }

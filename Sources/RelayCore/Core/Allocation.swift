@@ -2,14 +2,21 @@ import StunCodec
 
 /// One TURN allocation (RFC 8656 §6, §7): a relayed transport address bound to a client's
 /// 5-tuple, with its permissions, channels, credentials and expiry. Lives on one loop thread.
+///
+/// A dual allocation (ADDITIONAL-ADDRESS-FAMILY, RFC 8656 §7.2) has a second relayed address of
+/// the other family, `additional`, with its own socket and expiry (RFC 8656 §8.1: each family is
+/// refreshed and deleted on its own). Permissions and channels are per peer IP, so each belongs
+/// to the family of its peer; the relayed address of that family sends to it.
 public final class Allocation {
     public let origin: ClientOrigin
     /// The address the relay socket is bound to.
-    public let relayedAddress: TransportAddress
+    public internal(set) var relayedAddress: TransportAddress
     /// The address advertised in XOR-RELAYED-ADDRESS (the `external-ip` public form, or the same).
-    public let advertisedAddress: TransportAddress
+    public internal(set) var advertisedAddress: TransportAddress
     /// The relay socket, owned by the I/O layer.
-    public let relaySocket: RelaySocket
+    public internal(set) var relaySocket: RelaySocket
+    /// The second relayed address of a dual allocation: the other family's; nil otherwise.
+    public internal(set) var additional: AdditionalRelay?
     /// USERNAME the allocation was created with; later requests must use the same (RFC 8656 §5, 441).
     public let username: String
     /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
@@ -60,6 +67,36 @@ public final class Allocation {
         channels.reserveCapacity(4)
     }
 
+    /// Whether the allocation has a relayed address of `family` (RFC 8656 §10.2, §12.2: a peer
+    /// of another family gets 443).
+    @inlinable
+    public func serves(_ family: IPAddress.Family) -> Bool {
+        relayedAddress.ip.family == family || additional?.relayedAddress.ip.family == family
+    }
+
+    /// The relay socket that sends to peers of `family`.
+    @inlinable
+    public func relaySocket(for family: IPAddress.Family) -> RelaySocket {
+        if let additional, additional.relayedAddress.ip.family == family { return additional.relaySocket }
+        return relaySocket
+    }
+
+    /// The relayed address (bound and advertised forms) that sends to peers of `family`.
+    @inlinable
+    public func relayed(for family: IPAddress.Family) -> (bound: TransportAddress, advertised: TransportAddress) {
+        if let additional, additional.relayedAddress.ip.family == family {
+            return (additional.relayedAddress, additional.advertisedAddress)
+        }
+        return (relayedAddress, advertisedAddress)
+    }
+
+    /// When the relayed address of `family` expires.
+    @inlinable
+    public func expiry(for family: IPAddress.Family) -> Int64 {
+        if let additional, additional.relayedAddress.ip.family == family { return additional.expiry }
+        return expiry
+    }
+
     /// True when a live permission exists for `peer`'s IP (RFC 8656 §9).
     @inlinable
     public func hasPermission(for peer: IPAddress, now: Int64) -> Bool { permissions.allows(peer, now: now) }
@@ -99,6 +136,13 @@ public final class Allocation {
     /// Drops the channels `denied` picks (a reloaded peer policy forbids their peers).
     func unbindChannels(where denied: (ChannelBinding) -> Bool) { channels.removeAll(where: denied) }
 
+    /// Drops the permissions and channels of peers of `family` (its relayed address ended, RFC
+    /// 8656 §8.1).
+    func forgetPeers(of family: IPAddress.Family) {
+        permissions.removeAll { $0.peer.family == family }
+        channels.removeAll { $0.peer.ip.family == family }
+    }
+
     /// Drops expired permissions and channels (RFC 8656 §9, §12).
     func sweep(now: Int64) {
         permissions.removeAll { $0.expiry <= now }
@@ -107,4 +151,19 @@ public final class Allocation {
 
     /// Number of live permissions.
     func livePermissionCount(now: Int64) -> Int { permissions.reduce(0) { $0 + ($1.expiry > now ? 1 : 0) } }
+}
+
+/// The second relayed transport address of a dual allocation (RFC 8656 §7.2 step 9).
+public struct AdditionalRelay: Sendable {
+    public let relayedAddress: TransportAddress
+    public let advertisedAddress: TransportAddress
+    public let relaySocket: RelaySocket
+    public internal(set) var expiry: Int64
+
+    init(relayedAddress: TransportAddress, advertisedAddress: TransportAddress, relaySocket: RelaySocket, expiry: Int64) {
+        self.relayedAddress = relayedAddress
+        self.advertisedAddress = advertisedAddress
+        self.relaySocket = relaySocket
+        self.expiry = expiry
+    }
 }

@@ -75,6 +75,8 @@ public struct SessionStart: Sendable {
     /// The relayed address as the client was told it (advertised form), and as bound.
     public let relayed: TransportAddress
     public let bound: TransportAddress
+    /// A dual allocation's second relayed address (advertised form); nil otherwise.
+    public var additionalRelayed: TransportAddress? = nil
     /// The user id (the part after the REST separator, or the whole USERNAME), as received.
     public let user: String
     public let lifetimeSeconds: Int64
@@ -88,6 +90,9 @@ public struct SessionSummary: Sendable {
     public let relaySocket: RelaySocket
     /// The relayed address as the client was told it (advertised form).
     public let relayed: TransportAddress
+    /// A dual allocation's second relay socket and relayed address, when it had one at the end.
+    public var additionalRelaySocket: RelaySocket? = nil
+    public var additionalRelayed: TransportAddress? = nil
     /// The user id (the part after the REST separator, or the whole USERNAME), as received.
     public let user: String
     public let reason: AllocationEnd

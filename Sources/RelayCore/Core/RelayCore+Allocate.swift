@@ -34,19 +34,26 @@ extension RelayCore {
         let evenPort: EvenPort?
         let token: ReservationToken?
         let requestedFamily: RequestedAddressFamily?
+        let additionalFamily: AdditionalAddressFamily?
         do {
             evenPort = try message.decode(EvenPort.self)
             token = try message.decode(ReservationToken.self)
             requestedFamily = try message.decode(RequestedAddressFamily.self)
+            let standard = try message.decode(AdditionalAddressFamily.self)
+            let draft = try draftAdditionalFamily(in: message)
+            additionalFamily = standard ?? draft
         } catch .badAttributeValue(.requestedAddressFamily) {
             return reply(.addressFamilyNotSupported)
         } catch {
             return reply(.badRequest)
         }
-        // RFC 8656 §7.2: RESERVATION-TOKEN excludes EVEN-PORT and REQUESTED-ADDRESS-FAMILY;
-        // REQUESTED- and ADDITIONAL-ADDRESS-FAMILY exclude each other.
-        if token != nil && (evenPort != nil || requestedFamily != nil) { return reply(.badRequest) }
-        if requestedFamily != nil && message.contains(.additionalAddressFamily) { return reply(.badRequest) }
+        // RFC 8656 §7.2 steps 5, 6, 8 and 9: RESERVATION-TOKEN excludes EVEN-PORT and both family
+        // attributes; REQUESTED- and ADDITIONAL-ADDRESS-FAMILY exclude each other; ADDITIONAL-
+        // ADDRESS-FAMILY excludes EVEN-PORT with R set, and may only ask for IPv6.
+        let dual = additionalFamily != nil
+        if token != nil && (evenPort != nil || requestedFamily != nil || dual) { return reply(.badRequest) }
+        if requestedFamily != nil && dual { return reply(.badRequest) }
+        if dual && (evenPort?.reservePair == true || additionalFamily?.family != .ipv6) { return reply(.badRequest) }
         let family = requestedFamily?.family ?? .ipv4
 
         // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so not a reflector.
@@ -65,24 +72,34 @@ extension RelayCore {
             }
             granted = reserved
         }
-        guard let (relay, socket) = openRelay(family: family, evenPort: evenPort, token: token, now: now) else {
+        let opened =
+            dual
+            ? openDualRelay(evenPort: evenPort, now: now)
+            : openRelay(family: family, evenPort: evenPort, token: token, now: now).map { ($0, nil, nil) }
+        guard let (first, second, addressError) = opened else {
             context.quota.release(user: userID)
             if granted > 0 { context.bandwidth.release(granted) }
-            if token == nil && !context.relayAddresses.contains(where: { $0.bound.family == family }) {
+            if token == nil && !dual && !context.relayAddresses.contains(where: { $0.bound.family == family }) {
                 return reply(.addressFamilyNotSupported)
             }
             return reply(.insufficientCapacity)
         }
+        let (relay, socket) = first
         let lifetime = allocateLifetime(requested: try? message.decode(Lifetime.self))
-        let advertised = TransportAddress(
-            ip: context.relayAddresses.first { $0.bound == relay.ip }?.advertised ?? relay.ip, port: relay.port)
+        let advertised = advertisedForm(of: relay)
         let allocation = Allocation(
             origin: origin, relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket,
             username: auth.username, key: auth.key.bytes, transactionID: message.transactionID, now: now, lifetime: lifetime)
+        if let (relay, socket) = second {
+            allocation.additional = AdditionalRelay(
+                relayedAddress: relay, advertisedAddress: advertisedForm(of: relay), relaySocket: socket,
+                expiry: allocation.expiry)
+        }
         if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
         if message.contains(.dontFragment) {
             allocation.dontFragment = true
             outbox.emit(.setDontFragment(socket))
+            if let additional = allocation.additional { outbox.emit(.setDontFragment(additional.relaySocket)) }
         }
         var reservation: UInt64? = nil
         if evenPort?.reservePair == true {
@@ -100,11 +117,29 @@ extension RelayCore {
         bySocket[socket] = allocation
         byRelayedAddress[relay] = allocation
         byRelayedAddress[advertised] = allocation
+        if let additional = allocation.additional {
+            bySocket[additional.relaySocket] = allocation
+            byRelayedAddress[additional.relayedAddress] = allocation
+            byRelayedAddress[additional.advertisedAddress] = allocation
+        }
         publish(allocation)
         counters.allocationsCreated += 1
         let response = respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) {
             w throws(StunEncodeError) in
             try w.append(XORRelayedAddress(address: advertised))
+            if let additional = allocation.additional {
+                try w.append(XORRelayedAddress(address: additional.advertisedAddress))
+            }
+            if let addressError {
+                if message.contains(.additionalAddressFamilyDraft) && !message.contains(.additionalAddressFamily) {
+                    // Answered in the code point the client asked with (coturn's clients).
+                    try w.appendAttribute(.addressErrorCodeDraft, length: addressError.encodedLength) {
+                        addressError.encode(into: $0, transactionID: message.transactionID)
+                    }
+                } else {
+                    try w.append(addressError)
+                }
+            }
             try w.append(Lifetime(seconds: UInt32(lifetime)))
             if let reservation { try w.append(ReservationToken(value: reservation)) }
             try w.append(XORMappedAddress(address: fiveTuple.client))
@@ -115,7 +150,42 @@ extension RelayCore {
             .sessionStarted(
                 SessionStart(
                     session: allocation.session, fiveTuple: fiveTuple, relayed: advertised, bound: relay,
-                    user: userID, lifetimeSeconds: lifetime)))
+                    additionalRelayed: allocation.additional?.advertisedAddress, user: userID,
+                    lifetimeSeconds: lifetime)))
+    }
+
+    /// A dual allocation's relayed addresses (RFC 8656 §7.2 step 9): IPv4 and IPv6. When only
+    /// one family can be had, the allocation has that one, and ADDRESS-ERROR-CODE says why the
+    /// other is missing: 440 when relayd has no relay address of that family, else 508. Nil
+    /// when neither can be had (the caller answers 508).
+    func openDualRelay(evenPort: EvenPort?, now: Int64) -> (
+        (TransportAddress, RelaySocket), (TransportAddress, RelaySocket)?, AddressErrorCode?
+    )? {
+        let v4 = openRelay(family: .ipv4, evenPort: evenPort, token: nil, now: now)
+        let v6 = openRelay(family: .ipv6, evenPort: evenPort, token: nil, now: now)
+        func missing(_ family: IPAddress.Family) -> AddressErrorCode {
+            let error: RelayError =
+                context.relayAddresses.contains { $0.bound.family == family }
+                ? .insufficientCapacity : .addressFamilyNotSupported
+            return AddressErrorCode(family: family, code: error.code, reason: error.reason)
+        }
+        switch (v4, v6) {
+        case (let v4?, let v6): return (v4, v6, v6 == nil ? missing(.ipv6) : nil)
+        case (nil, let v6?): return (v6, nil, missing(.ipv4))
+        case (nil, nil): return nil
+        }
+    }
+
+    /// ADDITIONAL-ADDRESS-FAMILY under coturn's draft code point (`AttributeType
+    /// .additionalAddressFamilyDraft`), which `turnutils_uclient -Z` sends; nil when absent.
+    func draftAdditionalFamily(in message: StunMessage) throws(StunDecodeError) -> AdditionalAddressFamily? {
+        guard let raw = message.attribute(.additionalAddressFamilyDraft) else { return nil }
+        return try AdditionalAddressFamily(decoding: raw.value, transactionID: message.transactionID)
+    }
+
+    /// The advertised form (`external-ip`) of a relayed address, or the address itself.
+    func advertisedForm(of relay: TransportAddress) -> TransportAddress {
+        TransportAddress(ip: context.relayAddresses.first { $0.bound == relay.ip }?.advertised ?? relay.ip, port: relay.port)
     }
 
     /// Lifetime of a new allocation: the default 600 s unless the client asks for longer, capped at

@@ -13,8 +13,9 @@ extension RelayCore {
         return ChannelRoute(
             client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
             clientSocket: allocation.origin.socket, number: channel.number, peer: channel.peer,
-            relayed: allocation.relayedAddress, relaySocket: allocation.relaySocket,
-            expiry: min(channel.expiry, permissionExpiry, allocation.expiry))
+            relayed: allocation.relayed(for: channel.peer.ip.family).bound,
+            relaySocket: allocation.relaySocket(for: channel.peer.ip.family),
+            expiry: min(channel.expiry, permissionExpiry, allocation.expiry(for: channel.peer.ip.family)))
     }
 
     /// Announces the current route of each live channel of a UDP allocation to a peer in

@@ -25,11 +25,11 @@ extension RelayCore {
     ) -> Bool {
         guard context.threadCount > 1 else { return false }
         guard let copy = copyToScratch(payload) else { return false }
-        let advertisedAllowed = context.policy.isAllowed(from.advertisedAddress)
+        let relayed = from.relayed(for: peer.ip.family)
+        let advertisedAllowed = context.policy.isAllowed(relayed.advertised)
         let forms = RelayedAddressDirectory.SourceForms(
-            advertised: from.advertisedAddress, bound: from.relayedAddress, advertisedAllowed: advertisedAllowed,
-            boundAllowed: from.advertisedAddress == from.relayedAddress
-                ? advertisedAllowed : context.policy.isAllowed(from.relayedAddress))
+            advertised: relayed.advertised, bound: relayed.bound, advertisedAllowed: advertisedAllowed,
+            boundAllowed: relayed.advertised == relayed.bound ? advertisedAllowed : context.policy.isAllowed(relayed.bound))
         let delivery: RelayedAddressDirectory.Delivery
         switch context.directory.deliver(to: bound, from: forms, bytes: payload.count, now: now) {
         case .notFound:

@@ -10,7 +10,7 @@ extension RelayCore {
         guard let peerAttribute = message.attribute(.xorPeerAddress), let data = message.attribute(.data),
             let peer = try? XORPeerAddress(decoding: peerAttribute.value, transactionID: message.transactionID)
         else { return counters.drop(.malformed) }
-        guard peer.address.ip.family == allocation.relayedAddress.ip.family, context.policy.isAllowed(peer.address)
+        guard allocation.serves(peer.address.ip.family), context.policy.isAllowed(peer.address)
         else { return counters.drop(.policy) }
         guard allocation.hasPermission(for: peer.address.ip, now: now) else { return counters.drop(.noPermission) }
         sendToPeer(data.value, allocation: allocation, peer: peer.address, now: now)
@@ -51,7 +51,7 @@ extension RelayCore {
                 return
             }
         }
-        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket, peer: destination))
+        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket(for: peer.ip.family), peer: destination))
     }
 
     /// Whether `ip` is one of this server's relay addresses (bound or advertised form): a cheap
@@ -73,8 +73,8 @@ extension RelayCore {
         -> Bool
     {
         guard let target = byRelayedAddress[peer], target !== from else { return false }
-        let source = target.permissions.knownForm(
-            advertised: from.advertisedAddress, bound: from.relayedAddress, now: now)
+        let relayed = from.relayed(for: peer.ip.family)
+        let source = target.permissions.knownForm(advertised: relayed.advertised, bound: relayed.bound, now: now)
         guard let copy = copyToScratch(payload) else { return false }
         counters.shortCircuited &+= 1
         if deliverToClient(target, from: source, buffer: copy.region, payload: copy.payload, now: now) {

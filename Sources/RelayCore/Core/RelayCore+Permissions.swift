@@ -34,9 +34,10 @@ extension RelayCore {
         }
     }
 
-    /// Address family must match the relayed address (RFC 6156 §5, 443) and the peer policy must allow it (403).
+    /// The address family must be that of a relayed address of the allocation (RFC 8656 §10.2,
+    /// §12.2: 443; either family in a dual allocation) and the peer policy must allow it (403).
     func checkPeer(_ peer: TransportAddress, for allocation: Allocation) -> RelayError? {
-        if peer.ip.family != allocation.relayedAddress.ip.family { return .peerAddressFamilyMismatch }
+        if !allocation.serves(peer.ip.family) { return .peerAddressFamilyMismatch }
         if !context.policy.isAllowed(peer) { return .forbidden }
         return nil
     }

@@ -18,7 +18,7 @@ extension RelayCore {
         } catch {
             return sendError(.badRequest, to: message, origin: origin, key: auth.key)
         }
-        if let family, family.family != allocation.relayedAddress.ip.family {
+        if let family, !allocation.serves(family.family) {
             return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: auth.key)
         }
         let lifetime = requested?.seconds == 0 ? 0 : allocateLifetime(requested: requested)
@@ -26,10 +26,17 @@ extension RelayCore {
             try w.append(Lifetime(seconds: UInt32(lifetime)))
             try appendSoftware(&w)
         }
+        // In a dual allocation REQUESTED-ADDRESS-FAMILY picks the relayed address to refresh or
+        // delete; without it, the Refresh applies to both (RFC 8656 §8.1).
+        let only = allocation.additional == nil ? nil : family?.family
         if lifetime == 0 {
+            if let only { return endRelay(of: only, in: allocation, now: now) }
             delete(allocation, reason: .refreshedToZero, now: now)
         } else {
-            allocation.expiry = now + lifetime
+            if only == nil || only == allocation.relayedAddress.ip.family { allocation.expiry = now + lifetime }
+            if only == nil || only == allocation.additional?.relayedAddress.ip.family {
+                allocation.additional?.expiry = now + lifetime
+            }
             publish(allocation)
             announceChannels(of: allocation, peerIPs: nil, now: now)
         }

@@ -95,8 +95,11 @@ public final class RelayCore {
         var fresh: [IPAddress: PortAllocator] = [:]
         for relay in context.relayAddresses {
             var allocator = PortAllocator(range: slice, start: random.next())
-            for allocation in byFiveTuple.values where allocation.relayedAddress.ip == relay.bound {
-                _ = allocator.claim(allocation.relayedAddress.port)
+            for allocation in byFiveTuple.values {
+                if allocation.relayedAddress.ip == relay.bound { _ = allocator.claim(allocation.relayedAddress.port) }
+                if let additional = allocation.additional, additional.relayedAddress.ip == relay.bound {
+                    _ = allocator.claim(additional.relayedAddress.port)
+                }
             }
             fresh[relay.bound] = allocator
         }
@@ -204,6 +207,13 @@ public final class RelayCore {
     public func sweep(now: Int64) {
         var expired: [Allocation] = []
         for allocation in byFiveTuple.values {
+            // A dual allocation's two relayed addresses expire each on its own (RFC 8656 §8.1).
+            if let additional = allocation.additional, additional.expiry <= now || allocation.expiry <= now,
+                additional.expiry > now || allocation.expiry > now
+            {
+                let ended = additional.expiry <= now ? additional.relayedAddress : allocation.relayedAddress
+                endRelay(of: ended.ip.family, in: allocation, now: now)
+            }
             if allocation.expiry <= now {
                 expired.append(allocation)
             } else {
@@ -244,19 +254,15 @@ public final class RelayCore {
 
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {
         byFiveTuple[allocation.origin.fiveTuple] = nil
-        bySocket[allocation.relaySocket] = nil
-        byRelayedAddress[allocation.relayedAddress] = nil
-        byRelayedAddress[allocation.advertisedAddress] = nil
-        if context.threadCount > 1 {
-            let delivered = context.directory.remove(allocation.relayedAddress)
-            allocation.traffic.packetsToClient &+= delivered.packets
-            allocation.traffic.bytesToClient &+= delivered.bytes
-        }
         if allocation.origin.fiveTuple.transport == .udp {
             for channel in allocation.channels { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
         }
-        outbox.emit(.closeRelaySocket(allocation.relaySocket))
-        ports[allocation.relayedAddress.ip]?.release(allocation.relayedAddress.port)
+        if let additional = allocation.additional {
+            closeRelay(additional.relayedAddress, advertised: additional.advertisedAddress,
+                       socket: additional.relaySocket, of: allocation)
+        }
+        closeRelay(allocation.relayedAddress, advertised: allocation.advertisedAddress,
+                   socket: allocation.relaySocket, of: allocation)
         context.quota.release(user: String(context.credentials.userID(of: allocation.username)))
         if let budget = allocation.bandwidth { context.bandwidth.release(budget.bytesPerSecond) }
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
@@ -266,6 +272,8 @@ public final class RelayCore {
                 SessionSummary(
                     session: allocation.session, fiveTuple: allocation.origin.fiveTuple,
                     relaySocket: allocation.relaySocket, relayed: allocation.advertisedAddress,
+                    additionalRelaySocket: allocation.additional?.relaySocket,
+                    additionalRelayed: allocation.additional?.advertisedAddress,
                     user: String(context.credentials.userID(of: allocation.username)), reason: reason,
                     durationSeconds: now - allocation.created, traffic: allocation.traffic,
                     permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed)))

@@ -77,17 +77,26 @@ public final class RelayedAddressDirectory: Sendable {
     private func shard(_ relayed: TransportAddress) -> Shard { shards[Int(relayed.port) % shards.count] }
 
     /// Writes `allocation`'s current client (for a TCP/TLS client, its connection `sink`),
-    /// permissions, channels and expiry (owner thread only).
+    /// permissions, channels and expiry (owner thread only), under each of its relayed addresses
+    /// (two for a dual allocation, each with its own expiry).
     func publish(_ allocation: Allocation, sink: (any StreamSink)?) {
-        let relayed = allocation.relayedAddress
+        publish(allocation, relayed: allocation.relayedAddress, expiry: allocation.expiry, sink: sink)
+        if let additional = allocation.additional {
+            publish(allocation, relayed: additional.relayedAddress, expiry: additional.expiry, sink: sink)
+        }
+    }
+
+    private func publish(
+        _ allocation: Allocation, relayed: TransportAddress, expiry: Int64, sink: (any StreamSink)?
+    ) {
         shard(relayed).entries.withLock { entries in
             if entries[relayed] == nil {
                 entries[relayed] = Entry(
                     client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
-                    expiry: allocation.expiry, permissions: allocation.permissions, channels: allocation.channels,
+                    expiry: expiry, permissions: allocation.permissions, channels: allocation.channels,
                     sink: sink, budget: allocation.bandwidth)
             } else {
-                entries[relayed]!.expiry = allocation.expiry
+                entries[relayed]!.expiry = expiry
                 entries[relayed]!.permissions = allocation.permissions
                 entries[relayed]!.channels = allocation.channels
             }

@@ -40,6 +40,10 @@ public struct AttributeType: RawRepresentable, Hashable, Sendable {
     public static let reservationToken = AttributeType(rawValue: 0x0022)
     public static let additionalAddressFamily = AttributeType(rawValue: 0x8000)
     public static let addressErrorCode = AttributeType(rawValue: 0x8001)
+    /// The code points coturn and its `turnutils_uclient -Z` still use for ADDITIONAL-ADDRESS-
+    /// FAMILY and ADDRESS-ERROR-CODE, from the drafts before RFC 8656 (same value formats).
+    public static let additionalAddressFamilyDraft = AttributeType(rawValue: 0x8032)
+    public static let addressErrorCodeDraft = AttributeType(rawValue: 0x8033)
     public static let icmp = AttributeType(rawValue: 0x8004)
     // RFC 6062 §6.2
     public static let connectionID = AttributeType(rawValue: 0x002A)

@@ -130,6 +130,21 @@ struct ReceivedStun: CustomStringConvertible {
     var lifetime: UInt32? { decode(Lifetime.self)?.seconds }
     var xorMappedAddress: TransportAddress? { decode(XORMappedAddress.self)?.address }
     var xorRelayedAddress: TransportAddress? { decode(XORRelayedAddress.self)?.address }
+    /// Every XOR-RELAYED-ADDRESS, in order (two in a dual allocation's answer, RFC 8656 §7.2).
+    var xorRelayedAddresses: [TransportAddress] {
+        bytes.withUnsafeBytes { raw in
+            guard let message = try? StunMessage(parsing: raw) else { return [] }
+            var found: [TransportAddress] = []
+            var it = message.attributes
+            while let a = it.next() {
+                if a.type == .xorRelayedAddress,
+                    let decoded = try? XORRelayedAddress(decoding: a.value, transactionID: message.transactionID) {
+                    found.append(decoded.address)
+                }
+            }
+            return found
+        }
+    }
     var xorPeerAddress: TransportAddress? { decode(XORPeerAddress.self)?.address }
     var data: [UInt8]? { decode(DataAttribute.self)?.bytes }
     var reservationToken: UInt64? { decode(ReservationToken.self)?.value }
