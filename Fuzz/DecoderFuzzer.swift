@@ -68,7 +68,7 @@ enum DecoderFuzzer {
         AdditionalAddressFamily.self, AddressErrorCode.self, AlternateDomain.self, AlternateServer.self,
         ChangeRequest.self, ChannelNumber.self, ConnectionID.self, DataAttribute.self, DontFragment.self,
         ErrorCode.self, EvenPort.self, Fingerprint.self, ICEControlled.self, ICEControlling.self, ICMP.self,
-        Lifetime.self, MappedAddress.self, MessageIntegrity.self, MessageIntegritySHA256.self, Nonce.self,
+        Lifetime.self, MappedAddress.self, MessageIntegrity.self, MobilityTicket.self, MessageIntegritySHA256.self, Nonce.self,
         OtherAddress.self, Padding.self, PasswordAlgorithm.self, PasswordAlgorithms.self, Priority.self,
         Realm.self, RequestedAddressFamily.self, RequestedTransport.self, ReservationToken.self,
         ResponseOrigin.self, ResponsePort.self, Software.self, UnknownAttributes.self, UseCandidate.self,

@@ -36,8 +36,13 @@ public final class FuzzSession {
     let sockets = FuzzSockets()
     let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
     let core: RelayCore
+    /// The core's counters (after `run`: what the input made it do).
+    public var counters: CoreCounters { core.counters }
     var now = FuzzSession.start
     var nonces: [Int: String] = [:]
+    /// The last MOBILITY-TICKET the core handed out, and the tuple whose credentials own it, for
+    /// a Refresh to move with.
+    var lastTicket: (bytes: [UInt8], owner: Int)? = nil
     var serial: UInt64 = 0
     private(set) var failures: [String] = []
 
@@ -165,7 +170,9 @@ public final class FuzzSession {
     func signed(tuple t: Int, method: UInt8, peer: UInt8, channel: UInt8, lifetime: UInt16, extra: [UInt8]) {
         let methods: [Method] = [.allocate, .refresh, .createPermission, .channelBind, .binding]
         let m = methods[Int(method & 7) % methods.count]
-        let (username, key) = credentials(t)
+        // A Refresh with the last ticket is signed as the ticket's owner: a move can succeed.
+        let ticket = m == .refresh && lifetime & 0x4000 != 0 ? lastTicket : nil
+        let (username, key) = credentials(ticket?.owner ?? t)
         serial += 1
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count: Int? = buffer.withUnsafeMutableBytes { raw in
@@ -182,12 +189,14 @@ public final class FuzzSession {
                     if method & 0x40 != 0 { try w.append(EvenPort(reservePair: method & 0x20 != 0)) }
                     if method & 0x10 != 0 { try w.append(RequestedAddressFamily(family: .ipv6)) }
                     if method & 0x08 != 0 { try w.append(AdditionalAddressFamily(family: .ipv6)) }
+                    if lifetime & 0x8000 != 0 { try w.append(MobilityTicket(bytes: [])) }
                     try w.append(Lifetime(seconds: UInt32(lifetime) * 16))
                 case .refresh:
                     try w.append(Lifetime(seconds: method & 0x80 != 0 ? 0 : UInt32(lifetime)))
                     if method & 0x08 != 0 {
                         try w.append(RequestedAddressFamily(family: lifetime & 1 == 0 ? .ipv4 : .ipv6))
                     }
+                    if let ticket { try w.append(MobilityTicket(bytes: ticket.bytes)) }
                 case .createPermission:
                     try w.append(XORPeerAddress(address: target))
                     if method & 0x80 != 0 {
@@ -234,13 +243,22 @@ public final class FuzzSession {
         checkInvariants()
     }
 
-    /// Remembers NONCE from the answers queued for tuple `t` (401, 438).
+    /// Remembers NONCE from the answers queued for tuple `t` (401, 438), and the last
+    /// MOBILITY-TICKET handed to any tuple.
     func learnNonces(for t: Int) {
         for packet in core.outbox.packets {
             guard case .client(let o) = packet.route, o == origin(t),
                 let message = try? StunMessage(parsing: packet.bytes), let nonce = try? message.decode(Nonce.self)
             else { continue }
             nonces[t] = nonce.value
+        }
+        for packet in core.outbox.packets {
+            guard case .client(let o) = packet.route, let message = try? StunMessage(parsing: packet.bytes),
+                let ticket = try? message.decode(MobilityTicket.self),
+                let owner = core.allocations.first(where: { $0.origin.fiveTuple == o.fiveTuple })
+                    .flatMap({ a in Self.tuples.indices.first { credentials($0).username == a.username } })
+            else { continue }
+            lastTicket = (ticket.bytes, owner)
         }
     }
 
@@ -308,18 +326,31 @@ public final class FuzzSession {
                 require(!allocations.contains { $0.relaySocket == socket }, "closing the socket of a live allocation")
                 require(sockets.close(socket), "closing relay socket \(socket) that is not open")
             case .installChannel(let route):
-                let owner = allocations.first { $0.relaySocket == route.relaySocket }
+                let owner = allocations.first {
+                    $0.relaySocket == route.relaySocket || $0.additional?.relaySocket == route.relaySocket
+                }
                 require(owner?.origin.fiveTuple.transport == .udp, "channel route for no UDP allocation")
                 guard let owner else { continue }
+                require(
+                    owner.relaySocket(for: route.peer.ip.family) == route.relaySocket,
+                    "channel route from the relay socket of the other family")
                 let channel = owner.channel(number: route.number, now: now)
                 require(channel?.peer == route.peer, "channel route \(route.number) for a channel not bound to \(route.peer)")
                 require(owner.hasPermission(for: route.peer.ip, now: now), "channel route without a permission")
                 require(route.expiry > now, "channel route already expired")
                 require(
-                    route.expiry <= owner.expiry && route.expiry <= (channel?.expiry ?? 0),
+                    route.expiry <= owner.expiry(for: route.peer.ip.family) && route.expiry <= (channel?.expiry ?? 0),
                     "channel route outlives its channel or allocation")
             case .setDontFragment(let socket):
-                require(allocations.contains { $0.relaySocket == socket && $0.dontFragment }, "DONT-FRAGMENT for no such allocation")
+                require(
+                    allocations.contains { ($0.relaySocket == socket || $0.additional?.relaySocket == socket) && $0.dontFragment },
+                    "DONT-FRAGMENT for no such allocation")
+            case .forwardRequest:
+                require(false, "a request forwarded to another thread with only one thread")
+            case .steerClient(_, _, let to):
+                require(
+                    to.map { t in allocations.contains { $0.origin.fiveTuple == t && $0.mobile } } ?? true,
+                    "steering a 5-tuple no mobile allocation has")
             case .removeChannel, .deliverToStream, .sessionStarted, .sessionEnded:
                 break
             }

@@ -13,7 +13,7 @@ import Testing
             "no-auth", "password-algorithms", "stale-nonce", "user-quota", "total-quota", "max-allocate-lifetime", "channel-lifetime",
             "permission-lifetime", "max-bps", "bps-capacity", "denied-peer-ip", "allowed-peer-ip",
             "allow-loopback-peers", "no-multicast-peers", "cert", "pkey", "pkey-pwd", "cipher-list", "no-tlsv1",
-            "no-tlsv1_1", "no-tlsv1_2", "fingerprint", "software-attribute", "stun-only", "no-stun",
+            "no-tlsv1_1", "no-tlsv1_2", "fingerprint", "mobility", "software-attribute", "stun-only", "no-stun",
             "alternate-server", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "verbose", "pidfile", "api-listening-ip", "api-listening-port", "api-key",
             "credential-ttl", "credential-max-ttl", "advertised-uri", "log-format", "log-level", "drain-timeout",

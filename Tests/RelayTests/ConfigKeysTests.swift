@@ -38,7 +38,7 @@ import Testing
 
     /// coturn keys relayd does not implement: a warning naming file, line and key, never silence.
     @Test(arguments: [
-        "mobility", "no-loopback-peers", "secure-stun", "server-relay", "dh2066", "no-stdout-log", "cli-port=5766",
+        "no-loopback-peers", "secure-stun", "server-relay", "dh2066", "no-stdout-log", "cli-port=5766",
         "cli-password=x", "web-admin", "redis-userdb=ip=127.0.0.1", "psql-userdb=host=db", "mysql-userdb=host=db",
         "mongo-userdb=mongodb://db", "userdb=/var/db/turndb", "oauth", "dh-file=dh.pem", "ec-curve-name=prime256v1",
         "check-origin-consistency", "allocation-default-address-family=ipv6", "aux-server=10.0.0.1:3478",

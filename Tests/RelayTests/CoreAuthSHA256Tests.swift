@@ -44,6 +44,11 @@ import Testing
         let key = Self.sha256Key(client.username, client.password)
         #expect(allocated.integrity(key: key) == .valid)
         #expect(harness.allocation(of: CoreFixture.clientA)?.key == key)
+        // The allocation, its counter and its log line say how it authenticated.
+        let credentials = try #require(harness.allocation(of: CoreFixture.clientA)?.credentials)
+        #expect(credentials.passwordAlgorithm == .sha256 && credentials.passwordLabel == "sha256")
+        #expect(harness.counters.allocationsByCredentials[credentials.index] == 1)
+        #expect(harness.counters.allocationsByCredentials.reduce(0, +) == 1)
         #expect(try client.createPermission([CoreFixture.peer1]).integrity(key: key) == .valid)
         let bound = try client.channelBind(0x4001, to: CoreFixture.peer1)
         #expect(bound.isSuccess && bound.integrity(key: key) == .valid)
@@ -62,6 +67,8 @@ import Testing
         #expect(allocated.isSuccess)
         #expect(allocated.contains(.messageIntegrity) && !allocated.contains(.messageIntegritySHA256))
         #expect(allocated.integrity(key: client.key) == .valid)
+        #expect(harness.allocation(of: CoreFixture.clientA)?.credentials == CredentialAlgorithms())
+        #expect(harness.counters.allocationsByCredentials == [1, 0, 0, 0])
     }
 
     @Test(

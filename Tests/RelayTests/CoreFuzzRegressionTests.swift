@@ -1,4 +1,5 @@
 import Foundation
+import RelayCore
 import RelayFuzzing
 import StunCodec
 import Testing
@@ -17,6 +18,18 @@ import Testing
 
     @Test("The corpus is there") func corpusPresent() {
         #expect(Self.inputs.count >= 5, "FuzzCore/corpus/core holds \(Self.inputs.count) files")
+    }
+
+    @Test("The seeds reach the paths they are named for: a mobility move, ICMP indications")
+    func seedsReachTheirPaths() throws {
+        func counters(_ name: String) throws -> CoreCounters {
+            let bytes = try [UInt8](Data(contentsOf: Self.corpus.appendingPathComponent(name)))
+            let session = FuzzSession()
+            _ = bytes.withUnsafeBytes { session.run($0) }
+            return session.counters
+        }
+        #expect(try counters("seed-mobility").mobility[MobilityOutcome.moved.rawValue] == 1)
+        #expect(try counters("seed-icmp-errors").icmpIndications >= 1)
     }
 
     @Test("Every corpus input keeps the core's invariants", arguments: inputs)

@@ -138,6 +138,8 @@ struct AttributeRoundTripTests {
             RoundTripCase(AddressErrorCode(family: .ipv4, code: 508, reason: "Insufficient Capacity"), "508"),
             RoundTripCase(ICMP(type: 3, code: 4, errorData: 1400), "fragmentation needed"),
             RoundTripCase(ICMP(type: 255, code: 255, errorData: .max), "all ones"),
+            RoundTripCase(MobilityTicket(bytes: []), "asked for"),
+            RoundTripCase(MobilityTicket(bytes: Array(0..<41)), "issued"),
             RoundTripCase(ConnectionID(value: 0xCAFE_BABE)),
             RoundTripCase(ChangeRequest(changeIP: false, changePort: false), "none"),
             RoundTripCase(ChangeRequest(changeIP: true, changePort: false), "IP"),
@@ -276,6 +278,7 @@ struct AttributeRoundTripTests {
             RequestedAddressFamily(family: a.ip.family), EvenPort(reservePair: true), RequestedTransport.udp,
             DontFragment(), ReservationToken(value: 42), AdditionalAddressFamily(family: .ipv6),
             AddressErrorCode(family: .ipv4, error: .insufficientCapacity), ICMP(type: 1, code: 4, errorData: 1280),
+            MobilityTicket(bytes: Array(repeating: 0xA5, count: 41)),
             ConnectionID(value: 77), ChangeRequest(changeIP: true, changePort: false), ResponsePort(port: 40000),
             Padding(count: 7), Priority(value: 1_853_759_999), UseCandidate(), ICEControlling(tieBreaker: .max),
         ]

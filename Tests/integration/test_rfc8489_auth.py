@@ -7,7 +7,9 @@ client answered as before. The client is stunclient.py; relayd only (coturn has 
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
+import time
 
 import pytest
 
@@ -64,6 +66,33 @@ def test_a_session_authenticated_with_sha256_relays_both_ways(server):
         received = client.receive(3.0)
         assert received is not None and received.kind == "channel" and received.payload == b"to the client"
         assert client.refresh(0).verify_integrity_sha256(key)
+
+
+def algorithm_count(server: RelayServer, password: str, integrity: str) -> int:
+    body = server.http("GET", "/metrics").body.decode()
+    found = re.search(
+        rf'^relayd_allocations_by_algorithm_total\{{password_algorithm="{password}",integrity="{integrity}"\}} (\d+)$',
+        body, re.M)
+    assert found, "relayd_allocations_by_algorithm_total missing"
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("modern", [True, False], ids=["sha256", "rfc5389"])
+def test_metrics_and_log_lines_say_how_each_allocation_authenticated(server, modern):
+    labels = ("sha256", "sha256") if modern else ("md5", "sha1")
+    time.sleep(0.5)  # loops publish their counters every 250 ms: count the earlier tests' too
+    before = algorithm_count(server, *labels)
+    username, password = rest_credentials(server.secret, f"algorithms-{labels[0]}")
+    client = sha256_client(server) if modern else TurnClient((server.host, server.port))
+    with client:
+        client.allocate(username, password)
+        client.refresh(0)
+    time.sleep(0.5)
+    assert algorithm_count(server, *labels) - before == 1
+    lines = [line for line in server.log_text().splitlines() if f"user=algorithms-{labels[0]}" in line]
+    assert any("allocation_created" in line for line in lines)
+    for line in lines:
+        assert f"password_algorithm={labels[0]}" in line and f"integrity={labels[1]}" in line, line
 
 
 def test_userhash_finds_a_static_user(server):

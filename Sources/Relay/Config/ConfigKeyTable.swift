@@ -112,6 +112,8 @@ enum ConfigKeyTable {
 
     private static let proto: [ConfigKey] = [
         .flag("fingerprint", \.fingerprint),
+        .flag("mobility", \.mobility),
+        .inverseFlag("no-mobility", \.mobility),
         // RFC 8489 §14.14: SOFTWARE is fewer than 128 characters.
         ConfigKey(
             "software-attribute", .optionalText(maxLength: 127), arity: .optional,

@@ -39,7 +39,7 @@ extension ConfigKeyTable {
             "prometheus-username-labels", "prometheus-tls", "no-auth-pings", "no-dynamic-ip-list",
             "no-dynamic-realms", "check-origin-consistency", "no-udp-relay", "no-tcp-relay",
             "raw-public-keys", "no-stdout-log", "new-log-timestamp", "udp-self-balance", "secure-stun",
-            "mobility", "server-relay", "dh566", "dh1066", "dh2066", "keep-address-family", "log-binding",
+            "server-relay", "dh566", "dh1066", "dh2066", "keep-address-family", "log-binding",
             "rfc5780", "no-rfc5780", "response-origin-only-with-rfc5780", "stun-backward-compatibility",
             "no-stun-backward-compatibility", "rfc5766-channel-numbers", "rfc3489-compatibility",
             "respond-http-unsupported", "drop-invalid-packets", "drop-invalid-packets-log", "udp-recvmmsg",

@@ -19,6 +19,7 @@ extension CoreSettings {
         stunOnly = c.stunOnly
         noStun = c.noStun
         fingerprint = c.fingerprint
+        mobility = c.mobility
         passwordAlgorithms = c.passwordAlgorithms
         softwareAttribute = c.softwareAttribute
         alternateServers = c.alternateServers
@@ -34,7 +35,7 @@ extension CoreContext {
         reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
         threadIndex: Int = 0, threadCount: Int = 1, sourceLimits: SourceLimits? = nil,
-        bandwidth: BandwidthCapacity? = nil
+        bandwidth: BandwidthCapacity? = nil, mobility: MobilityTickets = MobilityTickets()
     ) {
         self.init(
             settings: CoreSettings(configuration: configuration),
@@ -45,7 +46,7 @@ extension CoreContext {
             bandwidth: bandwidth ?? BandwidthCapacity(capacity: configuration.bpsCapacity),
             sourceLimits: sourceLimits ?? SourceLimits(configuration: configuration),
             reservationTable: reservationTable, directory: directory, threadIndex: threadIndex,
-            threadCount: threadCount)
+            threadCount: threadCount, mobility: mobility)
     }
 }
 

@@ -65,6 +65,9 @@ public struct RelayConfiguration: Sendable, Equatable {
 
     // Protocol.
     public var fingerprint = false
+    /// Mobility (RFC 8016, docs/mobility.md): MOBILITY-TICKET on Allocate is granted to UDP
+    /// clients. On by default; `no-mobility` turns it off (405). coturn's `mobility` is accepted.
+    public var mobility = true
     /// SOFTWARE attribute text (RFC 8489 §14.14); nil sends none.
     public var softwareAttribute: String?
     public var stunOnly = false

@@ -2,13 +2,27 @@ import Logging
 import RelayCore
 
 extension EventLoop {
+    /// The flush's `steerClient` commands, run before its packets are sent.
+    func steerMovedClients(_ commands: [CoreCommand]) {
+        for case .steerClient(let session, let from, let to) in commands {
+            steer(from: from, to: to)
+            if let to {
+                core.logger.info(
+                    "allocation moved",
+                    metadata: [
+                        "event": "allocation_moved", "session": "\(session)", "from": "\(from)", "five_tuple": "\(to)",
+                    ])
+            }
+        }
+    }
+
     /// The flush's `installChannel` commands, run before its packets are sent.
     func installRoutes(_ commands: [CoreCommand]) {
         for case .installChannel(let route) in commands { fastPath?.install(route) }
     }
 
     /// Runs the core's commands of one flush, in the order it emitted them (routes to install
-    /// went in already, before the packets).
+    /// and moved clients' sockets went in already, before the packets).
     func execute(_ commands: [CoreCommand]) {
         // What the kernel relayed for allocations that ended in this batch: their routes are
         // removed just before their summaries.
@@ -31,6 +45,10 @@ extension EventLoop {
                 if !report(relayed, for: route.relaySocket) { ended[route.relaySocket, default: .init()] += relayed }
             case .sessionStarted(let start):
                 logSessionStart(start)
+            case .forwardRequest(let request):
+                requestForwarder?(request)
+            case .steerClient:
+                break
             case .sessionEnded(let summary):
                 var relayed = ended.removeValue(forKey: summary.relaySocket)
                 if let second = summary.additionalRelaySocket, let more = ended.removeValue(forKey: second) {
@@ -48,7 +66,8 @@ extension EventLoop {
             metadata: [
                 "event": "allocation_created", "session": "\(s.session)", "five_tuple": "\(s.fiveTuple)",
                 "relayed": "\(s.relayed)", "bound": "\(s.bound)", "user": "\(LogSafe.text(s.user))",
-                "lifetime_s": "\(s.lifetimeSeconds)",
+                "lifetime_s": "\(s.lifetimeSeconds)", "password_algorithm": "\(s.credentials.passwordLabel)",
+                "integrity": "\(s.credentials.integrityLabel)",
             ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
     }
 
@@ -77,6 +96,7 @@ extension EventLoop {
                 "packets_to_peer": "\(t.packetsToPeer)", "bytes_to_peer": "\(t.bytesToPeer)",
                 "packets_to_client": "\(t.packetsToClient)", "bytes_to_client": "\(t.bytesToClient)",
                 "permissions": "\(s.permissionsUsed)", "channels": "\(s.channelsUsed)",
+                "password_algorithm": "\(s.credentials.passwordLabel)", "integrity": "\(s.credentials.integrityLabel)",
             ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
     }
 }

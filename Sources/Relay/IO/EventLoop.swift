@@ -15,6 +15,11 @@ final class EventLoop: RelaySocketProvider {
     let batch: DatagramBatch
     let sender: SendBatch
     var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
+    /// Connected sockets that bring moved mobile clients' datagrams to this loop (also in
+    /// `listeners`), by the client's 5-tuple (docs/mobility.md).
+    var steered: [FiveTuple: Int32] = [:]
+    /// Hands a request to the loop that holds its allocation; set by the server.
+    var requestForwarder: ((ForwardedRequest) -> Void)?
     var relayEvents: [Int32: OpaquePointer] = [:]
     var timer: LoopEvent?
     var pendingClose: [Int32] = []
@@ -129,10 +134,21 @@ final class EventLoop: RelaySocketProvider {
     /// wall clock (REST expiry, nonces).
     static func wallOffset() -> Int64 { Int64(time(nil)) - now() }
 
-    /// Swaps in a context posted by the main thread; live allocations keep their state.
+    /// Swaps in a context posted by the main thread (live allocations keep their state), then
+    /// handles the requests other loops forwarded.
     func applyMail() {
-        guard let context = mailbox.take() else { return }
-        core.update(context: context)
+        if let context = mailbox.take() {
+            core.update(context: context)
+            flush()
+        }
+        let requests = mailbox.takeRequests()
+        guard !requests.isEmpty else { return }
+        let now = EventLoop.now()
+        for request in requests {
+            if slotsInUse > 0 { flush() }
+            core.handleForwardedRequest(request.bytes, from: request.origin, now: now)
+            if core.outbox.needsFlush { flush() }
+        }
         flush()
     }
 
@@ -216,6 +232,9 @@ final class EventLoop: RelaySocketProvider {
         // Channel routes go in before the packets: the ChannelBind answer never reaches a client
         // before the kernel can relay the channel it confirms.
         if fastPath != nil && !outbox.commands.isEmpty { installRoutes(outbox.commands) }
+        // Likewise a moved client's socket: the answer to its move must not outrun it, or its
+        // next datagrams would reach another loop.
+        if !outbox.commands.isEmpty { steerMovedClients(outbox.commands) }
         sendPackets(outbox.packets)
         if !outbox.commands.isEmpty { execute(outbox.commands) }
         outbox.reset()

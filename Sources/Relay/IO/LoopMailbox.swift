@@ -3,12 +3,14 @@ import CLibevent
 import Synchronization
 
 /// Hands a new `CoreContext` (a reloaded configuration, the drain flag) from the main thread to
-/// one loop thread. The loop's own thread swaps it into its core between packets, so the core
+/// one loop thread, and requests other loop threads forward to it (`CoreCommand.forwardRequest`). The loop's own thread swaps it into its core between packets, so the core
 /// never sees a half-applied configuration and the data path takes no lock: the configuration
 /// is an immutable value replaced per loop.
 final class LoopMailbox: Sendable {
     private struct State {
         var context: CoreContext?
+        /// Requests other loops received for allocations this loop holds (mobility, RFC 8016).
+        var requests: [ForwardedRequest] = []
         /// The loop's wake-up event (an `event*` as an integer), 0 while no loop is attached.
         var event: UInt = 0
     }
@@ -31,6 +33,26 @@ final class LoopMailbox: Sendable {
         state.withLock { s in
             s.context = context
             if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
+        }
+    }
+
+    /// From any thread: a request for an allocation this loop holds; bounded, so a flood of
+    /// tickets cannot grow it without limit (the client retransmits what is dropped).
+    func post(_ request: ForwardedRequest) {
+        state.withLock { s in
+            guard s.requests.count < LoopMailbox.requestLimit else { return }
+            s.requests.append(request)
+            if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
+        }
+    }
+
+    static let requestLimit = 1024
+
+    /// On the loop thread: the requests posted since the last call.
+    func takeRequests() -> [ForwardedRequest] {
+        state.withLock { s in
+            defer { s.requests.removeAll() }
+            return s.requests
         }
     }
 

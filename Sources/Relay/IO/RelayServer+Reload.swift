@@ -57,6 +57,8 @@ extension RelayServer {
         streams.limiter.update(ConnectionLimiter.Limits(configuration: next))
         streams.reloadTLS(using: next)
         http?.update(configuration: next)
+        // New mobility tickets are sealed under a new key; the ones already out still open.
+        mobility.rotate()
         postContexts()
     }
 

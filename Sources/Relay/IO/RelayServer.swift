@@ -20,6 +20,8 @@ public final class RelayServer {
     let reservations = ReservationTable()
     let directory = RelayedAddressDirectory()
     let nonceKey: [UInt8]
+    /// Mobility tickets' keys and owners (docs/mobility.md); the key rotates on SIGHUP.
+    let mobility = MobilityTickets()
     let interfaceAddresses: [IPAddress]
     /// Addresses the UDP listeners bind, resolved from `listening-ip` or the interfaces.
     public let listenAddresses: [TransportAddress]
@@ -88,7 +90,7 @@ public final class RelayServer {
             configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, directory: directory,
             interfaceAddresses: interfaceAddresses,
             threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
-            bandwidth: bandwidth)
+            bandwidth: bandwidth, mobility: mobility)
         context.draining = drain.active
         return context
     }
@@ -140,8 +142,12 @@ public final class RelayServer {
             let streams = streams
             let slot = metrics.slots[index]
             let mailbox = mailboxes[index]
+            let mailboxes = mailboxes
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
+                loop.requestForwarder = { request in
+                    if mailboxes.indices.contains(request.thread) { mailboxes[request.thread].post(request) }
+                }
                 loop.fastPath = fastPath.map(FastPathRoutes.init)
                 let transport = StreamTransport(loop: loop, service: streams)
                 let routes = loop.fastPath

@@ -24,6 +24,15 @@ public enum RelaydMetrics {
         p.family("relayd_allocations_created_total", .counter, help: "TURN allocations created.")
         p.sample("relayd_allocations_created_total", [], c.allocationsCreated)
         p.family(
+            "relayd_allocations_by_algorithm_total", .counter,
+            help: "Of relayd_allocations_created_total, by password algorithm and integrity attribute (RFC 8489 section 9.2).")
+        for algorithms in CredentialAlgorithms.all {
+            p.sample(
+                "relayd_allocations_by_algorithm_total",
+                [("password_algorithm", algorithms.passwordLabel), ("integrity", algorithms.integrityLabel)],
+                c.allocationsByCredentials[algorithms.index])
+        }
+        p.family(
             "relayd_allocations_expired_total", .counter,
             help: "TURN allocations that ended because their lifetime ran out.")
         p.sample("relayd_allocations_expired_total", [], c.allocationsExpired)
@@ -71,6 +80,12 @@ public enum RelaydMetrics {
             "relayd_icmp_indications_total", .counter,
             help: "ICMP errors from peers passed to clients as Data indications with an ICMP attribute (RFC 8656 section 11.5).")
         p.sample("relayd_icmp_indications_total", [], c.icmpIndications)
+        p.family(
+            "relayd_mobility_total", .counter,
+            help: "Refreshes with a mobility ticket from a new 5-tuple (RFC 8016), by outcome.")
+        for outcome in MobilityOutcome.allCases {
+            p.sample("relayd_mobility_total", [("outcome", outcome.label)], c.mobility[outcome.rawValue])
+        }
         p.family("relayd_offloaded_channels", .gauge, help: "Channels installed in the kernel fast path.")
         p.sample("relayd_offloaded_channels", [], m.kernelRoutes)
         p.family(

@@ -8,7 +8,8 @@ import StunCodec
 /// refreshed and deleted on its own). Permissions and channels are per peer IP, so each belongs
 /// to the family of its peer; the relayed address of that family sends to it.
 public final class Allocation {
-    public let origin: ClientOrigin
+    /// The client's 5-tuple; a mobility move (RFC 8016) replaces it.
+    public internal(set) var origin: ClientOrigin
     /// The address the relay socket is bound to.
     public internal(set) var relayedAddress: TransportAddress
     /// The address advertised in XOR-RELAYED-ADDRESS (the `external-ip` public form, or the same).
@@ -40,6 +41,12 @@ public final class Allocation {
     /// `RelayCore.icmpIndicationsPerSecond`).
     var icmpSecond: Int64 = 0
     var icmpSent = 0
+    /// The password algorithm and integrity attribute the client authenticated with (RFC 8489 §9.2).
+    public internal(set) var credentials = CredentialAlgorithms()
+    /// Whether the client asked for mobility (RFC 8016), and how many times it moved: the serial
+    /// its current ticket carries (docs/mobility.md).
+    public internal(set) var mobile = false
+    public internal(set) var moves: UInt32 = 0
     /// A random id that ties the allocation's log lines together (`session` in the logs).
     public var sessionID: UInt64 = 0
 

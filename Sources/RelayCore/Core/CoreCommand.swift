@@ -21,10 +21,27 @@ public enum CoreCommand {
     /// A channel that must no longer be relayed without the core: it, its permission or its
     /// allocation ended.
     case removeChannel(ChannelRoute)
-    /// An allocation was created; for the log.
+    /// An allocation was created; for the log (the core logs nothing itself).
     case sessionStarted(SessionStart)
     /// An allocation ended; its summary is for the log.
     case sessionEnded(SessionSummary)
+    /// A Refresh with a mobility ticket for an allocation another loop thread holds (RFC 8016,
+    /// docs/mobility.md): the I/O layer hands it to that thread, which calls
+    /// `RelayCore.handleForwardedRequest`.
+    case forwardRequest(ForwardedRequest)
+    /// The client of mobile allocation `session` moved from `from` to `to` (`to` nil: the
+    /// allocation ended): the I/O layer makes this thread receive the UDP datagrams of `to` (a
+    /// connected socket in the listeners' SO_REUSEPORT group), stops doing so for `from`, and
+    /// logs a move as `allocation_moved`.
+    case steerClient(session: String, from: FiveTuple, to: FiveTuple?)
+}
+
+/// A client's request handed from the loop thread that received it to the one that holds the
+/// allocation it names.
+public struct ForwardedRequest: Sendable {
+    public let thread: Int
+    public let bytes: [UInt8]
+    public let origin: ClientOrigin
 }
 
 /// A packet for a stream client of another loop thread. `bytes` lives in the outbox's arena until
@@ -79,6 +96,8 @@ public struct SessionStart: Sendable {
     public var additionalRelayed: TransportAddress? = nil
     /// The user id (the part after the REST separator, or the whole USERNAME), as received.
     public let user: String
+    /// How the client authenticated (RFC 8489 §9.2).
+    public let credentials: CredentialAlgorithms
     public let lifetimeSeconds: Int64
 }
 
@@ -96,6 +115,8 @@ public struct SessionSummary: Sendable {
     /// The user id (the part after the REST separator, or the whole USERNAME), as received.
     public let user: String
     public let reason: AllocationEnd
+    /// How the client authenticated (RFC 8489 §9.2).
+    public let credentials: CredentialAlgorithms
     public let durationSeconds: Int64
     public let traffic: TrafficCounters
     public let permissionsUsed: Int

@@ -36,13 +36,17 @@ public struct CoreContext: Sendable {
     public var draining = false
     /// Per-source-IP limits (challenges, failed authentications, allocations), shared by all loop threads.
     public var sourceLimits: SourceLimits
+    /// Mobility tickets' keys and which thread holds each mobile allocation (docs/mobility.md).
+    public var mobility: MobilityTickets
 
     public init(
         settings: CoreSettings, credentials: CredentialStore, nonces: NonceGenerator, policy: PeerPolicy,
         relayAddresses: [RelayAddress], quota: QuotaTracker, bandwidth: BandwidthCapacity,
         sourceLimits: SourceLimits, reservationTable: ReservationTable = ReservationTable(),
-        directory: RelayedAddressDirectory = RelayedAddressDirectory(), threadIndex: Int = 0, threadCount: Int = 1
+        directory: RelayedAddressDirectory = RelayedAddressDirectory(), threadIndex: Int = 0, threadCount: Int = 1,
+        mobility: MobilityTickets = MobilityTickets()
     ) {
+        self.mobility = mobility
         self.settings = settings
         self.credentials = credentials
         self.nonces = nonces

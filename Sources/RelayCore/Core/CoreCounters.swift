@@ -62,6 +62,24 @@ public enum AuthOutcome: Int, CaseIterable, Sendable {
     }
 }
 
+/// What became of a Refresh that carried a mobility ticket from a new 5-tuple (RFC 8016).
+public enum MobilityOutcome: Int, CaseIterable, Sendable {
+    /// The allocation moved to the new 5-tuple.
+    case moved
+    /// Handed to the loop thread that holds the allocation (counted again there).
+    case forwarded
+    /// Refused: an unreadable, used or foreign ticket, or mobility turned off.
+    case refused
+
+    public var label: String {
+        switch self {
+        case .moved: return "moved"
+        case .forwarded: return "forwarded"
+        case .refused: return "refused"
+        }
+    }
+}
+
 /// Why an allocation ended.
 public enum AllocationEnd: String, Sendable {
     case refreshedToZero = "refresh_zero"
@@ -85,6 +103,10 @@ public struct CoreCounters: Sendable {
     public var shortCircuited: UInt64 = 0
     /// Data indications with an ICMP attribute sent to clients (RFC 8656 §11.5).
     public var icmpIndications: UInt64 = 0
+    /// Mobility refreshes by outcome, indexed like `MobilityOutcome.allCases`.
+    public var mobility = [UInt64](repeating: 0, count: MobilityOutcome.allCases.count)
+    /// Allocations created, indexed like `CredentialAlgorithms.all`.
+    public var allocationsByCredentials = [UInt64](repeating: 0, count: CredentialAlgorithms.all.count)
     public var drops = [UInt64](repeating: 0, count: DropReason.allCases.count)
     public var auth = [UInt64](repeating: 0, count: AuthOutcome.allCases.count)
     /// Error responses sent, indexed like `RelayError.allCases`.
@@ -113,6 +135,8 @@ public struct CoreCounters: Sendable {
         bytesToClient &+= other.bytesToClient
         shortCircuited &+= other.shortCircuited
         icmpIndications &+= other.icmpIndications
+        for i in mobility.indices { mobility[i] &+= other.mobility[i] }
+        for i in allocationsByCredentials.indices { allocationsByCredentials[i] &+= other.allocationsByCredentials[i] }
         for i in drops.indices { drops[i] &+= other.drops[i] }
         for i in auth.indices { auth[i] &+= other.auth[i] }
         for i in errorResponses.indices { errorResponses[i] &+= other.errorResponses[i] }

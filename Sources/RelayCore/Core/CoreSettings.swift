@@ -29,6 +29,8 @@ public struct CoreSettings: Sendable, Equatable {
     public var passwordAlgorithms: [PasswordAlgorithm] = [.sha256, .md5]
     /// FINGERPRINT on every response (`fingerprint`, RFC 8489 §14.7), else only when the request had one.
     public var fingerprint = false
+    /// Mobility (RFC 8016): MOBILITY-TICKET on Allocate is granted (UDP clients), else 405.
+    public var mobility = true
     /// SOFTWARE on responses (RFC 8489 §14.14), nil to leave it out.
     public var softwareAttribute: String?
     /// ALTERNATE-SERVER offered while draining (RFC 8489 §10).

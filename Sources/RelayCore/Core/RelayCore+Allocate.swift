@@ -55,6 +55,11 @@ extension RelayCore {
         if requestedFamily != nil && dual { return reply(.badRequest) }
         if dual && (evenPort?.reservePair == true || additionalFamily?.family != .ipv6) { return reply(.badRequest) }
         let family = requestedFamily?.family ?? .ipv4
+        let mobile: Bool
+        switch mobilityRequested(by: message, from: origin) {
+        case .success(let asked): mobile = asked
+        case .failure(let error): return reply(error)
+        }
 
         // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so not a reflector.
         guard context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now) else {
@@ -95,6 +100,8 @@ extension RelayCore {
                 relayedAddress: relay, advertisedAddress: advertisedForm(of: relay), relaySocket: socket,
                 expiry: allocation.expiry)
         }
+        allocation.credentials = auth.credentials
+        counters.allocationsByCredentials[auth.credentials.index] &+= 1
         if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
         if message.contains(.dontFragment) {
             allocation.dontFragment = true
@@ -113,6 +120,7 @@ extension RelayCore {
             }
         }
         allocation.sessionID = random.next()
+        if mobile { registerMobile(allocation) }
         byFiveTuple[fiveTuple] = allocation
         bySocket[socket] = allocation
         byRelayedAddress[relay] = allocation
@@ -142,6 +150,7 @@ extension RelayCore {
             }
             try w.append(Lifetime(seconds: UInt32(lifetime)))
             if let reservation { try w.append(ReservationToken(value: reservation)) }
+            if mobile, let ticket = ticket(for: allocation) { try w.append(ticket) }
             try w.append(XORMappedAddress(address: fiveTuple.client))
             try appendSoftware(&w)
         }
@@ -151,7 +160,7 @@ extension RelayCore {
                 SessionStart(
                     session: allocation.session, fiveTuple: fiveTuple, relayed: advertised, bound: relay,
                     additionalRelayed: allocation.additional?.advertisedAddress, user: userID,
-                    lifetimeSeconds: lifetime)))
+                    credentials: auth.credentials, lifetimeSeconds: lifetime)))
     }
 
     /// A dual allocation's relayed addresses (RFC 8656 §7.2 step 9): IPv4 and IPv6. When only

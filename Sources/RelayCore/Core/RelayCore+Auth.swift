@@ -5,6 +5,8 @@ extension RelayCore {
     struct Authenticated {
         var username: String
         var key: IntegrityKey
+        /// How the key was derived and which integrity attribute verified (for allocations).
+        var credentials = CredentialAlgorithms()
     }
 
     /// The long-term credential mechanism (RFC 8489 §9.2.4), in its order: 400 for missing or
@@ -77,7 +79,10 @@ extension RelayCore {
         // Answers carry MESSAGE-INTEGRITY-SHA256 unless the request was processed as MD5 for want
         // of PASSWORD-ALGORITHM(S) (§9.2.4) and used MESSAGE-INTEGRITY alone.
         let sha256 = message.contains(.passwordAlgorithm) || message.integritySHA256Offset != nil
-        return Authenticated(username: username, key: IntegrityKey(bytes: key, sha256: sha256))
+        return Authenticated(
+            username: username, key: IntegrityKey(bytes: key, sha256: sha256),
+            credentials: CredentialAlgorithms(
+                passwordAlgorithm: algorithm, integritySHA256: message.integritySHA256Offset != nil))
     }
 
     /// 400 (counted as malformed), within the source's failure budget; always nil.

@@ -6,6 +6,9 @@ extension RelayCore {
     /// but never below the default 600 s, which is also used when LIFETIME is absent.
     func handleRefresh(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         let existing = byFiveTuple[origin.fiveTuple]
+        if existing == nil, let ticket = message.attribute(.mobilityTicket) {
+            return handleMobileRefresh(message, ticket: ticket.value, from: origin, now: now)
+        }
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
         guard let allocation = existing else {
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
@@ -22,8 +25,13 @@ extension RelayCore {
             return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: auth.key)
         }
         let lifetime = requested?.seconds == 0 ? 0 : allocateLifetime(requested: requested)
+        // A ticket on the allocation's own 5-tuple: most likely the retransmission of the
+        // Refresh that moved it here; it gets the current ticket again (RFC 8016 §3.2.2).
+        let ticket =
+            allocation.mobile && lifetime > 0 && message.contains(.mobilityTicket) ? self.ticket(for: allocation) : nil
         respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
             try w.append(Lifetime(seconds: UInt32(lifetime)))
+            if let ticket { try w.append(ticket) }
             try appendSoftware(&w)
         }
         // In a dual allocation REQUESTED-ADDRESS-FAMILY picks the relayed address to refresh or

@@ -32,6 +32,10 @@ public final class RelayCore {
     /// shared `ReservationTable`, which holds the same entries for the other threads.
     var reservations: [UInt64: ReservationTable.Entry] = [:]
     var relayCursor = 0
+    /// Mobile allocations by session id (RFC 8016), and the counter that makes each ticket's
+    /// nonce unique (`ticketNonce`).
+    var mobileBySession: [UInt64: Allocation] = [:]
+    var ticketsSealed: UInt64 = 0
     var random: FastRandom
 
     /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.
@@ -254,6 +258,7 @@ public final class RelayCore {
 
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {
         byFiveTuple[allocation.origin.fiveTuple] = nil
+        forgetMobile(allocation)
         if allocation.origin.fiveTuple.transport == .udp {
             for channel in allocation.channels { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
         }
@@ -275,6 +280,7 @@ public final class RelayCore {
                     additionalRelaySocket: allocation.additional?.relaySocket,
                     additionalRelayed: allocation.additional?.advertisedAddress,
                     user: String(context.credentials.userID(of: allocation.username)), reason: reason,
+                    credentials: allocation.credentials,
                     durationSeconds: now - allocation.created, traffic: allocation.traffic,
                     permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed)))
     }

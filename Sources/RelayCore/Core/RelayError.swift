@@ -5,6 +5,8 @@ public enum RelayError: Error, Hashable, Sendable {
     case badRequest
     case unauthorized
     case forbidden
+    /// RFC 8016 §3.4: mobility was asked for but is turned off, or not offered on this transport.
+    case mobilityForbidden
     case unknownAttribute
     case allocationMismatch
     case staleNonce
@@ -23,6 +25,7 @@ public enum RelayError: Error, Hashable, Sendable {
         case .badRequest: return 400
         case .unauthorized: return 401
         case .forbidden: return 403
+        case .mobilityForbidden: return 405
         case .unknownAttribute: return 420
         case .allocationMismatch: return 437
         case .staleNonce: return 438
@@ -43,6 +46,7 @@ public enum RelayError: Error, Hashable, Sendable {
         case .badRequest: return "Bad Request"
         case .unauthorized: return "Unauthorized"
         case .forbidden: return "Forbidden"
+        case .mobilityForbidden: return "Mobility Forbidden"
         case .unknownAttribute: return "Unknown Attribute"
         case .allocationMismatch: return "Allocation Mismatch"
         case .staleNonce: return "Stale Nonce"
@@ -57,7 +61,7 @@ public enum RelayError: Error, Hashable, Sendable {
     }
 
     public static let allCases: [RelayError] = [
-        .tryAlternate, .badRequest, .unauthorized, .forbidden, .unknownAttribute, .allocationMismatch,
+        .tryAlternate, .badRequest, .unauthorized, .forbidden, .mobilityForbidden, .unknownAttribute, .allocationMismatch,
         .staleNonce, .addressFamilyNotSupported, .wrongCredentials, .unsupportedTransportProtocol,
         .peerAddressFamilyMismatch, .allocationQuotaReached, .serverError, .insufficientCapacity,
     ]

@@ -45,6 +45,8 @@ public struct AttributeType: RawRepresentable, Hashable, Sendable {
     public static let additionalAddressFamilyDraft = AttributeType(rawValue: 0x8032)
     public static let addressErrorCodeDraft = AttributeType(rawValue: 0x8033)
     public static let icmp = AttributeType(rawValue: 0x8004)
+    // RFC 8016 §3.3
+    public static let mobilityTicket = AttributeType(rawValue: 0x8030)
     // RFC 6062 §6.2
     public static let connectionID = AttributeType(rawValue: 0x002A)
     // RFC 5780 §7

@@ -89,7 +89,8 @@ final class CoreHarness {
         let context = CoreContext(
             configuration: configuration, nonceKey: Array(0..<32), quota: quota,
             directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
-            threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1, bandwidth: loop?.bandwidth)
+            threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1, bandwidth: loop?.bandwidth,
+            mobility: loop?.mobility ?? MobilityTickets())
         core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger, seed: seed)
         core.addUDPListener(CoreFixture.server, socket: listenerSocket)
     }
@@ -101,6 +102,7 @@ final class CoreHarness {
         var quota: QuotaTracker
         var directory: RelayedAddressDirectory
         var bandwidth: BandwidthCapacity? = nil
+        var mobility: MobilityTickets? = nil
     }
 
     /// The UDP listener this harness's loop answers from (one per loop, as with SO_REUSEPORT).
@@ -162,11 +164,25 @@ final class CoreHarness {
                 started += 1
             case .sessionEnded(let summary):
                 sessions.append(summary)
+            case .forwardRequest(let request):
+                forwarded.append(request)
+            case .steerClient(_, let from, let to):
+                steering.append(Steering(from: from, to: to))
             }
         }
         core.outbox.reset()
         return packets
     }
+
+    /// Requests the core handed to another loop thread (mobility), in order.
+    var forwarded: [ForwardedRequest] = []
+
+    /// A moved client's 5-tuple the core asked the I/O layer to receive (and the one to stop).
+    struct Steering: Equatable {
+        var from: FiveTuple
+        var to: FiveTuple?
+    }
+    var steering: [Steering] = []
 
     /// The relay sockets the core asked to send without fragmenting (DONT-FRAGMENT), in order.
     var dontFragment: [RelaySocket] = []

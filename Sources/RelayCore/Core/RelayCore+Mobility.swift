@@ -1,0 +1,135 @@
+import StunCodec
+
+extension RelayCore {
+    /// MOBILITY-TICKET in an Allocate (RFC 8016 §3.1.2): false when absent; true when it asks for
+    /// mobility and may have it; otherwise the error to answer: 405 when mobility is off or the
+    /// client is not on UDP, 400 when the attribute is not empty.
+    func mobilityRequested(by message: StunMessage, from origin: ClientOrigin) -> Result<Bool, RelayError> {
+        guard let ticket = message.attribute(.mobilityTicket) else { return .success(false) }
+        guard settings.mobility, origin.fiveTuple.transport == .udp else { return .failure(.mobilityForbidden) }
+        guard ticket.value.isEmpty else { return .failure(.badRequest) }
+        return .success(true)
+    }
+
+    /// Makes a new allocation mobile: known by its session id on this thread and to the others.
+    func registerMobile(_ allocation: Allocation) {
+        allocation.mobile = true
+        mobileBySession[allocation.sessionID] = allocation
+        context.mobility.register(session: allocation.sessionID, thread: context.threadIndex)
+    }
+
+    /// The ticket for `allocation`'s current 5-tuple (serial = its moves so far).
+    func ticket(for allocation: Allocation) -> MobilityTicket? {
+        ticketsSealed &+= 1
+        var nonce = [UInt8](repeating: 0, count: SealedBox.nonceLength)
+        nonce[0] = UInt8(truncatingIfNeeded: context.threadIndex)
+        for i in 0..<8 { nonce[4 + i] = UInt8(truncatingIfNeeded: ticketsSealed >> UInt64(56 - 8 * i)) }
+        return context.mobility.seal(session: allocation.sessionID, serial: allocation.moves, nonce: nonce)
+            .map { MobilityTicket(bytes: $0) }
+    }
+
+    /// A Refresh with MOBILITY-TICKET from a 5-tuple that has no allocation (RFC 8016 §3.2.2): the
+    /// allocation is found by its ticket, not by the 5-tuple. When another loop thread holds it,
+    /// the request goes there (`forwardRequest`); see `moveAllocation`.
+    func handleMobileRefresh(_ message: StunMessage, ticket: UnsafeRawBufferPointer, from origin: ClientOrigin, now: Int64) {
+        guard settings.mobility, let opened = context.mobility.open(ticket),
+            let owner = context.mobility.owner(of: opened.session)
+        else {
+            // A ticket this process cannot read (forged, altered, from before the last two keys)
+            // or for an allocation that ended: answered as a Refresh without an allocation,
+            // after authentication, so unauthenticated sources learn nothing (RFC 8016 §3.2.2).
+            guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
+            counters.mobility[MobilityOutcome.refused.rawValue] &+= 1
+            let error: RelayError = settings.mobility ? .allocationMismatch : .mobilityForbidden
+            return sendError(error, to: message, origin: origin, key: auth.key)
+        }
+        guard owner == context.threadIndex else {
+            counters.mobility[MobilityOutcome.forwarded.rawValue] &+= 1
+            return outbox.emit(
+                .forwardRequest(ForwardedRequest(thread: owner, bytes: Array(message.bytes), origin: origin)))
+        }
+        guard let allocation = mobileBySession[opened.session] else {
+            return sendError(.allocationMismatch, to: message, origin: origin, key: nil)
+        }
+        moveAllocation(allocation, to: origin, message: message, serial: opened.serial, now: now)
+    }
+
+    /// A request another loop thread received for an allocation this one holds (`forwardRequest`).
+    public func handleForwardedRequest(_ bytes: [UInt8], from origin: ClientOrigin, now: Int64) {
+        bytes.withUnsafeBytes { raw in handleClientPacket(raw, from: origin, now: now) }
+    }
+
+    /// Moves `allocation` to the client's new 5-tuple (RFC 8016 §3.2.2): the Refresh must carry
+    /// the allocation's current ticket (an older one is 400: it was used) and authenticate as
+    /// its user (else 441). The relayed address, permissions and channels stay; the old 5-tuple
+    /// is forgotten at once (docs/mobility.md); the answer carries a new ticket. Then the Refresh
+    /// is applied as usual (LIFETIME 0 deletes).
+    func moveAllocation(
+        _ allocation: Allocation, to origin: ClientOrigin, message: StunMessage, serial: UInt32, now: Int64
+    ) {
+        guard let auth = authenticate(message, origin: origin, existing: allocation, now: now) else { return }
+        guard serial == allocation.moves else {
+            counters.mobility[MobilityOutcome.refused.rawValue] &+= 1
+            return sendError(.badRequest, to: message, origin: origin, key: auth.key)
+        }
+        guard origin.fiveTuple.transport == .udp else {
+            return sendError(.mobilityForbidden, to: message, origin: origin, key: auth.key)
+        }
+        // The new 5-tuple must be free (it could hold another allocation of this thread).
+        guard byFiveTuple[origin.fiveTuple] == nil else {
+            return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
+        }
+        let requested: Lifetime?
+        do {
+            requested = try message.decode(Lifetime.self)
+        } catch {
+            return sendError(.badRequest, to: message, origin: origin, key: auth.key)
+        }
+        let old = allocation.origin
+        for channel in allocation.channels { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
+        unpublish(allocation)
+        byFiveTuple[old.fiveTuple] = nil
+        // Answers leave from this thread's own listener on the server address.
+        let listener = udpListeners.first { $0.0 == origin.fiveTuple.server }?.1 ?? origin.socket
+        allocation.origin = ClientOrigin(fiveTuple: origin.fiveTuple, socket: listener)
+        byFiveTuple[origin.fiveTuple] = allocation
+        allocation.moves &+= 1
+        outbox.emit(.steerClient(session: allocation.session, from: old.fiveTuple, to: origin.fiveTuple))
+        counters.mobility[MobilityOutcome.moved.rawValue] &+= 1
+        let lifetime = requested?.seconds == 0 ? 0 : allocateLifetime(requested: requested)
+        let ticket = lifetime == 0 ? nil : ticket(for: allocation)
+        respond(to: message, origin: allocation.origin, messageClass: .successResponse, key: auth.key) {
+            w throws(StunEncodeError) in
+            try w.append(Lifetime(seconds: UInt32(lifetime)))
+            if let ticket { try w.append(ticket) }
+            try appendSoftware(&w)
+        }
+        if lifetime == 0 { return delete(allocation, reason: .refreshedToZero, now: now) }
+        allocation.expiry = now + lifetime
+        allocation.additional?.expiry = now + lifetime
+        publish(allocation)
+        announceChannels(of: allocation, peerIPs: nil, now: now)
+    }
+
+    /// Takes `allocation` out of the shared directory (its client is about to change), adding
+    /// what other threads delivered to it to its traffic; `publish` lists it again.
+    func unpublish(_ allocation: Allocation) {
+        guard context.threadCount > 1 else { return }
+        for relayed in [allocation.relayedAddress] + (allocation.additional.map { [$0.relayedAddress] } ?? []) {
+            let delivered = context.directory.remove(relayed)
+            allocation.traffic.packetsToClient &+= delivered.packets
+            allocation.traffic.bytesToClient &+= delivered.bytes
+        }
+    }
+
+    /// A mobile allocation ended: other threads no longer send its tickets here, and the I/O
+    /// layer stops receiving its 5-tuple on a socket of its own.
+    func forgetMobile(_ allocation: Allocation) {
+        guard allocation.mobile else { return }
+        mobileBySession[allocation.sessionID] = nil
+        context.mobility.unregister(session: allocation.sessionID)
+        if allocation.moves > 0 {
+            outbox.emit(.steerClient(session: allocation.session, from: allocation.origin.fiveTuple, to: nil))
+        }
+    }
+}
