@@ -20,7 +20,9 @@
 #include <time.h>
 #include <string.h>
 #include <stdint.h>
+#include <errno.h>
 #include <linux/errqueue.h>
+#include <linux/filter.h>
 
 /* recvmmsg/sendmmsg need _GNU_SOURCE, which Swift's Glibc module is not built with.
    Same layout as glibc's struct mmsghdr, bound to the glibc symbols by asm label. */
@@ -51,6 +53,74 @@ struct relayd_socket_error {
     uint8_t type;
     uint8_t code;
 };
+
+#ifndef SO_ATTACH_REUSEPORT_CBPF
+#define SO_ATTACH_REUSEPORT_CBPF 51
+#endif
+
+/* Chooses the socket of a UDP listener's SO_REUSEPORT group for each datagram by its source
+   address and port, among the first `loops` sockets only: the listeners, one per loop, which
+   join the group first. Without it the kernel picks by a hash modulo the group's size, so a
+   socket that joins later (a moved mobile client's connected socket, docs/mobility.md) would move
+   other clients to other loops, and would take their datagrams itself until it is connected.
+   A classic BPF program (no privilege needed); it reads the source address's last word and the
+   source port from the network header (no IPv4 options, no IPv6 extension headers assumed: at
+   worst such a datagram goes to another listener). Returns setsockopt's result. */
+static inline int relayd_attach_listener_selector(int fd, int ipv6, unsigned int loops) {
+    unsigned int address = ipv6 ? 20 : 12, port = ipv6 ? 40 : 20;
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (unsigned int)SKF_NET_OFF + address),
+        BPF_STMT(BPF_MISC | BPF_TAX, 0),
+        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, (unsigned int)SKF_NET_OFF + port),
+        BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, 0x9E3779B1u),
+        BPF_STMT(BPF_ALU | BPF_XOR | BPF_X, 0),
+        BPF_STMT(BPF_MISC | BPF_TAX, 0),
+        BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16),
+        BPF_STMT(BPF_ALU | BPF_XOR | BPF_X, 0),
+        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, loops > 0 ? loops : 1),
+        BPF_STMT(BPF_RET | BPF_A, 0),
+    };
+    struct sock_fprog program = { (unsigned short)(sizeof code / sizeof code[0]), code };
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &program, sizeof program);
+}
+
+/* Sends one datagram with DF set / unfragmented (a Send indication's DONT-FRAGMENT, RFC 8656
+   §11.2) from a socket that does not do so for every datagram. IPv6: the IPV6_DONTFRAG ancillary
+   item on this datagram only. IPv4 has no such item: IP_MTU_DISCOVER is set to IP_PMTUDISC_DO
+   for this send and put back. Returns sendmsg's result (-1 with errno on failure). */
+static inline ssize_t relayd_send_dont_fragment(int fd, const void *bytes, size_t length,
+                                                const struct sockaddr *to, socklen_t to_length) {
+    struct iovec iov = { (void *)bytes, length };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_name = (void *)to;
+    msg.msg_namelen = to_length;
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (to->sa_family == AF_INET6) {
+        char control[CMSG_SPACE(sizeof(int))];
+        memset(control, 0, sizeof control);
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = IPPROTO_IPV6;
+        c->cmsg_type = IPV6_DONTFRAG;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        int one = 1;
+        memcpy(CMSG_DATA(c), &one, sizeof one);
+        return sendmsg(fd, &msg, 0);
+    }
+    int previous = IP_PMTUDISC_WANT;
+    socklen_t size = sizeof previous;
+    getsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &previous, &size);
+    int on = IP_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &on, sizeof on);
+    ssize_t sent = sendmsg(fd, &msg, 0);
+    int saved = errno;
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &previous, sizeof previous);
+    errno = saved;
+    return sent;
+}
 
 /* Takes one entry off `fd`'s error queue without blocking: 1 when it carried an extended error
    (filled into `out`), 0 when it carried none, -1 when the queue is empty (or on any error). */

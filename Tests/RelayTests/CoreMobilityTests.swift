@@ -77,14 +77,14 @@ import Testing
         #expect(harness.allocation(of: Self.newClient) == nil)
     }
 
-    @Test("A forged or altered ticket gets 437 after authentication; without credentials, 401")
+    @Test("A forged or altered ticket gets 400 after authentication; without credentials, 401")
     func forgedTicket() throws {
         let (harness, _, _, ticket) = try mobile()
         var altered = ticket
         altered[5] ^= 0x01
         let client = harness.restClient(at: Self.newClient)
-        #expect(try move(client, ticket: altered).errorCode == 437)
-        #expect(try move(client, ticket: Array(repeating: 7, count: 41)).errorCode == 437)
+        #expect(try move(client, ticket: altered).errorCode == 400)
+        #expect(try move(client, ticket: Array(repeating: 7, count: 41)).errorCode == 400)
         let unsigned = try StunTestMessages.request(.refresh) { w in try w.append(MobilityTicket(bytes: ticket)) }
         #expect(try harness.restClient(at: TransportAddress.literal("198.51.100.40:1")).send(unsigned)?.errorCode == 401)
         #expect(harness.counters.mobility[MobilityOutcome.refused.rawValue] == 2)
@@ -99,6 +99,13 @@ import Testing
         let tcp = harness.restClient(at: CoreFixture.clientB, transport: .tcp)
         #expect(try tcp.allocate(Self.askMobility).errorCode == 405)
         #expect(harness.sockets.bound.isEmpty)
+    }
+
+    @Test("The ticket of an allocation that ended gets 437")
+    func endedAllocation() throws {
+        let (harness, client, _, ticket) = try mobile()
+        #expect(try client.refresh(lifetime: 0).isSuccess)
+        #expect(try move(harness.restClient(at: Self.newClient), ticket: ticket).errorCode == 437)
     }
 
     @Test("Without the ticket attribute an allocation is not mobile and its answers carry none")
@@ -122,7 +129,7 @@ import Testing
         #expect(harness.allocation(of: Self.newClient)?.moves == 1)
     }
 
-    @Test("A ticket issued before one key rotation still moves the allocation; before two, it does not")
+    @Test("A ticket issued before one key rotation still moves the allocation; before two, it is 400")
     func keyRotation() throws {
         let tickets = MobilityTickets()
         let directory = RelayedAddressDirectory()
@@ -135,7 +142,7 @@ import Testing
         let next = try #require(answer.decode(MobilityTicket.self)).bytes
         tickets.rotate()
         tickets.rotate()
-        #expect(try move(harness.restClient(at: .literal("198.51.100.50:2")), ticket: next).errorCode == 437)
+        #expect(try move(harness.restClient(at: .literal("198.51.100.50:2")), ticket: next).errorCode == 400)
     }
 
     @Test("A ticket that reaches another loop thread is forwarded to the one holding the allocation, which moves it")
@@ -163,5 +170,42 @@ import Testing
         let answer = try ReceivedStun(try #require(owner.drainOutbox().first).bytes)
         #expect(answer.errorCode == 401)
         #expect(owner.allocation(of: CoreFixture.clientA)?.relaySocket == socket)
+    }
+
+    @Test("A move naming a family the allocation does not have is 443, and nothing moves")
+    func moveWithWrongFamily() throws {
+        let (harness, _, _, ticket) = try mobile()
+        let answer = try harness.restClient(at: Self.newClient).request(.refresh) { w in
+            try w.append(Lifetime(seconds: 600))
+            try w.append(MobilityTicket(bytes: ticket))
+            try w.append(RequestedAddressFamily(family: .ipv6))
+        }
+        #expect(answer.errorCode == 443)
+        #expect(harness.allocation(of: CoreFixture.clientA) != nil && harness.allocation(of: Self.newClient) == nil)
+    }
+
+    @Test("Every Refresh answer of a mobile allocation carries a fresh ticket; a plain allocation's none")
+    func refreshCarriesTicket() throws {
+        let (harness, client, _, ticket) = try mobile()
+        let refreshed = try client.refresh(lifetime: 600)
+        let fresh = try #require(refreshed.decode(MobilityTicket.self)).bytes
+        #expect(fresh != ticket)
+        // Both open: the fresh one moves the allocation.
+        #expect(try move(harness.restClient(at: Self.newClient), ticket: fresh).isSuccess)
+    }
+
+    @Test("A TCP client presenting another loop's ticket gets 405 where it is; nothing is forwarded")
+    func streamClientIsNotForwarded() throws {
+        let tickets = MobilityTickets()
+        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let directory = RelayedAddressDirectory()
+        func placement(_ index: Int) -> CoreHarness.LoopPlacement {
+            .init(index: index, count: 2, quota: quota, directory: directory, mobility: tickets)
+        }
+        let (_, _, _, ticket) = try mobile(CoreHarness(loop: placement(0)))
+        let other = CoreHarness(loop: placement(1))
+        let answer = try move(other.restClient(at: Self.newClient, transport: .tcp), ticket: ticket)
+        #expect(answer.errorCode == 405)
+        #expect(other.forwarded.isEmpty)
     }
 }

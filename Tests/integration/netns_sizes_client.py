@@ -1,6 +1,7 @@
 """A TURN client for the namespace tests, run inside a client namespace: allocates (REST
 credentials; with DF=1 the Allocate carries DONT-FRAGMENT, RFC 8656 §7.2), binds channel
-0x4001 to PEER and sends one ChannelData message of each size in SIZES, a few times each, then
+0x4001 to PEER and sends one ChannelData message of each size in SIZES, a few times each (with
+DF=send, Send indications that carry DONT-FRAGMENT instead, RFC 8656 §11.2), then
 listens for a second for Data indications with an ICMP attribute (RFC 8656 §11.5). Prints one
 JSON object: the sizes sent, and each ICMP as [type, code, error data, peer host, peer port].
 
@@ -13,7 +14,7 @@ import struct
 import sys
 import time
 
-from stunclient import Attr, TurnClient, rest_credentials
+from stunclient import Attr, Class, Method, StunMessage, TurnClient, encode_xor_address, rest_credentials
 
 
 def main() -> None:
@@ -22,10 +23,19 @@ def main() -> None:
     with TurnClient((host, int(port)), bind_host=bind_host) as client:
         username, password = rest_credentials(secret, "sizes")
         client.allocate(username, password, extra=[(Attr.DONT_FRAGMENT, b"")] if df == "1" else [])
-        client.channel_bind(0x4001, (peer_host, int(peer_port)))
+        peer = (peer_host, int(peer_port))
+        client.channel_bind(0x4001, peer)
         for _ in range(3):
             for size in sizes:
-                client.send_channel_data(0x4001, bytes([size & 0xFF]) * size)
+                payload = bytes([size & 0xFF]) * size
+                if df == "send":
+                    indication = StunMessage(Method.SEND, Class.INDICATION)
+                    indication.add(Attr.XOR_PEER_ADDRESS, encode_xor_address(peer, indication.transaction_id))
+                    indication.add(Attr.DATA, payload)
+                    indication.add(Attr.DONT_FRAGMENT, b"")
+                    client.send_raw(indication.encode())
+                else:
+                    client.send_channel_data(0x4001, payload)
                 time.sleep(0.02)
         icmp, deadline = [], time.monotonic() + 1.0
         while (left := deadline - time.monotonic()) > 0:

@@ -3,7 +3,8 @@ test_kernel_fast_path_netns.py, with the link between the relay and the peer hos
 1,280. relayd relays in user space. A client sends ChannelData of 100, 1,200 and 1,400 bytes to
 a peer on that host. Without DONT-FRAGMENT the 1,400-byte datagrams (1,428 bytes of IPv4) leave
 the relay in fragments and arrive whole. With it they are not sent at all (relayd counts a send
-failure), and the others still arrive.
+failure), and the others still arrive. The same holds for Send indications that carry
+DONT-FRAGMENT themselves (RFC 8656 §11.2) in an allocation that did not ask for it.
 
 With a router between the relay and a farther peer whose next link has an MTU of 1,280, the client
 of a DONT-FRAGMENT allocation learns the path MTU: the router's ICMP "fragmentation needed", and
@@ -41,7 +42,7 @@ print(json.dumps(sorted(set(sizes))))
 """
 
 
-@pytest.mark.parametrize("dont_fragment", [False, True], ids=["fragments", "dont-fragment"])
+@pytest.mark.parametrize("dont_fragment", [False, True, "send"], ids=["fragments", "dont-fragment", "per-indication"])
 def test_dont_fragment_keeps_oversized_datagrams_from_being_fragmented(hosts, tmp_path, dont_fragment):
     for ns, link in ((hosts.relay, hosts.relay_links[1]), (hosts.peer, hosts.peer_link)):
         ip("-n", ns, "link", "set", "dev", link, "mtu", "1280")
@@ -53,8 +54,8 @@ def test_dont_fragment_keeps_oversized_datagrams_from_being_fragmented(hosts, tm
     peer, peer_log = hosts.start(hosts.peer, "peer", ["python3", "-c", PEER, PEER_IP, "6000", "6"])
     client = str(Path(__file__).with_name("netns_sizes_client.py"))
     sent = json.loads(hosts.run(hosts.client, [
-        "python3", client, RELAY_CLIENT_SIDE, "3478", SECRET, PEER_IP, "6000", "1" if dont_fragment else "0", CLIENT_IP,
-        *map(str, SIZES)]).strip().splitlines()[-1])
+        "python3", client, RELAY_CLIENT_SIDE, "3478", SECRET, PEER_IP, "6000",
+        {False: "0", True: "1", "send": "send"}[dont_fragment], CLIENT_IP, *map(str, SIZES)]).strip().splitlines()[-1])
     assert sent["sent"] == SIZES
     peer.wait(timeout=20)
     arrived = json.loads(peer_log.read_text().strip().splitlines()[-1])
@@ -63,6 +64,10 @@ def test_dont_fragment_keeps_oversized_datagrams_from_being_fragmented(hosts, tm
     # Each 1,400-byte datagram relayd could not send unfragmented is counted.
     failures = int(re.search(r"^relayd_send_failures_total (\d+)$", metrics_text(hosts), re.M).group(1))
     assert failures == (3 if dont_fragment else 0)
+    # Each refusal also reaches the client as "fragmentation needed" with the link's MTU (the
+    # relay host's own refusal names no port; docs/icmp.md).
+    assert all(icmp == [3, 4, 1280, PEER_IP, 0] for icmp in sent["icmp"]), sent["icmp"]
+    assert len(sent["icmp"]) == (3 if dont_fragment else 0)
 
 
 FAR_PEER = "10.77.9.2"  # behind the peer host, which routes to it over a link with MTU 1280

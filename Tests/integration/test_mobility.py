@@ -151,3 +151,36 @@ def test_a_stolen_ticket_needs_the_owners_credentials_and_a_used_one_is_refused(
         with pytest.raises(TurnError) as used:
             refresh_with(victim, ticket)
         assert used.value.code == 400
+
+
+def test_moves_leave_every_other_client_on_its_loop(mobile_relay):
+    """A moved client's socket joins the listeners' SO_REUSEPORT group. The group's selector
+    (docs/mobility.md) keeps every other client on its loop: 24 bystanders, allocated before and
+    refreshed after six moves, all still find their allocations (a Refresh that reached the other
+    loop would get 437), and their channels still relay. Without the selector, kernels that count
+    connected sockets in the group's hash would move some of them; the kernel-level property is
+    tested in Tests/RelayTests/ListenerSelectorTests.swift."""
+    peer = udp_socket("127.0.0.1")
+    bystanders: list[TurnClient] = []
+    try:
+        for i in range(24):
+            client = TurnClient(mobile_relay.address, bind_host=f"127.0.1.{i + 1}")
+            bystanders.append(client)
+            client.allocate(*rest_credentials(mobile_relay.secret, f"bystander-{i}"))
+            client.channel_bind(CHANNEL, peer.getsockname())
+        username, password = rest_credentials(mobile_relay.secret, "mover")
+        with TurnClient(mobile_relay.address) as mover:
+            ticket = mover.allocate(username, password, extra=[(MOBILITY_TICKET, b"")]).get(MOBILITY_TICKET)
+            for leg in range(MOVES):
+                ticket = move(mover, ticket, f"127.0.2.{leg + 1}")
+            for i, client in enumerate(bystanders):
+                client.refresh(600)  # TurnError (437) if it reached the loop without its allocation
+                client.send_channel_data(CHANNEL, f"bystander {i}".encode())
+            arrived = set()
+            while (got := recv_from(peer, 1.0)) is not None:
+                arrived.add(got[0])
+        assert arrived == {f"bystander {i}".encode() for i in range(len(bystanders))}
+    finally:
+        for client in bystanders:
+            client.close()
+        peer.close()

@@ -23,6 +23,9 @@ final class FastPathRoutes {
 
     /// Installed routes by relay socket and channel number.
     private var installed: [RouteID: Installed] = [:]
+    /// What replaced routes relayed before they went (a channel whose client moved), for the
+    /// next `collect`.
+    private var unreported: [(RelaySocket, KernelFastPath.Counters)] = []
 
     private struct RouteID: Hashable {
         var relaySocket: RelaySocket
@@ -51,18 +54,30 @@ final class FastPathRoutes {
         metrics.offloadXDP = stats[Int(RELAYD_STAT_XDP.rawValue)]
     }
 
-    /// `installChannel`: installs or refreshes the route (its counters carry on).
+    /// `installChannel`: installs or refreshes the route (its counters carry on). When the
+    /// channel's client moved to another 5-tuple (mobility, docs/mobility.md), the entries of the
+    /// old one are removed first: the core's `removeChannel` for the old route comes after this
+    /// install (routes go in before a flush's other commands) and is then a no-op.
     func install(_ route: ChannelRoute) {
         let id = RouteID(relaySocket: route.relaySocket, number: route.number)
+        if let old = installed[id], old.route.client != route.client || old.route.server != route.server {
+            installed[id] = nil
+            let delta = fastPath.remove(old.route) - old.reported
+            relayed += delta
+            unreported.append((route.relaySocket, delta))
+        }
         guard fastPath.install(route) else { return }
         installed[id, default: Installed(route: route)].route = route
         installed[id]?.linkLayerMissing = FastPathEntries.linkLayerMissing(route, in: fastPath)
     }
 
-    /// `removeChannel`: removes the route; what the kernel relayed since the last report.
+    /// `removeChannel`: removes the route; what the kernel relayed since the last report. A route
+    /// for a client the channel no longer has (replaced by `install`) removes nothing.
     func remove(_ route: ChannelRoute) -> KernelFastPath.Counters {
         let id = RouteID(relaySocket: route.relaySocket, number: route.number)
-        guard let entry = installed.removeValue(forKey: id) else { return KernelFastPath.Counters() }
+        guard let current = installed[id], current.route.client == route.client, current.route.server == route.server,
+            let entry = installed.removeValue(forKey: id)
+        else { return KernelFastPath.Counters() }
         let delta = fastPath.remove(entry.route) - entry.reported
         relayed += delta
         return delta
@@ -77,7 +92,8 @@ final class FastPathRoutes {
                 installed[id]?.linkLayerMissing = FastPathEntries.linkLayerMissing(entry.route, in: fastPath)
             }
         }
-        var result: [(RelaySocket, KernelFastPath.Counters)] = []
+        var result = unreported
+        unreported.removeAll()
         for (id, entry) in installed {
             let total = fastPath.counters(of: entry.route)
             let delta = total - entry.reported

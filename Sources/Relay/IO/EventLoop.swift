@@ -18,6 +18,8 @@ final class EventLoop: RelaySocketProvider {
     /// Connected sockets that bring moved mobile clients' datagrams to this loop (also in
     /// `listeners`), by the client's 5-tuple (docs/mobility.md).
     var steered: [FiveTuple: Int32] = [:]
+    /// For each of those sockets, this loop's listener on the same address.
+    var steeredAnswer: [Int32: Int32] = [:]
     /// Hands a request to the loop that holds its allocation; set by the server.
     var requestForwarder: ((ForwardedRequest) -> Void)?
     var relayEvents: [Int32: OpaquePointer] = [:]
@@ -79,6 +81,12 @@ final class EventLoop: RelaySocketProvider {
     /// Opens this thread's UDP listener on `address`; false if it cannot be bound.
     func addUDPListener(_ address: TransportAddress) -> Bool {
         guard let fd = UDPSocket.open(bound: address, reusePort: true) else { return false }
+        // The group's datagrams go to the loops' listeners only, by client (docs/mobility.md).
+        if relayd_attach_listener_selector(fd, address.ip.family == .ipv6 ? 1 : 0, UInt32(core.context.threadCount)) != 0 {
+            logger.warning(
+                "cannot attach the listener selector; moved mobile clients may reach other loops",
+                metadata: ["event": "listener_selector_failed", "address": "\(address)"])
+        }
         let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().listenerReadable(fd)
         }, opaqueSelf)!
@@ -167,7 +175,12 @@ final class EventLoop: RelaySocketProvider {
         // The listener reads whole batches from slot 0: send what relay reads queued first.
         if slotsInUse > 0 { flush() }
         let now = EventLoop.now()
+        // A moved client's socket reads, but answers (and every allocation's origin) use this
+        // loop's listener: the moved client's socket may close at any flush (docs/mobility.md).
+        let answering = ClientSocket(descriptor: steeredAnswer[fd] ?? fd)
         for _ in 0..<batchesPerWakeup {
+            // A flush below may have closed a moved client's socket.
+            guard listeners.contains(where: { $0.fd == fd }) else { return }
             let n = batch.receive(from: fd)
             if n == 0 { break }
             for i in 0..<n {
@@ -179,7 +192,7 @@ final class EventLoop: RelaySocketProvider {
                 let bytes = UnsafeRawBufferPointer(rebasing: slot[batch.headroom..<batch.headroom + length])
                 let origin = ClientOrigin(
                     fiveTuple: FiveTuple(client: client, server: listener.address, transport: .udp),
-                    socket: ClientSocket(descriptor: fd))
+                    socket: answering)
                 core.handleClientPacket(bytes, from: origin, now: now)
                 if core.outbox.needsFlush { flush() }
             }
@@ -258,6 +271,13 @@ final class EventLoop: RelaySocketProvider {
             case .peer(let relaySocket, let peer):
                 fd = relaySocket.descriptor
                 destination = peer
+                if packet.dontFragment {
+                    // Alone, in order: what is staged before it leaves first.
+                    if staged > 0 { sender.send(count: staged, from: currentFD) }
+                    staged = 0
+                    sender.sendDontFragment(packet.bytes, to: peer, from: fd)
+                    continue
+                }
             }
             if fd != currentFD || staged == sender.capacity {
                 if staged > 0 { sender.send(count: staged, from: currentFD) }

@@ -36,6 +36,22 @@ final class SendBatch {
         headers[i].msg_hdr.msg_iovlen = 1
     }
 
+    /// Sends one datagram unfragmented, DF set (`OutboundPacket.dontFragment`); a refusal (over
+    /// the path MTU: EMSGSIZE, which the socket's error queue also reports, docs/icmp.md) is
+    /// counted in `failed`. Tried twice, like `send`, for the socket's pending error.
+    func sendDontFragment(_ bytes: UnsafeRawBufferPointer, to destination: TransportAddress, from fd: Int32) {
+        var storage = sockaddr_storage()
+        let ok = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
+            let length = SocketAddress.write(destination, into: raw.baseAddress!)
+            let to = raw.baseAddress!.assumingMemoryBound(to: sockaddr.self)
+            for _ in 0..<2 where relayd_send_dont_fragment(fd, bytes.baseAddress, bytes.count, to, length) >= 0 {
+                return true
+            }
+            return false
+        }
+        if !ok { failed += 1 }
+    }
+
     /// Sends the first `count` staged packets from `fd`.
     func send(count: Int, from fd: Int32) {
         var sent = 0

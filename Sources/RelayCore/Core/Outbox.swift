@@ -12,11 +12,15 @@ public enum Route: Hashable, Sendable {
 public struct OutboundPacket {
     public var route: Route
     public var bytes: UnsafeRawBufferPointer
+    /// A datagram for a peer that must leave unfragmented, DF set (a Send indication's
+    /// DONT-FRAGMENT, RFC 8656 §11.2), from a socket that does not do so for every datagram.
+    public var dontFragment: Bool
 
     @inlinable
-    public init(route: Route, bytes: UnsafeRawBufferPointer) {
+    public init(route: Route, bytes: UnsafeRawBufferPointer, dontFragment: Bool = false) {
         self.route = route
         self.bytes = bytes
+        self.dontFragment = dontFragment
     }
 }
 
@@ -81,8 +85,8 @@ public final class Outbox {
 
     /// Queues bytes that live elsewhere (a receive buffer) until the next flush.
     @inlinable
-    public func enqueue(_ bytes: UnsafeRawBufferPointer, route: Route) {
-        append(OutboundPacket(route: route, bytes: bytes))
+    public func enqueue(_ bytes: UnsafeRawBufferPointer, route: Route, dontFragment: Bool = false) {
+        append(OutboundPacket(route: route, bytes: bytes, dontFragment: dontFragment))
     }
 
     /// Queues a copy of `bytes` (a cached response) for `route`.

@@ -13,7 +13,10 @@ extension RelayCore {
         guard allocation.serves(peer.address.ip.family), context.policy.isAllowed(peer.address)
         else { return counters.drop(.policy) }
         guard allocation.hasPermission(for: peer.address.ip, now: now) else { return counters.drop(.noPermission) }
-        sendToPeer(data.value, allocation: allocation, peer: peer.address, now: now)
+        // DONT-FRAGMENT on the indication (RFC 8656 §11.2): DF on this datagram, unless the
+        // allocation's socket sets it on all of them already (DONT-FRAGMENT on Allocate).
+        let dontFragment = !allocation.dontFragment && message.contains(.dontFragment)
+        sendToPeer(data.value, allocation: allocation, peer: peer.address, dontFragment: dontFragment, now: now)
     }
 
     /// ChannelData from a client (RFC 8656 §12.6): forwarded to the channel's peer as plain UDP.
@@ -33,7 +36,10 @@ extension RelayCore {
     }
 
     @inline(__always)
-    func sendToPeer(_ payload: UnsafeRawBufferPointer, allocation: Allocation, peer: TransportAddress, now: Int64) {
+    func sendToPeer(
+        _ payload: UnsafeRawBufferPointer, allocation: Allocation, peer: TransportAddress, dontFragment: Bool = false,
+        now: Int64
+    ) {
         guard outbox.packets.count < outbox.packetCapacity else { return counters.drop(.outboxFull) }
         if let budget = allocation.bandwidth, !budget.admit(.toPeer, bytes: payload.count, now: now) {
             return counters.drop(.bandwidth)
@@ -51,7 +57,9 @@ extension RelayCore {
                 return
             }
         }
-        outbox.enqueue(payload, route: .peer(relaySocket: allocation.relaySocket(for: peer.ip.family), peer: destination))
+        outbox.enqueue(
+            payload, route: .peer(relaySocket: allocation.relaySocket(for: peer.ip.family), peer: destination),
+            dontFragment: dontFragment)
     }
 
     /// Whether `ip` is one of this server's relay addresses (bound or advertised form): a cheap

@@ -32,24 +32,35 @@ extension RelayCore {
     /// allocation is found by its ticket, not by the 5-tuple. When another loop thread holds it,
     /// the request goes there (`forwardRequest`); see `moveAllocation`.
     func handleMobileRefresh(_ message: StunMessage, ticket: UnsafeRawBufferPointer, from origin: ClientOrigin, now: Int64) {
-        guard settings.mobility, let opened = context.mobility.open(ticket),
-            let owner = context.mobility.owner(of: opened.session)
-        else {
-            // A ticket this process cannot read (forged, altered, from before the last two keys)
-            // or for an allocation that ended: answered as a Refresh without an allocation,
-            // after authentication, so unauthenticated sources learn nothing (RFC 8016 §3.2.2).
+        let opened = settings.mobility ? context.mobility.open(ticket) : nil
+        guard let opened, let owner = context.mobility.owner(of: opened.session) else {
+            // Refused after authentication, so unauthenticated sources learn nothing: 405 with
+            // mobility off; 400 for a ticket this process cannot read (forged, altered, sealed
+            // before the last two keys); 437 for one whose allocation ended (RFC 8016 §3.2.2).
             guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
             counters.mobility[MobilityOutcome.refused.rawValue] &+= 1
-            let error: RelayError = settings.mobility ? .allocationMismatch : .mobilityForbidden
+            let error: RelayError =
+                !settings.mobility ? .mobilityForbidden : opened == nil ? .badRequest : .allocationMismatch
             return sendError(error, to: message, origin: origin, key: auth.key)
         }
         guard owner == context.threadIndex else {
+            // Only UDP moves (a stream client's connection lives on this thread, so its answer
+            // could not come from the owner's); each hand-over is charged to the source's
+            // `unauth-rate-limit`, so a replayed ticket cannot flood the owner's mailbox.
+            guard origin.fiveTuple.transport == .udp else {
+                guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
+                return sendError(.mobilityForbidden, to: message, origin: origin, key: auth.key)
+            }
+            guard context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
+                return counters.drop(.rateLimited)
+            }
             counters.mobility[MobilityOutcome.forwarded.rawValue] &+= 1
             return outbox.emit(
                 .forwardRequest(ForwardedRequest(thread: owner, bytes: Array(message.bytes), origin: origin)))
         }
         guard let allocation = mobileBySession[opened.session] else {
-            return sendError(.allocationMismatch, to: message, origin: origin, key: nil)
+            guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
+            return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
         }
         moveAllocation(allocation, to: origin, message: message, serial: opened.serial, now: now)
     }
@@ -62,8 +73,8 @@ extension RelayCore {
     /// Moves `allocation` to the client's new 5-tuple (RFC 8016 §3.2.2): the Refresh must carry
     /// the allocation's current ticket (an older one is 400: it was used) and authenticate as
     /// its user (else 441). The relayed address, permissions and channels stay; the old 5-tuple
-    /// is forgotten at once (docs/mobility.md); the answer carries a new ticket. Then the Refresh
-    /// is applied as usual (LIFETIME 0 deletes).
+    /// is forgotten at once (docs/mobility.md). Then the Refresh is applied as usual
+    /// (`applyRefresh`: LIFETIME 0 deletes; the answer carries a new ticket).
     func moveAllocation(
         _ allocation: Allocation, to origin: ClientOrigin, message: StunMessage, serial: UInt32, now: Int64
     ) {
@@ -79,11 +90,9 @@ extension RelayCore {
         guard byFiveTuple[origin.fiveTuple] == nil else {
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
         }
-        let requested: Lifetime?
-        do {
-            requested = try message.decode(Lifetime.self)
-        } catch {
-            return sendError(.badRequest, to: message, origin: origin, key: auth.key)
+        // A family the allocation does not have is refused before anything moves (RFC 8656 §8.1).
+        if let family = try? message.decode(RequestedAddressFamily.self), !allocation.serves(family.family) {
+            return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: auth.key)
         }
         let old = allocation.origin
         for channel in allocation.channels { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
@@ -96,19 +105,7 @@ extension RelayCore {
         allocation.moves &+= 1
         outbox.emit(.steerClient(session: allocation.session, from: old.fiveTuple, to: origin.fiveTuple))
         counters.mobility[MobilityOutcome.moved.rawValue] &+= 1
-        let lifetime = requested?.seconds == 0 ? 0 : allocateLifetime(requested: requested)
-        let ticket = lifetime == 0 ? nil : ticket(for: allocation)
-        respond(to: message, origin: allocation.origin, messageClass: .successResponse, key: auth.key) {
-            w throws(StunEncodeError) in
-            try w.append(Lifetime(seconds: UInt32(lifetime)))
-            if let ticket { try w.append(ticket) }
-            try appendSoftware(&w)
-        }
-        if lifetime == 0 { return delete(allocation, reason: .refreshedToZero, now: now) }
-        allocation.expiry = now + lifetime
-        allocation.additional?.expiry = now + lifetime
-        publish(allocation)
-        announceChannels(of: allocation, peerIPs: nil, now: now)
+        applyRefresh(message, to: allocation, origin: allocation.origin, key: auth.key, now: now)
     }
 
     /// Takes `allocation` out of the shared directory (its client is about to change), adding

@@ -13,29 +13,34 @@ extension RelayCore {
         guard let allocation = existing else {
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
         }
+        applyRefresh(message, to: allocation, origin: origin, key: auth.key, now: now)
+    }
+
+    /// The Refresh's effect on `allocation` once it is authenticated (and, for a move, moved):
+    /// LIFETIME 0 deletes it, otherwise its lifetime is extended by the "desired lifetime"; in a
+    /// dual allocation REQUESTED-ADDRESS-FAMILY picks the relayed address to refresh or delete,
+    /// and without it the Refresh applies to both (RFC 8656 §8.1); a family the allocation does
+    /// not have is 443. A mobile allocation's answer carries a fresh ticket (RFC 8016 §3.2.2), so
+    /// a client that refreshes keeps a ticket sealed under a current key.
+    func applyRefresh(_ message: StunMessage, to allocation: Allocation, origin: ClientOrigin, key: IntegrityKey, now: Int64) {
         let requested: Lifetime?
         let family: RequestedAddressFamily?
         do {
             requested = try message.decode(Lifetime.self)
             family = try message.decode(RequestedAddressFamily.self)
         } catch {
-            return sendError(.badRequest, to: message, origin: origin, key: auth.key)
+            return sendError(.badRequest, to: message, origin: origin, key: key)
         }
         if let family, !allocation.serves(family.family) {
-            return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: auth.key)
+            return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: key)
         }
         let lifetime = requested?.seconds == 0 ? 0 : allocateLifetime(requested: requested)
-        // A ticket on the allocation's own 5-tuple: most likely the retransmission of the
-        // Refresh that moved it here; it gets the current ticket again (RFC 8016 §3.2.2).
-        let ticket =
-            allocation.mobile && lifetime > 0 && message.contains(.mobilityTicket) ? self.ticket(for: allocation) : nil
-        respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in
+        let ticket = allocation.mobile && lifetime > 0 ? self.ticket(for: allocation) : nil
+        respond(to: message, origin: origin, messageClass: .successResponse, key: key) { w throws(StunEncodeError) in
             try w.append(Lifetime(seconds: UInt32(lifetime)))
             if let ticket { try w.append(ticket) }
             try appendSoftware(&w)
         }
-        // In a dual allocation REQUESTED-ADDRESS-FAMILY picks the relayed address to refresh or
-        // delete; without it, the Refresh applies to both (RFC 8656 §8.1).
         let only = allocation.additional == nil ? nil : family?.family
         if lifetime == 0 {
             if let only { return endRelay(of: only, in: allocation, now: now) }

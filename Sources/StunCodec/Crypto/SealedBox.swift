@@ -3,8 +3,8 @@ internal import COpenSSL
 /// AES-256-GCM (OpenSSL's EVP interface): authenticated encryption for values the server hands
 /// out and must get back unaltered, such as mobility tickets (RFC 8016 §3.3, docs/mobility.md).
 ///
-/// A sealed value is `nonce (12) || ciphertext || tag (16)`. The caller picks a fresh random
-/// nonce for every seal; under one key, a nonce must never repeat.
+/// A sealed value is `nonce (12) || ciphertext || tag (16)`. The caller picks the nonce; under
+/// one key, a nonce must never repeat.
 public enum SealedBox {
     public static let keyLength = 32
     public static let nonceLength = 12

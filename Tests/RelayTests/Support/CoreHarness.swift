@@ -57,6 +57,8 @@ enum CoreFixture {
 struct SentPacket {
     var route: Route
     var bytes: [UInt8]
+    /// Must leave unfragmented, DF set (a Send indication's DONT-FRAGMENT).
+    var dontFragment = false
 
     /// The client this packet goes back to, for `.client` routes.
     var client: TransportAddress? {
@@ -146,7 +148,9 @@ final class CoreHarness {
     /// commands as the I/O layer would (closes relay sockets, queues stream deliveries on
     /// `RecordingStreamSink`s, records channel routes and session summaries), and resets the outbox.
     func drainOutbox() -> [SentPacket] {
-        let packets = core.outbox.packets.map { SentPacket(route: $0.route, bytes: Array($0.bytes)) }
+        let packets = core.outbox.packets.map {
+            SentPacket(route: $0.route, bytes: Array($0.bytes), dontFragment: $0.dontFragment)
+        }
         for command in core.outbox.commands {
             switch command {
             case .closeRelaySocket(let socket):
