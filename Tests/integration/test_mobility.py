@@ -59,6 +59,16 @@ def move(client: TurnClient, ticket: bytes, host: str) -> bytes:
     return new
 
 
+def allocate_mobile(client: TurnClient, server: RelayServer, user: str, peer) -> bytes:
+    """Allocates with an empty MOBILITY-TICKET (RFC 8016 §3.1.1) and binds CHANNEL to `peer`;
+    returns the ticket."""
+    resp = client.allocate(*rest_credentials(server.secret, user), extra=[(MOBILITY_TICKET, b"")])
+    ticket = resp.get(MOBILITY_TICKET)
+    assert ticket, "no MOBILITY-TICKET in the Allocate answer"
+    client.channel_bind(CHANNEL, peer.getsockname())
+    return ticket
+
+
 def mobility_counter(server: RelayServer, outcome: str = "moved") -> int:
     body = server.http("GET", "/metrics").body.decode()
     found = re.search(rf'^relayd_mobility_total\{{outcome="{outcome}"\}} (\d+)$', body, re.M)
@@ -67,16 +77,12 @@ def mobility_counter(server: RelayServer, outcome: str = "moved") -> int:
 
 
 def test_a_client_moves_between_addresses_in_the_middle_of_a_stream(mobile_relay):
-    username, password = rest_credentials(mobile_relay.secret, "phone")
     peer = udp_socket("127.0.0.1")
     before = mobility_counter(mobile_relay)
     forwarded_before = mobility_counter(mobile_relay, "forwarded")
     try:
         with TurnClient(mobile_relay.address) as client:
-            resp = client.allocate(username, password, extra=[(MOBILITY_TICKET, b"")])
-            ticket = resp.get(MOBILITY_TICKET)
-            assert ticket, "no MOBILITY-TICKET in the Allocate answer"
-            client.channel_bind(CHANNEL, peer.getsockname())
+            ticket = allocate_mobile(client, mobile_relay, "phone", peer)
             sent, answered = 0, 0
             for leg in range(MOVES + 1):
                 if leg:
@@ -105,15 +111,12 @@ def test_a_client_moves_between_addresses_in_the_middle_of_a_stream(mobile_relay
 
 
 def test_every_datagram_arrives_from_the_same_relayed_address(mobile_relay):
-    username, password = rest_credentials(mobile_relay.secret, "phone-2")
     peer = udp_socket("127.0.0.1")
     peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # the burst must not overrun it
     try:
         with TurnClient(mobile_relay.address) as client:
-            resp = client.allocate(username, password, extra=[(MOBILITY_TICKET, b"")])
-            ticket = resp.get(MOBILITY_TICKET)
+            ticket = allocate_mobile(client, mobile_relay, "phone-2", peer)
             relayed = client.relayed
-            client.channel_bind(CHANNEL, peer.getsockname())
             sent = 0
             for leg in range(MOVES + 1):
                 if leg:
