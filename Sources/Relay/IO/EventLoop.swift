@@ -177,10 +177,11 @@ final class EventLoop: RelaySocketProvider {
         let now = EventLoop.now()
         // A moved client's socket reads, but answers (and every allocation's origin) use this
         // loop's listener: the moved client's socket may close at any flush (docs/mobility.md).
-        let answering = ClientSocket(descriptor: steeredAnswer[fd] ?? fd)
+        let steeredTo = steeredAnswer[fd]
+        let answering = ClientSocket(descriptor: steeredTo ?? fd)
         for _ in 0..<batchesPerWakeup {
-            // A flush below may have closed a moved client's socket.
-            guard listeners.contains(where: { $0.fd == fd }) else { return }
+            // A flush below may have closed a moved client's socket (`steer` forgets it at once).
+            if steeredTo != nil && steeredAnswer[fd] == nil { return }
             let n = batch.receive(from: fd)
             if n == 0 { break }
             for i in 0..<n {

@@ -44,10 +44,8 @@ final class SendBatch {
         let ok = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
             let length = SocketAddress.write(destination, into: raw.baseAddress!)
             let to = raw.baseAddress!.assumingMemoryBound(to: sockaddr.self)
-            for _ in 0..<2 where relayd_send_dont_fragment(fd, bytes.baseAddress, bytes.count, to, length) >= 0 {
-                return true
-            }
-            return false
+            return relayd_send_dont_fragment(fd, bytes.baseAddress, bytes.count, to, length) >= 0
+                || relayd_send_dont_fragment(fd, bytes.baseAddress, bytes.count, to, length) >= 0
         }
         if !ok { failed += 1 }
     }

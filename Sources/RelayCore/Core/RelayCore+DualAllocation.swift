@@ -40,12 +40,17 @@ extension RelayCore {
         bySocket[socket] = nil
         byRelayedAddress[relayed] = nil
         byRelayedAddress[advertised] = nil
-        if context.threadCount > 1 {
-            let delivered = context.directory.remove(relayed)
-            allocation.traffic.packetsToClient &+= delivered.packets
-            allocation.traffic.bytesToClient &+= delivered.bytes
-        }
+        unlist(relayed, of: allocation)
         outbox.emit(.closeRelaySocket(socket))
         ports[relayed.ip]?.release(relayed.port)
+    }
+
+    /// Takes one relayed address of `allocation` out of the shared directory, adding what other
+    /// threads delivered through it to the allocation's traffic.
+    func unlist(_ relayed: TransportAddress, of allocation: Allocation) {
+        guard context.threadCount > 1 else { return }
+        let delivered = context.directory.remove(relayed)
+        allocation.traffic.packetsToClient &+= delivered.packets
+        allocation.traffic.bytesToClient &+= delivered.bytes
     }
 }

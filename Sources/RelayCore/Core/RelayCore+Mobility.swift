@@ -111,12 +111,8 @@ extension RelayCore {
     /// Takes `allocation` out of the shared directory (its client is about to change), adding
     /// what other threads delivered to it to its traffic; `publish` lists it again.
     func unpublish(_ allocation: Allocation) {
-        guard context.threadCount > 1 else { return }
-        for relayed in [allocation.relayedAddress] + (allocation.additional.map { [$0.relayedAddress] } ?? []) {
-            let delivered = context.directory.remove(relayed)
-            allocation.traffic.packetsToClient &+= delivered.packets
-            allocation.traffic.bytesToClient &+= delivered.bytes
-        }
+        unlist(allocation.relayedAddress, of: allocation)
+        if let additional = allocation.additional { unlist(additional.relayedAddress, of: allocation) }
     }
 
     /// A mobile allocation ended: other threads no longer send its tickets here, and the I/O

@@ -212,9 +212,7 @@ public final class RelayCore {
         var expired: [Allocation] = []
         for allocation in byFiveTuple.values {
             // A dual allocation's two relayed addresses expire each on its own (RFC 8656 §8.1).
-            if let additional = allocation.additional, additional.expiry <= now || allocation.expiry <= now,
-                additional.expiry > now || allocation.expiry > now
-            {
+            if let additional = allocation.additional, (additional.expiry <= now) != (allocation.expiry <= now) {
                 let ended = additional.expiry <= now ? additional.relayedAddress : allocation.relayedAddress
                 endRelay(of: ended.ip.family, in: allocation, now: now)
             }
