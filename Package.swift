@@ -27,6 +27,13 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Redis for the cluster's shared state (docs/cluster.md), with hiredis's libevent adapter.
+        // No pkgConfig: hiredis.pc's -D_FILE_OFFSET_BITS=64 is a flag SwiftPM refuses, and the
+        // headers live under the default include path (<hiredis/...>).
+        .systemLibrary(
+            name: "CHiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
         .systemLibrary(
             name: "CBPF",
             pkgConfig: "libbpf",
@@ -61,7 +68,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "RelayCore", "CLibevent", "COpenSSL", "CStreamIO", "CBPF", "CRelayFastPath",
+                "StunCodec", "RelayCore", "CLibevent", "COpenSSL", "CStreamIO", "CBPF", "CRelayFastPath", "CHiredis",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -347,6 +347,8 @@ public final class FuzzSession {
                     "DONT-FRAGMENT for no such allocation")
             case .forwardRequest:
                 require(false, "a request forwarded to another thread with only one thread")
+            case .admitAllocation:
+                require(false, "a cluster quota check without a cluster")
             case .steerClient(_, _, let to):
                 require(
                     to.map { t in allocations.contains { $0.origin.fiveTuple == t && $0.mobile } } ?? true,

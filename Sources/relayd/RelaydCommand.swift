@@ -11,7 +11,7 @@ struct RelaydCommand: ParsableCommand {
         commandName: "relayd",
         abstract: "STUN/TURN relay server (RFC 8489, RFC 8656, RFC 6156), coturn-compatible configuration.",
         version: RelaydVersion.string,
-        subcommands: [Serve.self, CheckConfig.self, Credentials.self],
+        subcommands: [Serve.self, CheckConfig.self, Credentials.self, Cluster.self],
         defaultSubcommand: Serve.self
     )
 }

@@ -21,7 +21,7 @@ enum ConfigKeyTable {
 
     static let implemented: [ConfigKey] =
         listeners + relay + auth + limits + peerPolicy + tls + proto + metrics
-        + process + relaydOwn
+        + process + relaydOwn + cluster
 
     private static let listeners: [ConfigKey] = [
         .port("listening-port", \.listeningPort).needsRestart(),
@@ -192,5 +192,48 @@ enum ConfigKeyTable {
             text throws(ConfigValueError) in try ConfigValueParser.string(text, maxLength: 15)
         }.needsRestart(),
         .flag("kernel-offload-xdp", \.kernelOffloadXDP).needsRestart(),
+    ]
+
+    private static let cluster: [ConfigKey] = [
+        ConfigKey(
+            "cluster-redis", .redisURL, secret: true, field: .optional(\.clusterRedis),
+            support: .implemented { config, text throws(ConfigValueError) in
+                guard let text, let endpoint = RedisEndpoint.parseURL(text) else {
+                    throw ConfigValueError(expected: RedisEndpoint.expectedURL, missing: text == nil)
+                }
+                config.clusterRedis = endpoint
+            }
+        ).needsRestart(),
+        // coturn's statistics database names the same Redis; no `field`: `cluster-redis` shows it.
+        ConfigKey(
+            "redis-statsdb", .redisStatsDB, secret: true,
+            support: .implemented { config, text throws(ConfigValueError) in
+                guard let text, let endpoint = RedisEndpoint.parseStatsDB(text) else {
+                    throw ConfigValueError(expected: RedisEndpoint.expectedStatsDB, missing: text == nil)
+                }
+                config.clusterRedis = endpoint
+            }
+        ).needsRestart(),
+        ConfigKey(
+            "node-name", .string(maxLength: 64), field: .optional(\.nodeName),
+            support: .implemented { config, text throws(ConfigValueError) in
+                let name = try ConfigValueParser.string(text, maxLength: 64)
+                guard NodeLabel.isToken(name) else {
+                    throw ConfigValueError(expected: "a name of letters, digits, '-', '_', '.' and '/'")
+                }
+                config.nodeName = name
+            }
+        ).needsRestart(),
+        ConfigKey(
+            "node-labels", .labels, field: .list(\.nodeLabels) { $0.description },
+            support: .implemented { config, text throws(ConfigValueError) in
+                guard let text, let labels = NodeLabel.parseList(text) else {
+                    throw ConfigValueError(expected: ConfigValueType.labels.expected, missing: text == nil)
+                }
+                config.nodeLabels = labels
+            }
+        ).needsRestart(),
+        .integer("cluster-total-quota", count, \.clusterTotalQuota),
+        .integer("cluster-node-ttl", 2...300, \.clusterNodeTTL).needsRestart(),
     ]
 }

@@ -36,6 +36,12 @@ enum ConfigValueType: Hashable, Sendable {
     case uri
     /// Optional text; alone (or a boolean word) it switches a default on or off.
     case optionalText(maxLength: Int)
+    /// `redis://[user:password@]host[:port][/db]`.
+    case redisURL
+    /// coturn's `ip=… port=… dbname=… password=…`.
+    case redisStatsDB
+    /// `key=value` pairs, comma-separated.
+    case labels
     /// Not interpreted: the value of a coturn key relayd does not implement.
     case ignored
 
@@ -64,6 +70,9 @@ enum ConfigValueType: Hashable, Sendable {
         case .logLevel: return "'trace', 'debug', 'info', 'notice', 'warning', 'error' or 'critical'"
         case .uri: return "a stun:, stuns:, turn: or turns: URI"
         case .optionalText(let maxLength): return "text of at most \(maxLength) characters"
+        case .redisURL: return RedisEndpoint.expectedURL
+        case .redisStatsDB: return RedisEndpoint.expectedStatsDB
+        case .labels: return "'key=value' pairs, comma-separated (letters, digits, '-', '_', '.', '/')"
         case .ignored: return "any value"
         }
     }

@@ -23,7 +23,6 @@ extension ConfigKeyTable {
             .unimplemented("mysql-userdb", arity: .required, hint: noUserDB),
             .unimplemented("mongo-userdb", arity: .required, hint: noUserDB),
             .unimplemented("redis-userdb", arity: .required, hint: noUserDB),
-            .unimplemented("redis-statsdb", arity: .required, hint: "metrics are served to Prometheus"),
             .unimplemented("cli-ip", arity: .required, hint: noCLI),
             .unimplemented("cli-port", arity: .required, hint: noCLI),
             .unimplemented("cli-password", arity: .required, hint: noCLI),

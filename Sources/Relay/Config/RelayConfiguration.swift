@@ -98,6 +98,18 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var credentialMaxTTL = 604800
     /// URIs the credential service returns; empty means derived from the listeners.
     public var advertisedURIs: [String] = []
+
+    // Cluster (docs/cluster.md).
+    /// The shared Redis (`cluster-redis`, or coturn's `redis-statsdb`); nil: the node stands alone.
+    public var clusterRedis: RedisEndpoint?
+    /// This node's name in the registry; nil means the host name.
+    public var nodeName: String?
+    /// Free-form `key=value` labels callers of the credential service may prefer (`region=eu-west`).
+    public var nodeLabels: [NodeLabel] = []
+    /// Allocations allowed across the whole cluster (0: unlimited); `total-quota` stays per node.
+    public var clusterTotalQuota = 0
+    /// Seconds a node's registry entry and quota share outlive its last heartbeat.
+    public var clusterNodeTTL = 5
     public var logFormat: LogFormat = .text
     /// `log-level`: the least severe level logged (`info` logs two lines per allocation);
     /// `verbose` lowers it to at least `debug`.

@@ -28,6 +28,8 @@ public final class APIRouter {
     let health: ServiceHealth
     var logger: Logger
     public private(set) var service: ServiceMetrics
+    /// The cluster agent's state, in a cluster (docs/cluster.md).
+    var cluster: (() -> ClusterSnapshot)?
 
     public init(
         credentials: CredentialService, keyring: APIKeyring, registry: MetricsRegistry, health: ServiceHealth,
@@ -71,7 +73,7 @@ public final class APIRouter {
 
     /// The Prometheus page: every loop thread's latest snapshot summed, plus this service's counters.
     public func metricsText() -> String {
-        RelaydMetrics.render(registry.total(), service: service)
+        RelaydMetrics.render(registry.total(), service: service) + (cluster?().prometheus() ?? "")
     }
 
     func methodNotAllowed(allow: String) -> HTTPResponse {
@@ -124,7 +126,7 @@ public final class APIRouter {
                 ])
             return .error(400, "invalid_request", error.message)
         }
-        guard let issued = credentials.issue(parsed, now: now) else {
+        guard let issued = credentials.issue(parsed, now: now, fleet: cluster?().fleet) else {
             service.count(.unavailable)
             return .error(503, "credentials_unavailable", "the credential service is not configured")
         }

@@ -27,6 +27,7 @@ public struct CredentialRequest: Sendable, Equatable {
         case userNotOpaqueString
         case invalidTTL
         case unknownFormat
+        case invalidNodes
 
         public var message: String {
             switch self {
@@ -42,6 +43,7 @@ public struct CredentialRequest: Sendable, Equatable {
             case .userNotOpaqueString:
                 return "'user' must not contain invisible, unassigned or noncharacter code points"
             case .invalidTTL: return "'ttl' must be a positive integer number of seconds"
+            case .invalidNodes: return "'nodes' must be an integer 1-\(CredentialRequest.maxNodes)"
             case .unknownFormat:
                 return "'format' must be one of: \(Format.allCases.map(\.rawValue).joined(separator: ", "))"
             }
@@ -57,24 +59,51 @@ public struct CredentialRequest: Sendable, Equatable {
     /// Requested lifetime in seconds; nil means `credential-ttl`. Capped later at `credential-max-ttl`.
     public var ttl: Int?
     public var format: Format
+    /// In a cluster, how many nodes' URIs to return (docs/cluster.md); nil means 2.
+    public var nodes: Int?
+    /// In a cluster, node labels to prefer (`region=eu-west`): every other query parameter.
+    public var labels: [NodeLabel]
 
-    public init(user: String, ttl: Int? = nil, format: Format = .rest) {
+    public static let maxNodes = 16
+    public static let defaultNodes = 2
+
+    public init(user: String, ttl: Int? = nil, format: Format = .rest, nodes: Int? = nil, labels: [NodeLabel] = []) {
         self.user = user
         self.ttl = ttl
         self.format = format
+        self.nodes = nodes
+        self.labels = labels
     }
 
-    /// From a GET query; unknown parameters are ignored, repeated known ones refused.
+    /// From a GET query; repeated known parameters are refused, other ones are labels to prefer.
     public static func fromQuery(_ query: String?, separator: String) throws(Invalid) -> CredentialRequest {
         guard let pairs = QueryString.parse(query ?? "") else { throw .malformedQuery }
         var values: [String: String] = [:]
-        for (name, value) in pairs where ["user", "ttl", "format"].contains(name) {
-            guard values.updateValue(value, forKey: name) == nil else { throw .repeatedParameter(name) }
+        var labels: [NodeLabel] = []
+        for (name, value) in pairs {
+            if ["user", "ttl", "format", "nodes"].contains(name) {
+                guard values.updateValue(value, forKey: name) == nil else { throw .repeatedParameter(name) }
+            } else if NodeLabel.isToken(name), NodeLabel.isToken(value), !labels.contains(where: { $0.key == name }) {
+                // Any other parameter is a label to prefer; ones no node carries change nothing.
+                labels.append(NodeLabel(key: name, value: value))
+            }
         }
-        return try validated(user: values["user"], ttl: values["ttl"], format: values["format"], separator: separator)
+        var request = try validated(
+            user: values["user"], ttl: values["ttl"], format: values["format"], separator: separator)
+        request.nodes = try parseNodes(values["nodes"])
+        request.labels = labels
+        return request
     }
 
-    /// From a POST body `{"user": …, "ttl": …, "format": …}` (`ttl` a JSON integer or a string of digits).
+    /// `nodes`: 1...`maxNodes`.
+    static func parseNodes(_ text: String?) throws(Invalid) -> Int? {
+        guard let text else { return nil }
+        guard let n = Int(text), (1...maxNodes).contains(n) else { throw .invalidNodes }
+        return n
+    }
+
+    /// From a POST body `{"user": …, "ttl": …, "format": …, "nodes": …, "labels": {…}}` (`ttl` a
+    /// JSON integer or a string of digits).
     public static func fromJSON(_ body: [UInt8], separator: String) throws(Invalid) -> CredentialRequest {
         let decoded: Body
         do {
@@ -88,7 +117,12 @@ public struct CredentialRequest: Sendable, Equatable {
         case .number(let n): ttl = n > 0 ? String(n) : "0"
         case .text(let s): ttl = s
         }
-        return try validated(user: decoded.user, ttl: ttl, format: decoded.format, separator: separator)
+        var request = try validated(user: decoded.user, ttl: ttl, format: decoded.format, separator: separator)
+        request.nodes = try parseNodes(decoded.nodes.map { String($0) })
+        request.labels = (decoded.labels ?? [:]).sorted { $0.key < $1.key }.compactMap { key, value in
+            NodeLabel.isToken(key) && NodeLabel.isToken(value) ? NodeLabel(key: key, value: value) : nil
+        }
+        return request
     }
 
     /// The checks both forms share: a user id of 1...64 characters without the separator or
@@ -138,6 +172,8 @@ public struct CredentialRequest: Sendable, Equatable {
         var user: String?
         var ttl: TTL?
         var format: String?
+        var nodes: Int?
+        var labels: [String: String]?
     }
 
     private enum TTL: Decodable {

@@ -22,14 +22,23 @@ public struct CredentialService: Sendable {
     /// False without `use-auth-secret` and a `static-auth-secret`: requests get 503.
     public var isAvailable: Bool { secret != nil }
 
-    /// Credentials for `request` at unix time `now`; nil when the service is unavailable.
-    public func issue(_ request: CredentialRequest, now: Int64) -> IssuedCredentials? {
+    /// Credentials for `request` at unix time `now`; nil when the service is unavailable. In a
+    /// cluster (`fleet` read from Redis), the URIs are the best nodes' (docs/cluster.md), in
+    /// order; alone, or with Redis away, this node's own.
+    public func issue(_ request: CredentialRequest, now: Int64, fleet: ClusterFleet? = nil) -> IssuedCredentials? {
         guard let secret else { return nil }
         let ttl = min(request.ttl ?? defaultTTL, maxTTL)
         let username = "\(now + Int64(ttl))\(separator)\(request.user)"
+        var chosen = uris
+        if let fleet {
+            let best = fleet.best(count: request.nodes ?? CredentialRequest.defaultNodes, preferring: request.labels)
+            if !best.isEmpty {
+                chosen = ICEServerURIs(stun: best.flatMap(\.stunURIs), turn: best.flatMap(\.turnURIs))
+            }
+        }
         return IssuedCredentials(
             username: username, password: KeyDerivation.restPassword(secret: secret, username: username), ttl: ttl,
-            uris: uris)
+            uris: chosen)
     }
 }
 

@@ -58,6 +58,13 @@ public struct JSONWriter: Sendable {
         needsComma = true
     }
 
+    /// A value already in JSON form (a number, `true`, `false`).
+    public mutating func raw(_ json: String) {
+        separate()
+        text += json
+        needsComma = true
+    }
+
     private mutating func separate() {
         if needsComma { text += "," }
     }

@@ -49,6 +49,12 @@ extension EventLoop {
                 requestForwarder?(request)
             case .steerClient:
                 break
+            case .admitAllocation(let request):
+                if let admissionForwarder {
+                    admissionForwarder(request)
+                } else {
+                    mailbox.post(AdmittedRequest(request: request, admission: .local))
+                }
             case .sessionEnded(let summary):
                 var relayed = ended.removeValue(forKey: summary.relaySocket)
                 if let second = summary.additionalRelaySocket, let more = ended.removeValue(forKey: second) {

@@ -22,6 +22,9 @@ final class EventLoop: RelaySocketProvider {
     var steeredAnswer: [Int32: Int32] = [:]
     /// Hands a request to the loop that holds its allocation; set by the server.
     var requestForwarder: ((ForwardedRequest) -> Void)?
+    /// Hands an Allocate to the cluster agent for its quota check; set by the server when it
+    /// runs in a cluster (docs/cluster.md).
+    var admissionForwarder: ((AdmissionRequest) -> Void)?
     var relayEvents: [Int32: OpaquePointer] = [:]
     var timer: LoopEvent?
     var pendingClose: [Int32] = []
@@ -150,11 +153,19 @@ final class EventLoop: RelaySocketProvider {
             flush()
         }
         let requests = mailbox.takeRequests()
-        guard !requests.isEmpty else { return }
+        let admitted = mailbox.takeAdmitted()
+        guard !requests.isEmpty || !admitted.isEmpty else { return }
         let now = EventLoop.now()
         for request in requests {
             if slotsInUse > 0 { flush() }
             core.handleForwardedRequest(request.bytes, from: request.origin, now: now)
+            if core.outbox.needsFlush { flush() }
+        }
+        for answer in admitted {
+            if slotsInUse > 0 { flush() }
+            let request = answer.request
+            core.handleAdmittedRequest(
+                request.bytes, from: request.origin, user: request.user, admission: answer.admission, now: now)
             if core.outbox.needsFlush { flush() }
         }
         flush()

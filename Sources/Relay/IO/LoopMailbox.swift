@@ -11,6 +11,8 @@ final class LoopMailbox: Sendable {
         var context: CoreContext?
         /// Requests other loops received for allocations this loop holds (mobility, RFC 8016).
         var requests: [ForwardedRequest] = []
+        /// Allocates back from the cluster's quota check, with Redis's answer (docs/cluster.md).
+        var admitted: [AdmittedRequest] = []
         /// The loop's wake-up event (an `event*` as an integer), 0 while no loop is attached.
         var event: UInt = 0
     }
@@ -48,6 +50,23 @@ final class LoopMailbox: Sendable {
 
     static let requestLimit = 1024
 
+    /// From the main thread: an Allocate this loop sent for the cluster's quota check, answered.
+    /// Never dropped: a granted answer carries a count Redis holds for this node.
+    func post(_ answer: AdmittedRequest) {
+        state.withLock { s in
+            s.admitted.append(answer)
+            if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
+        }
+    }
+
+    /// On the loop thread: the answered admissions posted since the last call.
+    func takeAdmitted() -> [AdmittedRequest] {
+        state.withLock { s in
+            defer { s.admitted.removeAll() }
+            return s.admitted
+        }
+    }
+
     /// On the loop thread: the requests posted since the last call.
     func takeRequests() -> [ForwardedRequest] {
         state.withLock { s in
@@ -63,4 +82,10 @@ final class LoopMailbox: Sendable {
             return s.context
         }
     }
+}
+
+/// An Allocate and what the cluster's quota check said of it.
+struct AdmittedRequest: Sendable {
+    let request: AdmissionRequest
+    let admission: ClusterAdmission
 }

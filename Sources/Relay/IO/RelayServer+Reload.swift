@@ -52,6 +52,7 @@ extension RelayServer {
         configuration = next
         logger.logLevel = next.logLevel
         quota.update(userQuota: next.userQuota, totalQuota: next.totalQuota)
+        clusterLink?.update(clusterTotalQuota: next.clusterTotalQuota)
         bandwidth.update(capacity: next.bpsCapacity)
         sourceLimits = sourceLimits.updated(from: previous, to: next)
         streams.limiter.update(ConnectionLimiter.Limits(configuration: next))

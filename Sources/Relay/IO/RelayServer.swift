@@ -51,6 +51,12 @@ public final class RelayServer {
     var http: HTTPService?
     /// The kernel fast path, when `kernel-offload` is on or auto and it could attach (docs/kernel-fast-path.md).
     var fastPath: KernelFastPath?
+    /// The cluster (docs/cluster.md), when `cluster-redis` is set: what the cores read, the
+    /// queue of their quota checks, and the agent on the main loop that talks to Redis.
+    let clusterLink: ClusterLink?
+    let admissionInbox = AdmissionInbox()
+    var clusterAgent: ClusterAgent?
+    let startedAt = Int64(time(nil))
 
     public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
         evthread_use_pthreads()
@@ -66,7 +72,8 @@ public final class RelayServer {
         var key = [UInt8](repeating: 0, count: 32)
         var g = SystemRandomNumberGenerator()
         for i in key.indices { key[i] = g.next() }
-        nonceKey = key
+        nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? key
+        clusterLink = c.clusterRedis.map { _ in ClusterLink(clusterTotalQuota: c.clusterTotalQuota) }
         var ports = [c.listeningPort]
         if let alt = c.altListeningPort { ports.append(alt) }
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
@@ -92,6 +99,7 @@ public final class RelayServer {
             threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
             bandwidth: bandwidth, mobility: mobility)
         context.draining = drain.active
+        context.cluster = clusterLink
         return context
     }
 
@@ -143,10 +151,18 @@ public final class RelayServer {
             let slot = metrics.slots[index]
             let mailbox = mailboxes[index]
             let mailboxes = mailboxes
+            let clustered = clusterLink != nil
+            let inbox = admissionInbox
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
                 loop.requestForwarder = { request in
                     if mailboxes.indices.contains(request.thread) { mailboxes[request.thread].post(request) }
+                }
+                if clustered {
+                    loop.admissionForwarder = { request in
+                        // A full queue, or no agent yet or any more: the node decides alone.
+                        if !inbox.post(request) { mailbox.post(AdmittedRequest(request: request, admission: .local)) }
+                    }
                 }
                 loop.fastPath = fastPath.map(FastPathRoutes.init)
                 let transport = StreamTransport(loop: loop, service: streams)
@@ -209,6 +225,8 @@ public final class RelayServer {
             finished.wait()
             throw error
         }
+        startCluster(base: base, http: http)
+        defer { stopCluster() }
         health.markListening()
         logStartup(http: http)
         serveSignals(on: base)

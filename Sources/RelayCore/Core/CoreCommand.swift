@@ -34,6 +34,10 @@ public enum CoreCommand {
     /// connected socket in the listeners' SO_REUSEPORT group), stops doing so for `from`, and
     /// logs a move as `allocation_moved`.
     case steerClient(session: String, from: FiveTuple, to: FiveTuple?)
+    /// An Allocate that a quota counted across the cluster must clear first (docs/cluster.md):
+    /// the I/O layer asks Redis and hands the request back with the answer
+    /// (`RelayCore.handleAdmittedRequest`).
+    case admitAllocation(AdmissionRequest)
 }
 
 /// A client's request handed from the loop thread that received it to the one that holds the

@@ -38,6 +38,8 @@ public struct CoreContext: Sendable {
     public var sourceLimits: SourceLimits
     /// Mobility tickets' keys and which thread holds each mobile allocation (docs/mobility.md).
     public var mobility: MobilityTickets
+    /// The cluster (docs/cluster.md): quotas across nodes and where to redirect; nil alone.
+    public var cluster: ClusterLink?
 
     public init(
         settings: CoreSettings, credentials: CredentialStore, nonces: NonceGenerator, policy: PeerPolicy,

@@ -17,16 +17,18 @@ extension RelayCore {
         guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
 
-        if context.draining {
-            if let alternate = settings.alternateServers.first {
-                sendError(.tryAlternate, to: message, origin: origin, key: auth.key) { w throws(StunEncodeError) in
+        // Full or draining: 300 to the least loaded other node of the cluster, or to
+        // `alternate-server`, when there is one (RFC 8489 §10); else the error itself.
+        let refuseOrRedirect = { (error: RelayError) in
+            if let alternate = self.alternate(for: origin) {
+                self.sendError(.tryAlternate, to: message, origin: origin, key: auth.key) { w throws(StunEncodeError) in
                     try w.append(AlternateServer(address: alternate))
                 }
             } else {
-                reply(.insufficientCapacity)
+                reply(error)
             }
-            return
         }
+        if context.draining { return refuseOrRedirect(.insufficientCapacity) }
         guard let transport = try? message.decode(RequestedTransport.self) else { return reply(.badRequest) }
         guard transport.protocolNumber == RequestedTransport.udp.protocolNumber else {
             return reply(.unsupportedTransportProtocol)
@@ -61,19 +63,28 @@ extension RelayCore {
         case .failure(let error): return reply(error)
         }
 
-        // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so not a reflector.
-        guard context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now) else {
+        // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so
+        // not a reflector. A request back from the cluster's quota check was charged already.
+        guard admission != nil || context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now) else {
             counters.drop(.rateLimited)
             return reply(.allocationQuotaReached)
         }
         let userID = String(context.credentials.userID(of: auth.username))
-        if let quotaError = context.quota.acquire(user: userID) { return reply(quotaError) }
+        var counted = false
+        switch admit(message, origin: origin, user: userID, now: now) {
+        case .wait: return
+        case .refuse(let error): return reply(error)
+        case .proceed(let byRedis): counted = byRedis
+        }
+        if let quotaError = context.quota.acquire(user: userID, counted: counted) {
+            return quotaError == .insufficientCapacity ? refuseOrRedirect(quotaError) : reply(quotaError)
+        }
         // `max-bps` is reserved from `bps-capacity`; none left: 486, as coturn answers.
         var granted = 0
         if settings.maxBPS > 0 {
             guard let reserved = context.bandwidth.reserve(settings.maxBPS) else {
                 context.quota.release(user: userID)
-                return reply(.allocationQuotaReached)
+                return refuseOrRedirect(.allocationQuotaReached)
             }
             granted = reserved
         }
@@ -87,7 +98,7 @@ extension RelayCore {
             if token == nil && !dual && !context.relayAddresses.contains(where: { $0.bound.family == family }) {
                 return reply(.addressFamilyNotSupported)
             }
-            return reply(.insufficientCapacity)
+            return refuseOrRedirect(.insufficientCapacity)
         }
         let (relay, socket) = first
         let lifetime = allocateLifetime(requested: try? message.decode(Lifetime.self))

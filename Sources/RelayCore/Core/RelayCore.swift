@@ -36,6 +36,11 @@ public final class RelayCore {
     /// nonce unique (`ticketNonce`).
     var mobileBySession: [UInt64: Allocation] = [:]
     var ticketsSealed: UInt64 = 0
+    /// Allocates waiting for the cluster's quota check, by 5-tuple, with the time each was sent
+    /// (a retransmission meanwhile is not sent again); and the answer the request being handled
+    /// again carries (docs/cluster.md).
+    var awaitingAdmission: [FiveTuple: Int64] = [:]
+    var admission: ClusterAdmission? = nil
     var random: FastRandom
 
     /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.

@@ -9,6 +9,9 @@ public final class QuotaTracker: Sendable {
         var perUser: [String: Int] = [:]
         var userQuota: Int
         var totalQuota: Int
+        /// In a cluster, what changed since the agent last told Redis (docs/cluster.md).
+        var mirroring = false
+        var pending = QuotaDeltas()
     }
 
     private let state: Locked<State>
@@ -29,14 +32,26 @@ public final class QuotaTracker: Sendable {
         }
     }
 
-    /// Reserves one allocation for `user`, or says which quota refused it.
-    public func acquire(user: String) -> RelayError? {
+    /// Reserves one allocation for `user`, or says which quota refused it. `counted`: Redis
+    /// already counts it for this node (`ClusterAdmission.granted`), so a refusal here hands that
+    /// count back and a success adds nothing to tell Redis.
+    public func acquire(user: String, counted: Bool = false) -> RelayError? {
         state.withLock { s in
-            if s.totalQuota > 0 && s.total >= s.totalQuota { return .insufficientCapacity }
             let count = s.perUser[user, default: 0]
-            if s.userQuota > 0 && count >= s.userQuota { return .allocationQuotaReached }
+            var refusal: RelayError? = nil
+            if s.totalQuota > 0 && s.total >= s.totalQuota {
+                refusal = .insufficientCapacity
+            } else if s.userQuota > 0 && count >= s.userQuota && !counted {
+                // With `counted`, Redis decided `user-quota` across the cluster already.
+                refusal = .allocationQuotaReached
+            }
+            if let refusal {
+                if counted && s.mirroring { s.pending.add(user: user, -1) }
+                return refusal
+            }
             s.total += 1
             s.perUser[user] = count + 1
+            if !counted && s.mirroring { s.pending.add(user: user, 1) }
             return nil
         }
     }
@@ -47,8 +62,54 @@ public final class QuotaTracker: Sendable {
             if let count = s.perUser[user] {
                 if count <= 1 { s.perUser[user] = nil } else { s.perUser[user] = count - 1 }
             }
+            if s.mirroring { s.pending.add(user: user, -1) }
+        }
+    }
+
+    /// Hands back a count Redis holds for this node that no allocation took (a granted Allocate
+    /// that turned out to be a retransmission).
+    public func returnCounted(user: String) {
+        state.withLock { s in if s.mirroring { s.pending.add(user: user, -1) } }
+    }
+
+    /// This node's allocations of `user`.
+    public func count(user: String) -> Int { state.withLock { $0.perUser[user, default: 0] } }
+
+    /// Starts keeping the changes a cluster agent must tell Redis.
+    public func startMirroring() { state.withLock { $0.mirroring = true } }
+
+    /// The changes since the last call (the agent applies them in order).
+    public func takeDeltas() -> QuotaDeltas {
+        state.withLock { s in
+            defer { s.pending = QuotaDeltas() }
+            return s.pending
+        }
+    }
+
+    /// Every user's count and the total, for writing this node's share to Redis anew; the
+    /// pending changes are part of it, so they are dropped.
+    public func snapshotForMirror() -> (perUser: [String: Int], total: Int) {
+        state.withLock { s in
+            s.pending = QuotaDeltas()
+            return (s.perUser, s.total)
         }
     }
 
     public var total: Int { state.withLock { $0.total } }
+}
+
+/// Changes to this node's allocation counts not yet written to Redis, summed per user.
+public struct QuotaDeltas: Sendable, Equatable {
+    public private(set) var perUser: [String: Int] = [:]
+    public private(set) var total = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { perUser.isEmpty && total == 0 }
+
+    mutating func add(user: String, _ delta: Int) {
+        let next = perUser[user, default: 0] + delta
+        perUser[user] = next == 0 ? nil : next
+        total += delta
+    }
 }

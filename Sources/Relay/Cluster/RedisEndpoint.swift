@@ -1,0 +1,161 @@
+/// Where the cluster's Redis is (docs/cluster.md): `cluster-redis = redis://[user:password@]host:port[/db]`,
+/// or coturn's `redis-statsdb = "ip=… port=… dbname=… password=…"` naming the same thing. TLS to
+/// Redis is not offered: Debian 12's hiredis (0.14) has none.
+public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    /// The ACL user (Redis 6 and later) for `AUTH user password`; nil sends `AUTH password`.
+    public var user: String?
+    public var password: String?
+    /// The logical database (`SELECT`), 0 by default.
+    public var database: Int
+
+    public init(host: String, port: Int = 6379, user: String? = nil, password: String? = nil, database: Int = 0) {
+        self.host = host
+        self.port = port
+        self.user = user
+        self.password = password
+        self.database = database
+    }
+
+    /// The URL with the password masked: safe for logs and the configuration summary.
+    public var description: String {
+        var auth = ""
+        if let user { auth = user }
+        if password != nil { auth += ":\(RelayConfiguration.redaction)" }
+        if !auth.isEmpty { auth += "@" }
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return "redis://\(auth)\(shownHost):\(port)/\(database)"
+    }
+
+    static let expectedURL = "'redis://[user:password@]host[:port][/db]'"
+    static let expectedStatsDB = "'ip=… port=… dbname=… password=…' (coturn's redis-statsdb)"
+
+    /// `redis://[user:password@]host[:port][/db]`; user and password are percent-decoded, an
+    /// IPv6 host is in brackets.
+    public static func parseURL(_ text: String) -> RedisEndpoint? {
+        guard text.lowercased().hasPrefix("redis://") else { return nil }
+        var rest = Substring(text.dropFirst("redis://".count))
+        var database = 0
+        if let slash = rest.firstIndex(of: "/") {
+            let db = rest[rest.index(after: slash)...]
+            if !db.isEmpty {
+                guard let n = Int(db), (0...65535).contains(n) else { return nil }
+                database = n
+            }
+            rest = rest[..<slash]
+        }
+        var user: String? = nil
+        var password: String? = nil
+        if let at = rest.lastIndex(of: "@") {
+            let credentials = rest[..<at]
+            rest = rest[rest.index(after: at)...]
+            if let colon = credentials.firstIndex(of: ":") {
+                let name = credentials[..<colon]
+                guard let decodedName = percentDecoded(name),
+                    let decodedPassword = percentDecoded(credentials[credentials.index(after: colon)...])
+                else { return nil }
+                user = decodedName.isEmpty ? nil : decodedName
+                password = decodedPassword
+            } else {
+                guard let decoded = percentDecoded(credentials) else { return nil }
+                // `redis://secret@host`: a lone credential is the password, as redis-cli reads it.
+                password = decoded
+            }
+        }
+        guard let (host, port) = hostAndPort(rest) else { return nil }
+        return RedisEndpoint(host: host, port: port, user: user, password: password, database: database)
+    }
+
+    /// coturn's connection string: space-separated `key=value` pairs (`ip` or `host`, `port`,
+    /// `dbname` or `database`, `password`, `user`); unknown keys such as `connect_timeout` are ignored.
+    public static func parseStatsDB(_ text: String) -> RedisEndpoint? {
+        var endpoint = RedisEndpoint(host: "127.0.0.1")
+        let unquoted = text.trimmingQuotes
+        for pair in unquoted.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+            guard let eq = pair.firstIndex(of: "=") else { return nil }
+            let key = pair[..<eq].lowercased()
+            let value = String(pair[pair.index(after: eq)...])
+            switch key {
+            case "ip", "host":
+                guard !value.isEmpty else { return nil }
+                endpoint.host = value
+            case "port":
+                guard let n = Int(value), (1...65535).contains(n) else { return nil }
+                endpoint.port = n
+            case "dbname", "database", "db":
+                guard let n = Int(value), (0...65535).contains(n) else { return nil }
+                endpoint.database = n
+            case "password": endpoint.password = value.isEmpty ? nil : value
+            case "user", "username": endpoint.user = value.isEmpty ? nil : value
+            default: continue
+            }
+        }
+        return endpoint
+    }
+
+    private static func hostAndPort(_ text: Substring) -> (String, Int)? {
+        var host: Substring
+        var portText: Substring? = nil
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            let after = text[text.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { return nil }
+                portText = after.dropFirst()
+            }
+        } else if let colon = text.firstIndex(of: ":") {
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        } else {
+            host = text
+        }
+        guard !host.isEmpty, !host.contains(where: { $0 == " " || $0 == "/" || $0 == "@" }) else { return nil }
+        var port = 6379
+        if let portText {
+            guard let n = Int(portText), (1...65535).contains(n) else { return nil }
+            port = n
+        }
+        return (String(host), port)
+    }
+
+    private static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var i = text.utf8.startIndex
+        let utf8 = text.utf8
+        while i != utf8.endIndex {
+            let c = utf8[i]
+            if c == UInt8(ascii: "%") {
+                let h = utf8.index(after: i)
+                guard h != utf8.endIndex, utf8.index(after: h) != utf8.endIndex,
+                    let hi = hexValue(utf8[h]), let lo = hexValue(utf8[utf8.index(after: h)])
+                else { return nil }
+                bytes.append(hi << 4 | lo)
+                i = utf8.index(h, offsetBy: 2)
+            } else {
+                bytes.append(c)
+                i = utf8.index(after: i)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+extension String {
+    /// The text without one pair of surrounding double quotes (coturn's config writes the
+    /// connection string quoted).
+    fileprivate var trimmingQuotes: Substring {
+        if count >= 2, hasPrefix("\""), hasSuffix("\"") { return dropFirst().dropLast() }
+        return Substring(self)
+    }
+}
