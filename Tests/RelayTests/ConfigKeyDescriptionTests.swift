@@ -20,7 +20,8 @@ import Testing
             "max-permissions-per-allocation", "unauth-rate-limit", "unauth-rate-burst", "auth-failure-rate-limit",
             "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
             "max-pending-connections-per-ip", "max-connections", "kernel-offload", "kernel-offload-object",
-            "kernel-offload-interface", "kernel-offload-xdp",
+            "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name", "node-labels",
+            "cluster-total-quota", "cluster-node-ttl",
         ]))
     }
 
@@ -31,7 +32,8 @@ import Testing
             "no-udp", "no-tcp", "no-tls", "relay-ip", "min-port", "max-port", "relay-threads", "api-listening-ip",
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
-            "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp",
+            "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name",
+            "node-labels", "cluster-node-ttl",
         ]))
     }
 

@@ -139,11 +139,12 @@ import Testing
         #expect(throws: expected) { try CredentialRequest.fromQuery(query, separator: ":") }
     }
 
-    @Test("A valid query gives the user, ttl and format; unknown parameters are ignored")
+    @Test("A valid query gives the user, ttl and format; other parameters are node labels to prefer")
     func validQuery() throws {
         #expect(
             try CredentialRequest.fromQuery("user=alice&ttl=600&format=ice-servers&x=1", separator: ":")
-                == CredentialRequest(user: "alice", ttl: 600, format: .iceServers))
+                == CredentialRequest(
+                    user: "alice", ttl: 600, format: .iceServers, labels: [NodeLabel(key: "x", value: "1")]))
         #expect(
             try CredentialRequest.fromQuery("user=J%C3%BCrgen+K", separator: ":")
                 == CredentialRequest(user: "Jürgen K", ttl: nil, format: .rest))

@@ -25,7 +25,7 @@ public struct NodeRecord: Sendable, Equatable {
     public init(name: String) { self.name = name }
 
     /// HSET's field/value pairs.
-    var fields: [(String, String)] {
+    public var fields: [(String, String)] {
         [
             ("name", name),
             ("labels", labels.map(\.description).joined(separator: ",")),
@@ -45,7 +45,7 @@ public struct NodeRecord: Sendable, Equatable {
 
     /// From HGETALL's flat field/value list; nil without a name. Unknown fields are ignored and
     /// unreadable values left at their defaults, so nodes of other versions still show.
-    init?(fields flat: [String]) {
+    public init?(fields flat: [String]) {
         var map: [String: String] = [:]
         var i = 0
         while i + 1 < flat.count {

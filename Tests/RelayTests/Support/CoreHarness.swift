@@ -83,16 +83,18 @@ final class CoreHarness {
 
     init(
         configuration: RelayConfiguration = CoreFixture.configuration(), now: Int64 = CoreFixture.start,
-        interfaceAddresses: [IPAddress] = [], loop: LoopPlacement? = nil, seed: UInt64? = nil
+        interfaceAddresses: [IPAddress] = [], loop: LoopPlacement? = nil, seed: UInt64? = nil,
+        cluster: ClusterLink? = nil
     ) {
         self.configuration = configuration
         self.now = now
         quota = loop?.quota ?? QuotaTracker(userQuota: configuration.userQuota, totalQuota: configuration.totalQuota)
-        let context = CoreContext(
+        var context = CoreContext(
             configuration: configuration, nonceKey: Array(0..<32), quota: quota,
             directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
             threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1, bandwidth: loop?.bandwidth,
             mobility: loop?.mobility ?? MobilityTickets())
+        context.cluster = cluster
         core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger, seed: seed)
         core.addUDPListener(CoreFixture.server, socket: listenerSocket)
     }
@@ -172,10 +174,22 @@ final class CoreHarness {
                 forwarded.append(request)
             case .steerClient(_, let from, let to):
                 steering.append(Steering(from: from, to: to))
+            case .admitAllocation(let request):
+                admissions.append(request)
             }
         }
         core.outbox.reset()
         return packets
+    }
+
+    /// Allocates the core held for the cluster's quota check, in order.
+    var admissions: [AdmissionRequest] = []
+
+    /// Hands an Allocate back from the quota check with `answer`, as the I/O layer does.
+    @discardableResult
+    func answer(_ request: AdmissionRequest, _ answer: ClusterAdmission) -> [SentPacket] {
+        core.handleAdmittedRequest(request.bytes, from: request.origin, user: request.user, admission: answer, now: now)
+        return drainOutbox()
     }
 
     /// Requests the core handed to another loop thread (mobility), in order.
