@@ -8,7 +8,8 @@
 # once (skipped if lists are fresh).
 set -euo pipefail
 
-APT_PACKAGES=(coturn libevent-dev libssl-dev pkg-config iproute2)
+APT_PACKAGES=(coturn libevent-dev libssl-dev libhiredis-dev pkg-config iproute2)
+APT_PACKAGES+=(redis-server)  # the cluster's shared store (Tests/integration/test_cluster.py starts its own)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
 APT_PACKAGES+=(chromium chromium-driver)  # a real WebRTC stack (Tests/integration/test_browser.py)
@@ -65,6 +66,15 @@ stop_coturn_service() {
     fi
 }
 
+stop_redis_service() {
+    # The packaged Redis would listen on 6379; the cluster tests start their own on free ports.
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        "${SUDO[@]}" systemctl disable --now redis-server.service >/dev/null 2>&1 || true
+    elif [ -x /etc/init.d/redis-server ]; then
+        "${SUDO[@]}" /etc/init.d/redis-server stop >/dev/null 2>&1 || true
+    fi
+}
+
 mapfile -t TO_INSTALL < <(missing_apt)
 # INSTALL_TEST_DEPS_FORCE=1 runs apt-get update/install even if all is there.
 if [ "${INSTALL_TEST_DEPS_FORCE:-0}" = 1 ]; then TO_INSTALL=("${APT_PACKAGES[@]}"); fi
@@ -99,7 +109,9 @@ else
 fi
 stop_coturn_service
 
-for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl; do
+stop_redis_service
+
+for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl redis-server; do
     command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
 done
 
