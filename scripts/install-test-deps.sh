@@ -19,7 +19,9 @@ APT_PACKAGES+=(nftables)  # NATs between network namespaces (Tests/integration/t
 # test_aiortc.py uses to keep both peers relay-only; the upper bound keeps an
 # untested release out. selenium (validated with 4.51.0) talks to Debian's
 # chromedriver, which test_browser.py starts itself: no Selenium Manager download.
-PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17" "selenium>=4.10,<5")
+# kubernetes-validate (validated with 1.37.0) bundles the Kubernetes schemas, so
+# test_kubernetes_manifests.py checks deploy/kubernetes/ offline.
+PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17" "selenium>=4.10,<5" "kubernetes-validate>=1.37,<2")
 
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
@@ -116,13 +118,13 @@ for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chrom
 done
 
 PYTHON=${PYTHON:-python3}
-PY_CHECK='import pytest, aiortc, aioice, selenium; from aiortc import RTCIceTransportPolicy'
+PY_CHECK='import pytest, aiortc, aioice, selenium, kubernetes_validate, yaml; from aiortc import RTCIceTransportPolicy'
 if ! "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1; then
     log "$PYTHON -m pip install ${PIP_PACKAGES[*]}"
     # PyAV (pulled in by aiortc) must come as a wheel: building it needs FFmpeg.
     "$PYTHON" -m pip install -q --disable-pip-version-check --only-binary=av "${PIP_PACKAGES[@]}"
 else
-    log "python packages already installed: pytest aiortc selenium"
+    log "python packages already installed: pytest aiortc selenium kubernetes-validate"
 fi
 "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1 || { log "missing after install: a Python package of: ${PIP_PACKAGES[*]}"; exit 1; }
 "$PYTHON" -c 'import pytest, aiortc, aioice, selenium; print("install-test-deps: pytest", pytest.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__, "selenium", selenium.__version__)' >&2
