@@ -21,7 +21,7 @@ import Testing
             "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
             "max-pending-connections-per-ip", "max-connections", "kernel-offload", "kernel-offload-object",
             "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name", "node-labels",
-            "cluster-total-quota", "cluster-node-ttl",
+            "cluster-total-quota", "cluster-node-ttl", "api-rate-limit",
         ]))
     }
 

@@ -1,3 +1,4 @@
+import Logging
 import RelayCore
 import Relay
 import Testing
@@ -37,5 +38,36 @@ import Testing
         #expect(limiter.capacity == 64)
         // A caller that was just limited is still limited: recent buckets are not the ones reused.
         #expect(Self.attempts(&limiter, "ip:9999", at: [9999]) == [false])
+    }
+}
+
+@Suite struct APIRateLimitKeyTests {
+    @Test("api-rate-limit=0 turns the limit off: 500 requests in one instant all get credentials")
+    func unlimited() {
+        var c = RelayConfiguration()
+        c.useAuthSecret = true
+        c.staticAuthSecrets = ["north"]
+        c.apiKeys = [.init(name: "web", token: HTTPRouterTests.token)]
+        let router = APIRouter(
+            credentials: CredentialService(configuration: c), keyring: APIKeyring(keys: c.apiKeys),
+            registry: MetricsRegistry(threads: 1), health: HTTPRouterTests.ready(),
+            logger: Logger(label: "relayd.http-tests") { _ in SwiftLogNoOpLogHandler() },
+            limiter: RateLimiter(rate: 0, burst: 0))
+        let statuses = (0..<500).map { _ in
+            router.handle(
+                HTTPRouterTests.get(APIRouter.credentialsPath, query: "user=alice"), on: .api,
+                now: HTTPRouterTests.now, monotonic: 5
+            ).status
+        }
+        #expect(statuses.allSatisfy { $0 == 200 })
+        // The default (20/s, bursts of 40) refuses the 41st.
+        let limited = HTTPRouterTests.router()
+        let answered = (0..<41).map { _ in
+            limited.handle(
+                HTTPRouterTests.get(APIRouter.credentialsPath, query: "user=alice"), on: .api,
+                now: HTTPRouterTests.now, monotonic: 5
+            ).status
+        }
+        #expect(answered.last == 429 && answered.dropLast().allSatisfy { $0 == 200 })
     }
 }

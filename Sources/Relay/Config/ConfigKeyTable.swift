@@ -159,6 +159,7 @@ enum ConfigKeyTable {
         .integer("credential-ttl", seconds, \.credentialTTL),
         .integer("credential-max-ttl", seconds, \.credentialMaxTTL),
         .list("advertised-uri", .uri, \.advertisedURIs, parse: ConfigValueParser.uri),
+        .integer("api-rate-limit", 0...1_000_000, \.apiRateLimit),
         ConfigKey(
             "log-format", .logFormat, field: ConfigField(\.logFormat) { [$0.rawValue] },
             support: .implemented { config, text throws(ConfigValueError) in

@@ -98,6 +98,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var credentialMaxTTL = 604800
     /// URIs the credential service returns; empty means derived from the listeners.
     public var advertisedURIs: [String] = []
+    /// Credential API requests per second per API key (or per client IP before authentication),
+    /// with bursts of twice that; 0 turns the limit off.
+    public var apiRateLimit = 20
 
     // Cluster (docs/cluster.md).
     /// The shared Redis (`cluster-redis`, or coturn's `redis-statsdb`); nil: the node stands alone.

@@ -86,7 +86,7 @@ public final class APIRouter {
     func issueCredentials(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
         let keyName = keyring.authenticate(authorization: request.header("Authorization"))
         let bucket = keyName.map { "key:\($0)" } ?? "ip:\(request.clientIP)"
-        guard limiter.allow(bucket, now: monotonic) else {
+        guard limiter.rate == 0 || limiter.allow(bucket, now: monotonic) else {
             service.count(.rateLimited)
             logger.debug(
                 "credential request rate-limited",

@@ -1,3 +1,4 @@
+import RelayCore
 import Glibc
 import Logging
 import StunCodec
@@ -21,7 +22,13 @@ final class HTTPService {
         self.interfaceAddresses = interfaceAddresses
         router = APIRouter(
             credentials: CredentialService(configuration: configuration, interfaceAddresses: interfaceAddresses),
-            keyring: APIKeyring(keys: configuration.apiKeys), registry: registry, health: health, logger: logger)
+            keyring: APIKeyring(keys: configuration.apiKeys), registry: registry, health: health, logger: logger,
+            limiter: Self.limiter(configuration))
+    }
+
+    /// `api-rate-limit` per key (or client IP), bursts of twice that; 0: none.
+    static func limiter(_ c: RelayConfiguration) -> RateLimiter {
+        RateLimiter(rate: Double(c.apiRateLimit), burst: Double(2 * c.apiRateLimit))
     }
 
     /// A reloaded configuration: new secrets, credential TTLs, URIs and API keys apply to the next
@@ -30,6 +37,7 @@ final class HTTPService {
         configuration = c
         router.credentials = CredentialService(configuration: c, interfaceAddresses: interfaceAddresses)
         router.keyring = APIKeyring(keys: c.apiKeys)
+        if Double(c.apiRateLimit) != router.limiter.rate { router.limiter = Self.limiter(c) }
         router.logger.logLevel = c.logLevel
     }
 
