@@ -20,6 +20,9 @@ static inline int relayd_redis_async_error(const redisAsyncContext *context) { r
 static inline const char *relayd_redis_async_errstr(const redisAsyncContext *context) {
     return context->errstr ? context->errstr : "";
 }
+static inline const char *relayd_redis_connection_errstr(const redisAsyncContext *context) {
+    return context->c.errstr;
+}
 static inline void relayd_redis_set_data(redisAsyncContext *context, void *data) { context->data = data; }
 static inline void *relayd_redis_get_data(const redisAsyncContext *context) { return context->data; }
 

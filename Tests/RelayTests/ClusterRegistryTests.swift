@@ -125,4 +125,15 @@ import Testing
         #expect(fleet.json().hasPrefix(#"{"nodes":[{"name":"a","labels":{"region":"eu"}"#))
         #expect(fleet.json().contains(#""draining":false"#))
     }
+
+    @Test("Redis host names resolve off the event loop: localhost to a loopback address, nonsense to an error")
+    func resolver() {
+        switch HostResolver.resolve("localhost") {
+        case .address(let text): #expect(text == "127.0.0.1" || text == "::1", "\(text)")
+        case .failure(let reason): Issue.record("localhost did not resolve: \(reason)")
+        }
+        if case .address(let text) = HostResolver.resolve("no-such-host.invalid") {
+            Issue.record("an .invalid name resolved to \(text)")
+        }
+    }
 }

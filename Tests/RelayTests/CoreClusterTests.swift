@@ -172,4 +172,42 @@ import Testing
         #expect(snapshot.perUser == ["x": 1, "z": 1] && snapshot.total == 2)
         #expect(quota.takeDeltas().isEmpty)
     }
+
+    @Test("A TCP client that closes while its Allocate is with Redis gets no allocation, and the count goes back")
+    func streamClosedWhileAwaiting() throws {
+        let harness = harness(cluster())
+        let client = harness.restClient(at: CoreFixture.clientA, transport: .tcp)
+        try client.challenge()
+        let bytes = try client.signedRequest(.allocate) { w in try w.append(RequestedTransport.udp) }
+        #expect(harness.receive(bytes, from: CoreFixture.clientA, transport: .tcp).isEmpty)
+        let request = try #require(harness.admissions.first)
+        harness.core.connectionClosed(harness.origin(CoreFixture.clientA, transport: .tcp), now: harness.now)
+        harness.quota.noteGranted(user: "alice")
+        #expect(harness.answer(request, .granted).isEmpty)
+        #expect(harness.core.allocationCount == 0)
+        #expect(harness.quota.count(user: "alice") == 0)
+        #expect(harness.quota.takeDeltas().perUser == ["alice": -1])
+        #expect(harness.quota.snapshotForMirror().total == 0, "the outstanding grant was handed back")
+    }
+
+    @Test("A grant still on its way to a loop counts in a share written anew")
+    func outstandingGrantsInTheSnapshot() {
+        let quota = QuotaTracker(userQuota: 2, totalQuota: 0)
+        quota.startMirroring()
+        quota.noteGranted(user: "u")
+        #expect(quota.snapshotForMirror().perUser == ["u": 1])
+        #expect(quota.acquire(user: "u", counted: true) == nil)
+        #expect(quota.snapshotForMirror().perUser == ["u": 1], "taken: counted once, as an allocation")
+    }
+
+    @Test("Retransmissions while Redis is asked are not charged to allocate-rate-limit")
+    func retransmissionsNotCharged() throws {
+        let harness = harness(cluster()) { $0.allocateRateLimit = 1 }
+        let client = harness.restClient(at: CoreFixture.clientA)
+        let (bytes, _) = try signedAllocate(harness, client, at: CoreFixture.clientA)
+        for _ in 0..<5 { #expect(harness.receive(bytes, from: CoreFixture.clientA).isEmpty) }
+        let answer = try response(harness.answer(harness.admissions[0], .granted), to: CoreFixture.clientA)
+        #expect(answer.isSuccess, "\(answer.description)")
+        #expect(harness.counters.dropped(.rateLimited) == 0)
+    }
 }

@@ -74,14 +74,23 @@ final class ClusterAgent {
         if let wake { event_free(wake) }
         wake = nil
         ticker = nil
-        // Leave the registry at once rather than after the TTL (best effort: nothing waits for it).
-        if connection.state == .up {
-            connection.send(["DEL", ClusterKeys.node(name), ClusterKeys.quota(name)])
-            connection.send(["SREM", ClusterKeys.registry, name])
-        }
         for request in inbox.take() { answer(request, .local) }
+        let wasUp = connection.state == .up
         connection.close()
         link.update(redisUp: false)
+        // Leave the registry now rather than after the TTL, so no credential or redirect names a
+        // node that is gone. The loop no longer runs: a blocking connection, 200 ms at most.
+        guard wasUp else { return }
+        do {
+            let client = try RedisBlockingClient(connection.endpoint, timeout: timeval(tv_sec: 0, tv_usec: 200_000))
+            _ = try client.command(["DEL", ClusterKeys.node(name), ClusterKeys.quota(name)], what: "leaving")
+            _ = try client.command(["SREM", ClusterKeys.registry, name], what: "leaving")
+            logger.info("cluster: node \(name) left", metadata: ["event": "cluster_left", "node": "\(name)"])
+        } catch {
+            logger.warning(
+                "cluster: could not leave the registry (\(error.description)); the entry expires in \(ttlMillis / 1000) s",
+                metadata: ["event": "cluster_leave_failed"])
+        }
     }
 
     private static let woken: event_callback_fn = { _, _, arg in
@@ -99,12 +108,17 @@ final class ClusterAgent {
             loggedUp = true
         }
         // Redis may have lost this node's share or kept an old one: write it anew.
+        replaceShare()
+        heartbeat()
+    }
+
+    /// Writes this node's quota share from its own exact counts.
+    private func replaceShare() {
         let share = quota.snapshotForMirror()
         var arguments = ["EVAL", ClusterKeys.replaceShare, "1", ClusterKeys.quota(name), String(ttlMillis)]
         if share.total > 0 { arguments += [ClusterKeys.totalField, String(share.total)] }
         for (user, count) in share.perUser where count > 0 { arguments += [ClusterKeys.userField(user), String(count)] }
         connection.send(arguments) { [weak self] reply in self?.check(reply, doing: "writing the quota share") }
-        heartbeat()
     }
 
     private func redisDown(_ reason: String) {
@@ -146,8 +160,16 @@ final class ClusterAgent {
         connection.send(["PEXPIRE", ClusterKeys.node(name), ttl])
         connection.send(["SADD", ClusterKeys.registry, name])
         connection.send(["PEXPIRE", ClusterKeys.quota(name), ttl])
-        connection.send(["EXEC"]) { [weak self] reply in self?.check(reply, doing: "the heartbeat") }
-        connection.send(["EVAL", ClusterKeys.readFleet, "1", ClusterKeys.registry, ClusterKeys.nodePrefix]) {
+        connection.send(["EXEC"]) { [weak self] reply in
+            guard let self else { return }
+            self.check(reply, doing: "the heartbeat")
+            // PEXPIRE of the share answered 0: Redis lost it (eviction, FLUSHDB) while this node
+            // still counts allocations; write it anew.
+            if let results = reply?.elements, results.count == 6, results[4].integer == 0, self.quota.total > 0 {
+                self.replaceShare()
+            }
+        }
+        connection.send(["EVAL", ClusterKeys.readFleet, "1", ClusterKeys.registry, ClusterKeys.nodePrefix, "1"]) {
             [weak self] reply in
             guard let self, let entries = reply?.elements else { return self?.check(reply, doing: "reading the fleet") ?? () }
             let nodes = entries.compactMap { entry in
@@ -168,8 +190,11 @@ final class ClusterAgent {
         record.draining = current.draining
         if let previous, now > previous.at {
             let seconds = Double(now - previous.at) / 1000
-            record.packetsPerSecond = Int(Double(current.relayedPackets &- previous.status.relayedPackets) / seconds)
-            record.bytesPerSecond = Int(Double(current.relayedBytes &- previous.status.relayedBytes) / seconds)
+            func rate(_ now: UInt64, _ then: UInt64) -> Int {
+                now > then ? Int(min(Double(now - then) / seconds, Double(Int64.max / 2))) : 0
+            }
+            record.packetsPerSecond = rate(current.relayedPackets, previous.status.relayedPackets)
+            record.bytesPerSecond = rate(current.relayedBytes, previous.status.relayedBytes)
             let cores = Double(max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
             record.cpuPercent = min(100, max(0, (cpu - previous.cpu) / seconds / cores * 100))
         }
@@ -216,7 +241,9 @@ final class ClusterAgent {
                 guard let self else { return }
                 let admission: ClusterAdmission
                 switch reply?.integer {
-                case 0: admission = .granted
+                case 0:
+                    admission = .granted
+                    self.quota.noteGranted(user: request.user)
                 case 1: admission = .refused(.allocationQuotaReached)
                 case 2: admission = .refused(.insufficientCapacity)
                 default:

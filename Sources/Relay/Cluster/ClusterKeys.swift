@@ -14,13 +14,18 @@ enum ClusterKeys {
     static func node(_ name: String) -> String { nodePrefix + name }
     static func quota(_ name: String) -> String { quotaPrefix + name }
 
-    /// The live nodes' entries (HGETALL of each); a name whose entry expired leaves the set.
-    /// KEYS[1] registry; ARGV[1] node key prefix.
+    /// The live nodes' entries (HGETALL of each); with ARGV[2] "1", a name whose entry expired
+    /// leaves the set (a node's agent tidies; `relayd cluster status` only reads).
+    /// KEYS[1] registry; ARGV[1] node key prefix, ARGV[2] "1" or "0".
     static let readFleet = """
         local out = {}
         for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
           local fields = redis.call('HGETALL', ARGV[1] .. name)
-          if #fields == 0 then redis.call('SREM', KEYS[1], name) else table.insert(out, fields) end
+          if #fields == 0 then
+            if ARGV[2] == '1' then redis.call('SREM', KEYS[1], name) end
+          else
+            table.insert(out, fields)
+          end
         end
         return out
         """

@@ -1,4 +1,3 @@
-import CHiredis
 import Glibc
 
 /// `relayd cluster status`: reads the registry straight from Redis (blocking, with a timeout),
@@ -8,47 +7,22 @@ public enum ClusterStatusQuery {
         public let description: String
     }
 
-    /// The live nodes, sorted by name.
+    /// The live nodes, sorted by name. Read-only: names whose entry expired are skipped, not
+    /// removed (the nodes' agents tidy the registry).
     public static func fetch(_ endpoint: RedisEndpoint, timeoutSeconds: Int = 3) throws(Failure) -> ClusterFleet {
-        let timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        guard let context = redisConnectWithTimeout(endpoint.host, Int32(endpoint.port), timeout) else {
-            throw Failure(description: "cannot reach Redis at \(endpoint): out of memory")
+        let reply: RedisReply
+        do {
+            let client = try RedisBlockingClient(endpoint, timeout: timeval(tv_sec: timeoutSeconds, tv_usec: 0))
+            reply = try client.command(
+                ["EVAL", ClusterKeys.readFleet, "1", ClusterKeys.registry, ClusterKeys.nodePrefix, "0"],
+                what: "reading the registry")
+        } catch {
+            throw Failure(description: error.description)
         }
-        defer { redisFree(context) }
-        if context.pointee.err != 0 {
-            throw Failure(description: "cannot reach Redis at \(endpoint): \(errorText(context))")
-        }
-        redisSetTimeout(context, timeout)
-        if let password = endpoint.password {
-            _ = try command(context, endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password], what: "AUTH")
-        }
-        if endpoint.database != 0 { _ = try command(context, ["SELECT", String(endpoint.database)], what: "SELECT") }
-        let reply = try command(
-            context, ["EVAL", ClusterKeys.readFleet, "1", ClusterKeys.registry, ClusterKeys.nodePrefix],
-            what: "reading the registry")
         let nodes = (reply.elements ?? []).compactMap { entry in
             entry.elements.flatMap { NodeRecord(fields: $0.compactMap(\.text)) }
         }
         return ClusterFleet(nodes: nodes.sorted { $0.name < $1.name })
-    }
-
-    private static func command(_ context: UnsafeMutablePointer<redisContext>, _ arguments: [String], what: String)
-        throws(Failure) -> RedisReply
-    {
-        let raw = withRedisArgv(arguments.map { Array($0.utf8) }) { argc, argv, lengths in
-            redisCommandArgv(context, argc, argv, lengths)
-        }
-        guard let raw else { throw Failure(description: "\(what): \(errorText(context))") }
-        defer { freeReplyObject(raw) }
-        let reply = RedisReply(raw.assumingMemoryBound(to: redisReply.self))
-        if let message = reply.errorMessage { throw Failure(description: "\(what) refused: \(message)") }
-        return reply
-    }
-
-    private static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
-        withUnsafeBytes(of: context.pointee.errstr) { raw in
-            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 import CHiredis
 import Glibc
+import StunCodec
 
 /// One connection to the cluster's Redis through hiredis's async API, driven by a libevent loop
 /// (the main thread's): commands never block, replies arrive as callbacks on that loop. It
@@ -25,6 +26,8 @@ final class RedisConnection {
     private var sentHead = 0
     private var retryAt: Int64 = 0
     private var ticker: LoopEvent?
+    private let resolver = HostResolver()
+    private var resolving = false
 
     /// A reply slower than this ends the connection (ms).
     let replyTimeout: Int64
@@ -112,8 +115,25 @@ final class RedisConnection {
         }
     }
 
+    /// Resolves a host name off the loop first (`HostResolver`); an address connects at once.
     private func connect() {
-        guard context == nil, let raw = redisAsyncConnect(endpoint.host, Int32(endpoint.port)) else { return }
+        guard context == nil else { return }
+        if IPAddress(endpoint.host) != nil { return connect(to: endpoint.host) }
+        resolver.start(endpoint.host)
+        state = .connecting
+        resolving = true
+    }
+
+    private func resolved(_ outcome: HostResolver.Outcome) {
+        resolving = false
+        switch outcome {
+        case .address(let address): connect(to: address)
+        case .failure(let reason): lost(reason)
+        }
+    }
+
+    private func connect(to address: String) {
+        guard context == nil, let raw = redisAsyncConnect(address, Int32(endpoint.port)) else { return }
         if relayd_redis_async_error(raw) != 0 {
             let reason = String(cString: relayd_redis_async_errstr(raw))
             redisAsyncFree(raw)
@@ -157,8 +177,10 @@ final class RedisConnection {
     private static let connected: @convention(c) (UnsafePointer<redisAsyncContext>?, Int32) -> Void = { context, status in
         guard status != REDIS_OK, let context, let raw = relayd_redis_get_data(context) else { return }
         let connection = Unmanaged<RedisConnection>.fromOpaque(raw).takeUnretainedValue()
-        let reason = String(cString: relayd_redis_async_errstr(context))
-        // hiredis frees the context after this callback.
+        // hiredis fills the async context's errstr only after this callback: the connection's own has it.
+        let reason = String(cString: relayd_redis_connection_errstr(context))
+        // hiredis frees the context after this callback; nothing may reach us through it.
+        relayd_redis_set_data(UnsafeMutablePointer(mutating: context), nil)
         connection.context = nil
         connection.lost("cannot connect: \(reason)")
     }
@@ -195,6 +217,10 @@ final class RedisConnection {
         case .down:
             if context == nil && now >= retryAt { connect() }
         case .connecting, .up:
+            if resolving {
+                if let outcome = resolver.take() { resolved(outcome) }
+                return
+            }
             if sentHead < sentAt.count && now - sentAt[sentHead] > replyTimeout {
                 drop("no reply within \(replyTimeout) ms")
             }

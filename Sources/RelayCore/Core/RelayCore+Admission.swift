@@ -33,7 +33,7 @@ extension RelayCore {
         if userQuota > 0 && context.quota.count(user: user) >= userQuota { return .refuse(.allocationQuotaReached) }
         let fiveTuple = origin.fiveTuple
         // A retransmission while the first copy is with Redis is dropped: its answer will come.
-        if let sent = awaitingAdmission[fiveTuple], now - sent < Self.admissionPatience { return .wait }
+        if isAwaitingAdmission(fiveTuple, now: now) { return .wait }
         if awaitingAdmission.count >= Self.admissionBacklog {
             awaitingAdmission = awaitingAdmission.filter { now - $0.value < Self.admissionPatience }
             guard awaitingAdmission.count < Self.admissionBacklog else { return .refuse(.insufficientCapacity) }
@@ -43,6 +43,13 @@ extension RelayCore {
             .admitAllocation(
                 AdmissionRequest(thread: context.threadIndex, bytes: Array(message.bytes), origin: origin, user: user)))
         return .wait
+    }
+
+    /// Whether `fiveTuple`'s Allocate is with the quota check now (a retransmission of it is
+    /// neither charged to `allocate-rate-limit` nor sent again).
+    func isAwaitingAdmission(_ fiveTuple: FiveTuple, now: Int64) -> Bool {
+        guard let sent = awaitingAdmission[fiveTuple] else { return false }
+        return now - sent < Self.admissionPatience
     }
 
     /// Seconds a sent admission holds back retransmissions of the same Allocate.
@@ -56,6 +63,11 @@ extension RelayCore {
         _ bytes: [UInt8], from origin: ClientOrigin, user: String, admission answer: ClusterAdmission, now: Int64
     ) {
         awaitingAdmission[origin.fiveTuple] = nil
+        if closedWhileAwaiting.remove(origin.fiveTuple) != nil {
+            // The client's connection is gone: nothing to allocate, and Redis's count goes back.
+            if answer == .granted { context.quota.returnCounted(user: user) }
+            return
+        }
         admission = answer
         defer { admission = nil }
         bytes.withUnsafeBytes { raw in handleClientPacket(raw, from: origin, now: now) }

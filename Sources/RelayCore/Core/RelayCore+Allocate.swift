@@ -65,7 +65,9 @@ extension RelayCore {
 
         // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so
         // not a reflector. A request back from the cluster's quota check was charged already.
-        guard admission != nil || context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now) else {
+        guard admission != nil || isAwaitingAdmission(fiveTuple, now: now)
+            || context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now)
+        else {
             counters.drop(.rateLimited)
             return reply(.allocationQuotaReached)
         }

@@ -40,6 +40,8 @@ public final class RelayCore {
     /// (a retransmission meanwhile is not sent again); and the answer the request being handled
     /// again carries (docs/cluster.md).
     var awaitingAdmission: [FiveTuple: Int64] = [:]
+    /// TCP/TLS connections that closed while their Allocate was with the quota check.
+    var closedWhileAwaiting: Set<FiveTuple> = []
     var admission: ClusterAdmission? = nil
     var random: FastRandom
 
@@ -239,6 +241,9 @@ public final class RelayCore {
     /// A TCP/TLS connection closed: its allocation ends with it (RFC 8656 §3.1 over streams).
     public func connectionClosed(_ origin: ClientOrigin, now: Int64) {
         if let allocation = byFiveTuple[origin.fiveTuple] { delete(allocation, reason: .connectionClosed, now: now) }
+        // An Allocate of this connection still with the cluster's quota check must not allocate
+        // when it comes back (docs/cluster.md).
+        if awaitingAdmission.removeValue(forKey: origin.fiveTuple) != nil { closedWhileAwaiting.insert(origin.fiveTuple) }
     }
 
     /// Ends every allocation (process exit).

@@ -12,6 +12,14 @@ public final class QuotaTracker: Sendable {
         /// In a cluster, what changed since the agent last told Redis (docs/cluster.md).
         var mirroring = false
         var pending = QuotaDeltas()
+        /// Counts Redis granted that no loop has taken or handed back yet (in a mailbox): part
+        /// of this node's share when it is written anew.
+        var outstanding: [String: Int] = [:]
+
+        mutating func takeOutstanding(_ user: String) {
+            guard let count = outstanding[user] else { return }
+            outstanding[user] = count <= 1 ? nil : count - 1
+        }
     }
 
     private let state: Locked<State>
@@ -38,6 +46,7 @@ public final class QuotaTracker: Sendable {
     public func acquire(user: String, counted: Bool = false) -> RelayError? {
         state.withLock { s in
             let count = s.perUser[user, default: 0]
+            if counted { s.takeOutstanding(user) }
             var refusal: RelayError? = nil
             if s.totalQuota > 0 && s.total >= s.totalQuota {
                 refusal = .insufficientCapacity
@@ -69,7 +78,15 @@ public final class QuotaTracker: Sendable {
     /// Hands back a count Redis holds for this node that no allocation took (a granted Allocate
     /// that turned out to be a retransmission).
     public func returnCounted(user: String) {
-        state.withLock { s in if s.mirroring { s.pending.add(user: user, -1) } }
+        state.withLock { s in
+            s.takeOutstanding(user)
+            if s.mirroring { s.pending.add(user: user, -1) }
+        }
+    }
+
+    /// The agent's note of a count Redis granted, before the answer goes to its loop.
+    public func noteGranted(user: String) {
+        state.withLock { $0.outstanding[user, default: 0] += 1 }
     }
 
     /// This node's allocations of `user`.
@@ -91,7 +108,13 @@ public final class QuotaTracker: Sendable {
     public func snapshotForMirror() -> (perUser: [String: Int], total: Int) {
         state.withLock { s in
             s.pending = QuotaDeltas()
-            return (s.perUser, s.total)
+            var perUser = s.perUser
+            var total = s.total
+            for (user, count) in s.outstanding {
+                perUser[user, default: 0] += count
+                total += count
+            }
+            return (perUser, total)
         }
     }
 
