@@ -60,12 +60,13 @@ import Testing
             var description: String
         }
 
-        init(binary: String, arguments: [String], configText: String) throws {
+        /// `configText` nil: no `-c FILE` (another program than relayd, e.g. redis-server).
+        init(binary: String, arguments: [String], configText: String?) throws {
             let tag = "relayd-it-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
             let directory = FileManager.default.temporaryDirectory
             configPath = directory.appendingPathComponent("\(tag).conf").path
             logPath = directory.appendingPathComponent("\(tag).log").path
-            try configText.write(toFile: configPath, atomically: true, encoding: .utf8)
+            if let configText { try configText.write(toFile: configPath, atomically: true, encoding: .utf8) }
 
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
@@ -86,7 +87,7 @@ import Testing
             posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
 
-            let argv = ([binary, "-c", configPath] + arguments).map { strdup($0) } + [nil]
+            let argv = ([binary] + (configText == nil ? [] : ["-c", configPath]) + arguments).map { strdup($0) } + [nil]
             let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
             defer { for p in argv + envp { free(p) } }
             var child: pid_t = 0
