@@ -45,6 +45,12 @@ public final class FuzzSession {
     var lastTicket: (bytes: [UInt8], owner: Int)? = nil
     var serial: UInt64 = 0
     private(set) var failures: [String] = []
+    /// In cluster mode (flag bit 4, docs/cluster.md): Allocates waiting for the quota check, and
+    /// what a simulated Redis counts for this node (grants plus the tracker's deltas), which must
+    /// always equal the tracker's own count.
+    var cluster: ClusterLink? = nil
+    var pendingAdmissions: [AdmissionRequest] = []
+    var redisCount = 0
 
     public init() {
         var c = RelayConfiguration()
@@ -69,6 +75,7 @@ public final class FuzzSession {
             for t in [0, 2] { prefix(tuple: t, family: .ipv4) }
         }
         if flags & 2 != 0 { prefix(tuple: 3, family: .ipv6) }
+        if flags & 4 != 0 { joinCluster() }
         while !r.atEnd {
             let op = r.byte()
             switch op & 7 {
@@ -80,6 +87,7 @@ public final class FuzzSession {
             case 3 where op & 8 != 0: peerICMP(socket: r.byte(), peer: r.byte(), type: r.byte(), code: r.byte())
             case 3: peerPacket(socket: r.byte(), peer: r.byte(), r.chunk())
             case 4: let k = Int64(r.byte()); now += k < 200 ? k : (k - 199) * 60
+            case 5 where op & 8 != 0 && cluster != nil: answerAdmission(r.byte())
             case 5: core.sweep(now: now)
             case 6: core.connectionClosed(origin(tuple(r.byte())), now: now)
             default:
@@ -93,10 +101,15 @@ public final class FuzzSession {
             }
             checkInvariants()
         }
+        while !pendingAdmissions.isEmpty { answerAdmission(0) }
         core.shutdown(now: now)
         core.sweep(now: now + 3600)
         checkCommands([])
         core.outbox.reset()
+        if cluster != nil {
+            redisCount += quota.takeDeltas().total
+            require(redisCount == 0, "Redis would still count \(redisCount) allocations of this node after shutdown")
+        }
         require(sockets.bound.isEmpty, "\(sockets.bound.count) relay sockets open after shutdown")
         require(core.relayPortsInUse == 0, "\(core.relayPortsInUse) relay ports in use after shutdown and sweep")
         require(quota.total == 0, "quota still counts \(quota.total) allocations after shutdown")
@@ -104,6 +117,41 @@ public final class FuzzSession {
     }
 
     func tuple(_ b: UInt8) -> Int { Int(b) % Self.tuples.count }
+
+    /// Cluster mode: Redis up, `user-quota` 2, so every Allocate goes through the quota check.
+    func joinCluster() {
+        let link = ClusterLink()
+        link.update(redisUp: true)
+        link.update(alternates: [
+            ClusterLink.Alternate(name: "other", addresses: [TransportAddress("192.0.2.200:3478")!], tlsPort: 5349)
+        ])
+        cluster = link
+        quota.update(userQuota: 2, totalQuota: 0)
+        quota.startMirroring()
+        var context = core.context
+        context.cluster = link
+        core.update(context: context)
+    }
+
+    /// Answers the oldest waiting Allocate as Redis would: granted (counted), refused, or
+    /// decided locally.
+    func answerAdmission(_ b: UInt8) {
+        guard !pendingAdmissions.isEmpty else { return }
+        let request = pendingAdmissions.removeFirst()
+        let answer: ClusterAdmission
+        switch b & 3 {
+        case 0:
+            answer = .granted
+            redisCount += 1
+            quota.noteGranted(user: request.user)
+        case 1: answer = .refused(.allocationQuotaReached)
+        case 2: answer = .refused(.insufficientCapacity)
+        default: answer = .local
+        }
+        core.handleAdmittedRequest(request.bytes, from: request.origin, user: request.user, admission: answer, now: now)
+        learnNonces(for: Self.tuples.indices.first { origin($0) == request.origin } ?? 0)
+        checkInvariants()
+    }
 
     func origin(_ t: Int) -> ClientOrigin {
         ClientOrigin(
@@ -265,6 +313,10 @@ public final class FuzzSession {
     /// What must hold after every operation; then the outbox is reset as the I/O layer would.
     func checkInvariants() {
         let allocations = Array(core.allocations)
+        if cluster != nil {
+            redisCount += quota.takeDeltas().total
+            require(redisCount == quota.total, "Redis would count \(redisCount) allocations, the node \(quota.total)")
+        }
         for packet in core.outbox.packets {
             switch packet.route {
             case .client(let o):
@@ -347,8 +399,10 @@ public final class FuzzSession {
                     "DONT-FRAGMENT for no such allocation")
             case .forwardRequest:
                 require(false, "a request forwarded to another thread with only one thread")
-            case .admitAllocation:
-                require(false, "a cluster quota check without a cluster")
+            case .admitAllocation(let request):
+                require(cluster != nil, "a cluster quota check without a cluster")
+                require(request.thread == 0, "a quota check for thread \(request.thread)")
+                pendingAdmissions.append(request)
             case .steerClient(_, _, let to):
                 require(
                     to.map { t in allocations.contains { $0.origin.fiveTuple == t && $0.mobile } } ?? true,

@@ -1,4 +1,5 @@
 import Relay
+import StunCodec
 import Testing
 
 /// The cluster's configuration keys (docs/cluster.md): errors name file, line and key and never
@@ -53,5 +54,20 @@ import Testing
         #expect(error?.key == key)
         #expect(error?.description.hasPrefix("\(Self.file):2: key '\(key)'") == true, "\(error?.description ?? "")")
         #expect(error?.description.contains("hunter2") == false)
+    }
+
+    @Test("check-config warns about a cluster without a shared secret, and a cluster quota without a cluster")
+    func advice() {
+        var c = RelayConfiguration()
+        c.ltCredMech = true
+        c.users = [.init(name: "u", credential: .password("p"))]
+        c.clusterRedis = RedisEndpoint(host: "10.0.0.9")
+        let loopback: [IPAddress] = [.ipv4Loopback]
+        #expect(ConfigAdvisor.warnings(for: c, interfaceAddresses: loopback).contains { $0.hasPrefix("cluster-redis without static-auth-secret") })
+        c.staticAuthSecrets = ["s"]
+        #expect(!ConfigAdvisor.warnings(for: c, interfaceAddresses: loopback).contains { $0.contains("cluster") })
+        c.clusterRedis = nil
+        c.clusterTotalQuota = 10
+        #expect(ConfigAdvisor.warnings(for: c, interfaceAddresses: loopback).contains { $0.hasPrefix("cluster-total-quota is set") })
     }
 }

@@ -48,6 +48,23 @@ public enum ConfigAdvisor {
         if config.noAuth && !config.stunOnly {
             notes.append("no-auth without stun-only: anyone can allocate relays on this server")
         }
+        notes += clusterWarnings(config)
+        return notes
+    }
+
+    /// A cluster without the shared secret its nodes derive one nonce key from, or a cluster
+    /// quota without a cluster (docs/cluster.md).
+    private static func clusterWarnings(_ config: RelayConfiguration) -> [String] {
+        var notes: [String] = []
+        if config.clusterRedis != nil && config.staticAuthSecrets.isEmpty && !config.noAuth {
+            notes.append(
+                "cluster-redis without static-auth-secret: each node keeps its own nonce key, so a client "
+                    + "redirected to another node (300 ALTERNATE-SERVER) must authenticate again there, "
+                    + "which Chromium does not do")
+        }
+        if config.clusterRedis == nil && config.clusterTotalQuota > 0 {
+            notes.append("cluster-total-quota is set but cluster-redis is not: it has no effect on a node alone")
+        }
         return notes
     }
 
