@@ -43,6 +43,12 @@ def advance(k: int) -> bytes:
 SWEEP = bytes([5])
 
 
+def admission(verdict: int) -> bytes:
+    """Answers the oldest Allocate waiting for the cluster's quota check (cluster mode, flag bit
+    4): 0 granted, 1 refused 486, 2 refused 508, 3 decided locally."""
+    return bytes([13, verdict])
+
+
 def closed(tuple_index: int) -> bytes:
     return bytes([6, tuple_index])
 
@@ -105,6 +111,17 @@ SEEDS = {
     + signed(0, 2, peer=4) + signed(0, 2, peer=6)
     + signed(0, 4, extra=bytes([0x80, 0xAA, 0xBB, 0xCC]))
     + channel_data(0, 1, b"x"),
+    # Cluster mode (docs/cluster.md): Allocates wait for the quota check and come back granted,
+    # refused or decided locally; a retransmission while waiting; a TCP client that closes
+    # while its Allocate waits; a quota reached on this node alone (user-quota 2).
+    "seed-cluster": bytes([4])
+    + signed(0, 0) + signed(0, 0) + admission(0)
+    + signed(1, 0) + signed(1, 0) + admission(1)
+    + signed(1, 0) + admission(2)
+    + signed(2, 0) + signed(2, 0) + closed(2) + admission(0)
+    + signed(3, 0) + signed(3, 0) + admission(3)
+    + signed(1, 0) + admission(0)
+    + channel_data(0, 0, b"granted") + signed(0, 1, lifetime=0),
 }
 
 

@@ -128,6 +128,8 @@ public final class FuzzSession {
         cluster = link
         quota.update(userQuota: 2, totalQuota: 0)
         quota.startMirroring()
+        // As the agent does on connecting: this node's share written from its own counts.
+        redisCount = quota.snapshotForMirror().total
         var context = core.context
         context.cluster = link
         core.update(context: context)

@@ -20,7 +20,7 @@ import Testing
         #expect(Self.inputs.count >= 5, "FuzzCore/corpus/core holds \(Self.inputs.count) files")
     }
 
-    @Test("The seeds reach the paths they are named for: a mobility move, ICMP indications")
+    @Test("The seeds reach the paths they are named for: a mobility move, ICMP indications, cluster quota checks")
     func seedsReachTheirPaths() throws {
         func counters(_ name: String) throws -> CoreCounters {
             let bytes = try [UInt8](Data(contentsOf: Self.corpus.appendingPathComponent(name)))
@@ -30,6 +30,9 @@ import Testing
         }
         #expect(try counters("seed-mobility").mobility[MobilityOutcome.moved.rawValue] == 1)
         #expect(try counters("seed-icmp-errors").icmpIndications >= 1)
+        let cluster = try counters("seed-cluster")
+        #expect(cluster.allocationsCreated >= 2, "granted and local answers allocate")
+        #expect(cluster.errors(.allocationQuotaReached) >= 1 && cluster.errors(.insufficientCapacity) >= 1)
     }
 
     @Test("Every corpus input keeps the core's invariants", arguments: inputs)
