@@ -156,8 +156,8 @@ def main() -> int:
     print()
     print(f"cluster bench: medians of {args.reps} repetitions ({args.seconds} s wrk runs, "
           f"{args.allocations} Allocates per server per repetition)")
-    print(f"| measure | value | ratio |")
-    print(f"|---|---|---|")
+    print("| measure | value | ratio |")
+    print("|---|---|---|")
     print(f"| credential API, relayd alone (req/s) | {med['api_alone']:.0f} | 1.00 |")
     print(f"| credential API, one cluster node (req/s) | {med['api_cluster_one']:.0f} | "
           f"{med['api_cluster_one'] / med['api_alone']:.2f} of alone |")

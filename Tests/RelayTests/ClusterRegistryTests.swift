@@ -13,6 +13,7 @@ import Testing
             RedisEndpoint.parseURL("redis://relay:p%40ss%3Aword@redis.internal:6380/3")
                 == RedisEndpoint(host: "redis.internal", port: 6380, user: "relay", password: "p@ss:word", database: 3))
         #expect(RedisEndpoint.parseURL("redis://:secret@127.0.0.1:7000")?.password == "secret")
+        #expect(RedisEndpoint.parseURL("redis://:a+b%2B@h")?.password == "a+b+", "a '+' is a '+' in a URL's userinfo")
         #expect(RedisEndpoint.parseURL("redis://:secret@127.0.0.1:7000")?.user == nil)
         #expect(RedisEndpoint.parseURL("redis://onlypassword@h")?.password == "onlypassword")
         #expect(RedisEndpoint.parseURL("redis://[::1]:6379/0")?.host == "::1")

@@ -104,6 +104,22 @@ def error_code_of_allocate(server: RelayServer, secret: str, user: str = "late")
         return None
 
 
+def challenged_allocate(server: RelayServer, secret: str, user: str):
+    """A 401 challenge, then the authenticated Allocate; returns (client, response) whatever it
+    says (a draining server's 300, say), the client holding the realm, nonce and key."""
+    from stunclient import Attr, Method, long_term_key
+
+    client = TurnClient(server.address)
+    username, password = rest_credentials(secret, user)
+    challenge = client.allocate_unauthenticated()
+    client.realm = challenge.text(Attr.REALM)
+    client.nonce = challenge.get(Attr.NONCE)
+    client.username = username
+    client.key = long_term_key(username, client.realm, password)
+    resp = client.authenticated_request(Method.ALLOCATE, [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 17))])
+    return client, resp
+
+
 class PacedStream:
     """Sends numbered ChannelData from `client` on `channel` at `rate` per second on a thread,
     while another thread counts what arrives at `peer`. `stop()` returns (sent, received set)."""
@@ -146,4 +162,4 @@ class PacedStream:
 
 
 __all__ = ["FileServer", "PacedStream", "conf", "make_test_cert", "relayd_only", "wait_for_log", "eventually",
-           "allocate_with_channel", "error_code_of_allocate"]
+           "allocate_with_channel", "challenged_allocate", "error_code_of_allocate"]

@@ -19,9 +19,9 @@ import pytest
 
 from cluster_support import TTL, ClusterNode, cluster_status, eventually, node_names, start_nodes
 from conftest import server_kind
-from lifecycle import PacedStream, allocate_with_channel
+from lifecycle import PacedStream, allocate_with_channel, challenged_allocate
 from redis_support import RedisServer
-from stunclient import Attr, Class, Method, TurnClient, TurnError, decode_plain_address, long_term_key, rest_credentials
+from stunclient import Attr, Class, Method, TurnClient, TurnError, decode_plain_address, rest_credentials
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own cluster")
 
@@ -181,14 +181,7 @@ def test_a_killed_node_gives_its_quota_share_back_within_the_ttl(nodes):
 
 def redirected_allocate(node: ClusterNode, user: str) -> tuple[TurnClient, tuple[str, int]]:
     """An authenticated Allocate to a draining `node`: the 300's ALTERNATE-SERVER, checked signed."""
-    client = TurnClient(node.address)
-    username, password = rest_credentials(node.secret, user)
-    challenge = client.allocate_unauthenticated()
-    client.realm = challenge.text(Attr.REALM)
-    client.nonce = challenge.get(Attr.NONCE)
-    client.username = username
-    client.key = long_term_key(username, client.realm, password)
-    resp = client.authenticated_request(Method.ALLOCATE, [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 17))])
+    client, resp = challenged_allocate(node, node.secret, user)
     assert resp.cls == Class.ERROR and resp.error_code()[0] == 300, resp.error_code()
     assert resp.verify_integrity(client.key)
     return client, decode_plain_address(resp.get(Attr.ALTERNATE_SERVER))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import secrets
 import signal
-import struct
 import subprocess
 
 import pytest
@@ -15,13 +14,14 @@ from lifecycle import (
     FileServer,
     PacedStream,
     allocate_with_channel,
+    challenged_allocate,
     conf,
     error_code_of_allocate,
     eventually,
     relayd_only,
     wait_for_log,
 )
-from stunclient import Attr, Class, Method, TurnClient, decode_plain_address, long_term_key, rest_credentials
+from stunclient import Attr, Class, decode_plain_address
 
 pytestmark = relayd_only
 
@@ -134,14 +134,8 @@ def test_drain_with_alternate_server_redirects_with_300(tmp_path):
     try:
         server.proc.send_signal(signal.SIGUSR1)
         wait_for_log(server, r"draining")
-        with TurnClient(server.address) as client:
-            username, password = rest_credentials(secret, "redirected")
-            challenge = client.allocate_unauthenticated()
-            client.realm = challenge.text(Attr.REALM)
-            client.nonce = challenge.get(Attr.NONCE)
-            client.username = username
-            client.key = long_term_key(username, client.realm, password)
-            resp = client.authenticated_request(Method.ALLOCATE, [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 17))])
+        client, resp = challenged_allocate(server, secret, "redirected")
+        with client:
             assert resp.cls == Class.ERROR
             assert resp.error_code()[0] == 300
             alternate = resp.get(Attr.ALTERNATE_SERVER)

@@ -121,33 +121,7 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
     }
 
     private static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var i = text.utf8.startIndex
-        let utf8 = text.utf8
-        while i != utf8.endIndex {
-            let c = utf8[i]
-            if c == UInt8(ascii: "%") {
-                let h = utf8.index(after: i)
-                guard h != utf8.endIndex, utf8.index(after: h) != utf8.endIndex,
-                    let hi = hexValue(utf8[h]), let lo = hexValue(utf8[utf8.index(after: h)])
-                else { return nil }
-                bytes.append(hi << 4 | lo)
-                i = utf8.index(h, offsetBy: 2)
-            } else {
-                bytes.append(c)
-                i = utf8.index(after: i)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
+        QueryString.decode(text, plusIsSpace: false)
     }
 }
 

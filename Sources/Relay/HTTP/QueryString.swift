@@ -20,14 +20,15 @@ public enum QueryString {
         return pairs
     }
 
-    /// Percent-decodes one name or value; nil on a bad escape or invalid UTF-8.
-    public static func decode(_ text: Substring) -> String? {
+    /// Percent-decodes one name or value; nil on a bad escape or invalid UTF-8. `plusIsSpace`
+    /// false decodes as RFC 3986 §2.1 does elsewhere in a URL (a URL's user and password).
+    public static func decode(_ text: Substring, plusIsSpace: Bool = true) -> String? {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count)
         var it = text.utf8.makeIterator()
         while let b = it.next() {
             switch b {
-            case UInt8(ascii: "+"):
+            case UInt8(ascii: "+") where plusIsSpace:
                 bytes.append(UInt8(ascii: " "))
             case UInt8(ascii: "%"):
                 guard let h = it.next().flatMap(hexValue), let l = it.next().flatMap(hexValue) else { return nil }
