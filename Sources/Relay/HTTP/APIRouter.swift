@@ -30,6 +30,8 @@ public final class APIRouter {
     public private(set) var service: ServiceMetrics
     /// The cluster agent's state, in a cluster (docs/cluster.md).
     var cluster: (() -> ClusterSnapshot)?
+    /// The process and listener metrics (`ServerMetrics`), read at scrape time.
+    var server: (() -> ServerMetrics)?
 
     public init(
         credentials: CredentialService, keyring: APIKeyring, registry: MetricsRegistry, health: ServiceHealth,
@@ -73,7 +75,8 @@ public final class APIRouter {
 
     /// The Prometheus page: every loop thread's latest snapshot summed, plus this service's counters.
     public func metricsText() -> String {
-        RelaydMetrics.render(registry.total(), service: service) + (cluster?().prometheus() ?? "")
+        RelaydMetrics.render(registry.total(), service: service) + (server?().prometheus() ?? "")
+            + (cluster?().prometheus() ?? "")
     }
 
     func methodNotAllowed(allow: String) -> HTTPResponse {

@@ -225,6 +225,12 @@ public final class RelayServer {
             finished.wait()
             throw error
         }
+        let streams = streams
+        http.router.server = {
+            ServerMetrics(
+                process: .current(), openStreamConnections: streams.limiter.total,
+                certificateExpiry: streams.tls.value?.notAfter)
+        }
         startCluster(base: base, http: http)
         defer { stopCluster() }
         health.markListening()

@@ -15,6 +15,8 @@ final class TLSContext: @unchecked Sendable {
     let fingerprint: String
     /// The lowest protocol version accepted, as OpenSSL names it ("TLSv1.2").
     let minimumVersion: String
+    /// When the leaf certificate expires (its notAfter), in unix seconds; nil if unreadable.
+    let notAfter: Int64?
 
     /// A certificate, key or setting OpenSSL refused, with OpenSSL's own reason.
     struct LoadError: Error, CustomStringConvertible {
@@ -38,6 +40,7 @@ final class TLSContext: @unchecked Sendable {
             try TLSContext.configure(ctx, configuration: c, minimumVersion: version.value)
             try TLSContext.loadCredentials(ctx, certPath: certPath, keyPath: keyPath, password: c.pkeyPassword)
             fingerprint = TLSContext.fingerprint(of: ctx)
+            notAfter = TLSContext.notAfter(of: ctx)
         } catch {
             SSL_CTX_free(ctx)
             throw error
@@ -137,6 +140,15 @@ final class TLSContext: @unchecked Sendable {
             }
         }
         return SSL_TLSEXT_ERR_NOACK
+    }
+
+    private static func notAfter(of ctx: OpaquePointer) -> Int64? {
+        guard let certificate = SSL_CTX_get0_certificate(ctx), let time = X509_get0_notAfter(certificate) else {
+            return nil
+        }
+        var parts = tm()
+        guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
+        return Int64(timegm(&parts))
     }
 
     private static func fingerprint(of ctx: OpaquePointer) -> String {

@@ -37,6 +37,13 @@ public struct PrometheusText: Sendable {
         text += " \(value)\n"
     }
 
+    /// One sample with a fractional value (seconds of CPU, a unix time with sub-second part).
+    public mutating func sample(_ name: String, _ labels: [(String, String)] = [], double value: Double) {
+        sample(name, labels, 0)
+        text.removeLast(2)  // the placeholder "0\n"
+        text += value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value))\n" : "\(value)\n"
+    }
+
     /// A histogram's `_bucket` lines (cumulative, ending with `+Inf`), `_sum` and `_count`.
     public mutating func histogram(_ name: String, bounds: [Int64], cumulative: [UInt64], sum: UInt64) {
         for (i, bound) in bounds.enumerated() { sample("\(name)_bucket", [("le", "\(bound)")], cumulative[i]) }
