@@ -48,10 +48,12 @@ let package = Package(
             exclude: ["bpf"]
         ),
         // A TCP/TLS connection's socket-side buffers and the OpenSSL BIO over them (C callbacks
-        // that OpenSSL calls per record).
+        // that OpenSSL calls per record), and the HTTPS API's OpenSSL bufferevents.
         .target(
             name: "CStreamIO",
-            dependencies: ["COpenSSL"]
+            dependencies: ["COpenSSL"],
+            // The HTTPS API's bufferevents (https_bev.c): libevent's OpenSSL layer.
+            linkerSettings: [.linkedLibrary("event_openssl"), .linkedLibrary("event_core")]
         ),
         .target(
             name: "StunCodec",

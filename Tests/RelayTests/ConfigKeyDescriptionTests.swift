@@ -21,7 +21,7 @@ import Testing
             "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
             "max-pending-connections-per-ip", "max-connections", "kernel-offload", "kernel-offload-object",
             "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name", "node-labels",
-            "cluster-total-quota", "cluster-node-ttl", "api-rate-limit",
+            "cluster-total-quota", "cluster-node-ttl", "api-rate-limit", "api-tls", "api-cert", "api-pkey",
         ]))
     }
 
@@ -33,7 +33,7 @@ import Testing
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
             "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name",
-            "node-labels", "cluster-node-ttl",
+            "node-labels", "cluster-node-ttl", "api-tls",
         ]))
     }
 

@@ -51,4 +51,11 @@ void relayd_stream_io_release(relayd_stream_io *io);
 /// BIO twice). NULL when OpenSSL cannot allocate it.
 BIO *relayd_stream_io_bio(relayd_stream_io *io);
 
+struct bufferevent;
+struct event_base;
+
+/// For `evhttp_set_bevcb`: a libevent OpenSSL bufferevent accepting TLS on a new SSL of
+/// `ssl_ctx` (an `SSL_CTX *`); NULL when OpenSSL or libevent cannot make one.
+struct bufferevent *relayd_https_bufferevent(struct event_base *base, void *ssl_ctx);
+
 #endif

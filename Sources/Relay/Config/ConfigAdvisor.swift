@@ -49,7 +49,16 @@ public enum ConfigAdvisor {
             notes.append("no-auth without stun-only: anyone can allocate relays on this server")
         }
         notes += clusterWarnings(config)
+        if let warning = plainAPIWarning(config) { notes.append(warning) }
         return notes
+    }
+
+    /// The credential API reachable beyond this host without TLS: API tokens and TURN passwords
+    /// would cross the network in clear.
+    static func plainAPIWarning(_ config: RelayConfiguration) -> String? {
+        guard !config.apiUsesTLS, !isLoopback(config.apiListeningIP) else { return nil }
+        return "the HTTP API listens on \(config.apiListeningIP):\(config.apiListeningPort) without TLS: API tokens "
+            + "and the credentials it hands out cross the network in clear (set api-tls, or api-cert and api-pkey)"
     }
 
     /// A cluster without the shared secret its nodes derive one nonce key from, or a cluster

@@ -160,6 +160,9 @@ enum ConfigKeyTable {
         .integer("credential-max-ttl", seconds, \.credentialMaxTTL),
         .list("advertised-uri", .uri, \.advertisedURIs, parse: ConfigValueParser.uri),
         .integer("api-rate-limit", 0...1_000_000, \.apiRateLimit),
+        .flag("api-tls", \.apiTLS).needsRestart(),
+        .string("api-cert", \.apiCert),
+        .string("api-pkey", \.apiPkey),
         ConfigKey(
             "log-format", .logFormat, field: ConfigField(\.logFormat) { [$0.rawValue] },
             support: .implemented { config, text throws(ConfigValueError) in

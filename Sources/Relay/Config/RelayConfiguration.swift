@@ -98,6 +98,11 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var credentialMaxTTL = 604800
     /// URIs the credential service returns; empty means derived from the listeners.
     public var advertisedURIs: [String] = []
+    /// HTTPS for the API listener (README "Credential service"): `api-tls` serves it with
+    /// `cert`/`pkey`; `api-cert`/`api-pkey` name its own certificate and key (and turn it on).
+    public var apiTLS = false
+    public var apiCert: String?
+    public var apiPkey: String?
     /// Credential API requests per second per API key (or per client IP before authentication),
     /// with bursts of twice that; 0 turns the limit off.
     public var apiRateLimit = 20

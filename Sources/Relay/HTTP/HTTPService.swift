@@ -10,6 +10,9 @@ final class HTTPService {
     let router: APIRouter
     private(set) var configuration: RelayConfiguration
     private var listeners: [HTTPListener] = []
+    /// The API listener's TLS context while it serves HTTPS; kept alive here (sessions hold
+    /// their own reference to it in OpenSSL).
+    private(set) var apiTLS: TLSContext?
     private let base: OpaquePointer
     private let interfaceAddresses: [IPAddress]
 
@@ -32,13 +35,17 @@ final class HTTPService {
     }
 
     /// A reloaded configuration: new secrets, credential TTLs, URIs and API keys apply to the next
-    /// request. The listeners stay where they are (their keys are restart-only).
-    func update(configuration c: RelayConfiguration) {
-        configuration = c
+    /// request, the API's certificate to the next connection. The listeners stay where they are
+    /// (their keys are restart-only). Returns what could not be applied.
+    @discardableResult
+    func update(configuration c: RelayConfiguration) -> String? {
+        defer { configuration = c }
+        let problem = reloadAPITLS(c)
         router.credentials = CredentialService(configuration: c, interfaceAddresses: interfaceAddresses)
         router.keyring = APIKeyring(keys: c.apiKeys)
         if Double(c.apiRateLimit) != router.limiter.rate { router.limiter = Self.limiter(c) }
         router.logger.logLevel = c.logLevel
+        return problem
     }
 
     /// The API listener's address, and the metrics listener's when it is a separate one.
@@ -63,6 +70,13 @@ final class HTTPService {
     func start() throws(RelayServer.StartError) -> [String] {
         let (api, prometheus) = addresses
         var warnings: [String] = []
+        if configuration.apiUsesTLS {
+            do {
+                apiTLS = try TLSContext(configuration: configuration.apiTLSConfiguration)
+            } catch {
+                throw RelayServer.StartError(description: "HTTPS for the API: \(error.description)")
+            }
+        }
         if !listen(api, kind: .api) {
             let problem = "cannot bind HTTP API listener \(api): \(String(cString: strerror(errno)))"
             guard !apiRequired else { throw RelayServer.StartError(description: problem) }
@@ -82,8 +96,23 @@ final class HTTPService {
         guard let listener = HTTPListener(base: base, router: router, kind: kind), listener.bind(address) else {
             return false
         }
+        if kind == .api, let apiTLS { listener.useTLS(apiTLS) }
         listeners.append(listener)
         return true
+    }
+
+    /// The API's certificate and key read again (SIGHUP): new connections get them; a file
+    /// that does not load leaves the running ones in place, and says why.
+    private func reloadAPITLS(_ c: RelayConfiguration) -> String? {
+        guard apiTLS != nil, c.apiUsesTLS else { return nil }
+        do {
+            let next = try TLSContext(configuration: c.apiTLSConfiguration)
+            apiTLS = next
+            for listener in listeners where listener.kind == .api { listener.useTLS(next) }
+            return nil
+        } catch {
+            return "HTTPS for the API: \(error.description); the previous certificate stays"
+        }
     }
 
     /// Closes the listeners and their connections (before the event base is freed).

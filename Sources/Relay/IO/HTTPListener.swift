@@ -1,4 +1,5 @@
 import CLibevent
+import CStreamIO
 import Glibc
 import StunCodec
 
@@ -42,6 +43,14 @@ final class HTTPListener {
     }
 
     deinit { evhttp_free(http) }
+
+    /// Serves HTTPS from now on: each new connection gets a TLS session of `tls` (a reload
+    /// passes the new context; connections already open keep theirs).
+    func useTLS(_ tls: TLSContext) {
+        evhttp_set_bevcb(
+            http, { base, arg in relayd_https_bufferevent(base, arg) },
+            UnsafeMutableRawPointer(tls.context))
+    }
 
     /// Binds a listening socket; false when the address is taken or not local.
     func bind(_ address: TransportAddress) -> Bool {

@@ -57,7 +57,9 @@ extension RelayServer {
         sourceLimits = sourceLimits.updated(from: previous, to: next)
         streams.limiter.update(ConnectionLimiter.Limits(configuration: next))
         streams.reloadTLS(using: next)
-        http?.update(configuration: next)
+        if let problem = http?.update(configuration: next) {
+            logger.error("\(problem)", metadata: ["event": "reload_api_tls_failed"])
+        }
         // New mobility tickets are sealed under a new key; the ones already out still open.
         mobility.rotate()
         postContexts()

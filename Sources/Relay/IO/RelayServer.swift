@@ -299,7 +299,7 @@ public final class RelayServer {
                 "tls_listeners": "\(streams.tlsAddresses.map(\.description).joined(separator: ", "))",
                 "relay_addresses": "\(relays.joined(separator: ", "))",
                 "relay_ports": "\(configuration.minPort)-\(configuration.maxPort)", "realm": "\(configuration.realm)",
-                "auth": "\(auth)", "http_api": "\(http.addresses.api)",
+                "auth": "\(auth)", "http_api": "\(http.apiTLS == nil ? "http" : "https")://\(http.addresses.api)",
                 "prometheus": "\(configuration.prometheus ? "\(http.addresses.prometheus ?? http.addresses.api)" : "off")",
                 "api_keys": "\(configuration.apiKeys.count)",
             ])
