@@ -21,7 +21,9 @@ APT_PACKAGES+=(nftables)  # NATs between network namespaces (Tests/integration/t
 # chromedriver, which test_browser.py starts itself: no Selenium Manager download.
 # kubernetes-validate (validated with 1.37.0) bundles the Kubernetes schemas, so
 # test_kubernetes_manifests.py checks deploy/kubernetes/ offline.
-PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17" "selenium>=4.10,<5" "kubernetes-validate>=1.37,<2")
+# schemathesis (validated with 3.39.16) checks the daemon against docs/openapi.yaml.
+PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17" "selenium>=4.10,<5" "kubernetes-validate>=1.37,<2"
+              "schemathesis>=3.39,<4")
 
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
@@ -118,13 +120,13 @@ for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chrom
 done
 
 PYTHON=${PYTHON:-python3}
-PY_CHECK='import pytest, aiortc, aioice, selenium, kubernetes_validate, yaml; from aiortc import RTCIceTransportPolicy'
+PY_CHECK='import pytest, aiortc, aioice, selenium, kubernetes_validate, yaml, schemathesis; from aiortc import RTCIceTransportPolicy'
 if ! "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1; then
     log "$PYTHON -m pip install ${PIP_PACKAGES[*]}"
     # PyAV (pulled in by aiortc) must come as a wheel: building it needs FFmpeg.
     "$PYTHON" -m pip install -q --disable-pip-version-check --only-binary=av "${PIP_PACKAGES[@]}"
 else
-    log "python packages already installed: pytest aiortc selenium kubernetes-validate"
+    log "python packages already installed: pytest aiortc selenium kubernetes-validate schemathesis"
 fi
 "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1 || { log "missing after install: a Python package of: ${PIP_PACKAGES[*]}"; exit 1; }
 "$PYTHON" -c 'import pytest, aiortc, aioice, selenium; print("install-test-deps: pytest", pytest.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__, "selenium", selenium.__version__)' >&2
