@@ -9,6 +9,9 @@
 
 struct bufferevent *relayd_https_bufferevent(struct event_base *base, void *ssl_ctx) {
     SSL *ssl = SSL_new((SSL_CTX *)ssl_ctx);
+    // NULL here makes libevent 2.1's evhttp fall back to a plain socket bufferevent for this one
+    // connection. SSL_new fails only when memory is exhausted; see the note in
+    // docs/architecture.md ("Where it is going").
     if (ssl == NULL) return NULL;
     struct bufferevent *bev =
         bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
