@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import free_port
+from conftest import _can_bind, free_port
 
 CLIENTS = 4
 MESSAGES = 200
@@ -79,8 +79,14 @@ def _tool(name: str) -> str:
 
 
 def start_peer(processes) -> int:
-    """turnutils_peer (a UDP echo server) on a free loopback port."""
+    """turnutils_peer (a UDP echo server) on a free loopback port whose next port is free too:
+    turnutils_uclient asks permission for the peer's port + 1 as well (its RTCP port, even with
+    -c), and on a server's own listening port that is refused with 403 (docs/peer-policy.md)."""
     port = free_port()
+    for _ in range(100):
+        if _can_bind(port + 1):
+            break
+        port = free_port()
     proc, log = processes.start("turnutils_peer", [_tool("turnutils_peer"), "-L", "127.0.0.1", "-p", str(port)])
     # Ready when it echoes a datagram (bounded).
     deadline = time.monotonic() + PEER_READY_TIMEOUT
