@@ -405,9 +405,15 @@ public final class FuzzSession {
                 require(cluster != nil, "a cluster quota check without a cluster")
                 require(request.thread == 0, "a quota check for thread \(request.thread)")
                 pendingAdmissions.append(request)
-            case .steerClient(_, _, let to):
+            case .steerClient(let session, _, let to):
+                // A Refresh may move an allocation and delete it at once (LIFETIME 0 from the new
+                // 5-tuple): then a later command of the batch steers the new 5-tuple away again.
+                let endedInBatch = core.outbox.commands.contains { later in
+                    if case .steerClient(session, let from, nil) = later { return from == to }
+                    return false
+                }
                 require(
-                    to.map { t in allocations.contains { $0.origin.fiveTuple == t && $0.mobile } } ?? true,
+                    to.map { t in allocations.contains { $0.origin.fiveTuple == t && $0.mobile } || endedInBatch } ?? true,
                     "steering a 5-tuple no mobile allocation has")
             case .removeChannel, .deliverToStream, .sessionStarted, .sessionEnded:
                 break
