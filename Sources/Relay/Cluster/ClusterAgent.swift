@@ -185,7 +185,7 @@ final class ClusterAgent {
         var record = template
         let now = RedisConnection.nowMillis()
         let current = status()
-        let cpu = Self.processCPUSeconds()
+        let cpu = ProcessMetrics.cpuSeconds()
         record.allocations = current.allocations
         record.draining = current.draining
         if let previous, now > previous.at {
@@ -200,13 +200,6 @@ final class ClusterAgent {
         }
         previous = (current, cpu, now)
         return record
-    }
-
-    private static func processCPUSeconds() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1_000_000 }
-        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     // MARK: Quotas

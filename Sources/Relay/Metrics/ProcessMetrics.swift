@@ -26,16 +26,13 @@ public struct ProcessMetrics: Sendable, Equatable {
 
     /// This process now; fields `/proc` cannot give stay 0.
     public static func current() -> ProcessMetrics {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1_000_000 }
         let page = UInt64(max(0, sysconf(Int32(_SC_PAGESIZE))))
         // statm: size resident shared text lib data dt (pages).
         let statm = (readFile("/proc/self/statm") ?? "").split(separator: " ").compactMap { UInt64($0) }
         var limit = rlimit()
         getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
         return ProcessMetrics(
-            cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+            cpuSeconds: cpuSeconds(),
             residentBytes: statm.count > 1 ? statm[1] * page : 0, virtualBytes: statm.first.map { $0 * page } ?? 0,
             openFDs: countOpenFDs(), maxFDs: limit.rlim_cur == rlim_t.max ? UInt64(Int64.max) : UInt64(limit.rlim_cur),
             startTime: startTime())
@@ -54,6 +51,14 @@ public struct ProcessMetrics: Sendable, Equatable {
         p.sample("process_max_fds", [], maxFDs)
         p.family("process_start_time_seconds", .gauge, help: "Start time of the process since unix epoch in seconds.")
         p.sample("process_start_time_seconds", double: startTime)
+    }
+
+    /// User and system CPU this process has used, in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1_000_000 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     static func countOpenFDs() -> UInt64 {

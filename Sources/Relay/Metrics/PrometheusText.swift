@@ -25,23 +25,26 @@ public struct PrometheusText: Sendable {
 
     /// One sample line: `name{label="value",...} value`.
     public mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: UInt64) {
-        text += name
-        if !labels.isEmpty {
-            text += "{"
-            for (i, (key, labelValue)) in labels.enumerated() {
-                if i > 0 { text += "," }
-                text += "\(key)=\"\(Self.escapeLabelValue(labelValue))\""
-            }
-            text += "}"
-        }
+        series(name, labels)
         text += " \(value)\n"
     }
 
     /// One sample with a fractional value (seconds of CPU, a unix time with sub-second part).
     public mutating func sample(_ name: String, _ labels: [(String, String)] = [], double value: Double) {
-        sample(name, labels, 0)
-        text.removeLast(2)  // the placeholder "0\n"
-        text += value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value))\n" : "\(value)\n"
+        series(name, labels)
+        text += value == value.rounded() && abs(value) < 1e15 ? " \(Int64(value))\n" : " \(value)\n"
+    }
+
+    /// `name{label="value",...}`, the part of a sample line before its value.
+    private mutating func series(_ name: String, _ labels: [(String, String)]) {
+        text += name
+        guard !labels.isEmpty else { return }
+        text += "{"
+        for (i, (key, labelValue)) in labels.enumerated() {
+            if i > 0 { text += "," }
+            text += "\(key)=\"\(Self.escapeLabelValue(labelValue))\""
+        }
+        text += "}"
     }
 
     /// A histogram's `_bucket` lines (cumulative, ending with `+Inf`), `_sum` and `_count`.
