@@ -11,7 +11,10 @@ struct RelaydCommand: ParsableCommand {
         commandName: "relayd",
         abstract: "STUN/TURN relay server (RFC 8489, RFC 8656, RFC 6156), coturn-compatible configuration.",
         version: RelaydVersion.string,
-        subcommands: [Serve.self, CheckConfig.self, Credentials.self, Cluster.self],
+        subcommands: [
+            Serve.self, CheckConfig.self, Credentials.self, Cluster.self, Sessions.self, Kick.self, Block.self,
+            Unblock.self,
+        ],
         defaultSubcommand: Serve.self
     )
 }

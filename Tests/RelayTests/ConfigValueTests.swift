@@ -105,6 +105,8 @@ import Testing
         expect("api-listening-ip=::1") { $0.apiListeningIP = ip("::1") },
         expect("api-listening-port=8443") { $0.apiListeningPort = 8443 },
         expect("api-key=ops:t0k3n:with:colons") { $0.apiKeys = [.init(name: "ops", token: "t0k3n:with:colons")] },
+        expect("api-key=ops:t0k3n:admin") { $0.apiKeys = [.init(name: "ops", token: "t0k3n", scope: .admin)] },
+        expect("api-key=web:t0k3n:credentials") { $0.apiKeys = [.init(name: "web", token: "t0k3n")] },
         expect("credential-ttl=3600") { $0.credentialTTL = 3600 },
         expect("credential-max-ttl=86400") { $0.credentialMaxTTL = 86400 },
         expect("advertised-uri=turns:turn.example.org:5349?transport=tcp") {
@@ -308,8 +310,9 @@ import Testing
             "user=bob:0xZZ23456789abcdef0123456789abcdef",
             "key 'user': expected 'name:password' or 'name:0x' followed by a 32-digit hex key", "ZZ23"
         ),
-        ("api-key=t0k3nOnly", "key 'api-key': expected 'name:token'", "t0k3nOnly"),
-        ("api-key=ops:", "key 'api-key': expected 'name:token'", "ops:"),
+        ("api-key=t0k3nOnly", "key 'api-key': expected 'name:token' or 'name:token:admin'", "t0k3nOnly"),
+        ("api-key=ops:", "key 'api-key': expected 'name:token' or 'name:token:admin'", "ops:"),
+        ("api-key=ops::admin", "key 'api-key': expected 'name:token' or 'name:token:admin'", "ops::admin"),
         (
             "static-auth-secret=", "key 'static-auth-secret': expected a non-empty value of at most 4096 characters",
             "''"

@@ -96,3 +96,28 @@ def test_check_config_warns_about_a_plain_api_beyond_loopback(tmp_path):
     assert "without TLS" not in secured.stdout + secured.stderr
     local = subprocess.run(base, capture_output=True, text=True, timeout=30)
     assert "without TLS" not in local.stdout + local.stderr
+
+
+def test_admin_cli_over_https_verifies_the_certificate(tmp_path):
+    """`relayd sessions` over HTTPS: with --cacert, pinned to the api-cert of `-c`, and refused
+    when the self-signed certificate is not trusted."""
+    cert, key = make_test_cert(tmp_path / "api", "localhost")
+    token = "https-admin-token-0123456789abcdef"
+    server = RelayServer("relayd", tmp_path / "srv", extra_args=[
+        f"--api-cert={cert}", f"--api-pkey={key}", f"--api-key=ops:{token}:admin"])
+    with running(server):
+        api = f"https://localhost:{server.api_port}"
+        trusted = subprocess.run([server.binary, "sessions", "--api", api, "--token", token, "--cacert", str(cert)],
+                                 capture_output=True, text=True, timeout=30)
+        assert trusted.returncode == 0, trusted.stderr
+        assert trusted.stdout.split()[:2] == ["SESSION", "USER"]
+        untrusted = subprocess.run([server.binary, "sessions", "--api", api, "--token", token],
+                                   capture_output=True, text=True, timeout=30)
+        assert untrusted.returncode == 1 and "TLS handshake" in untrusted.stderr
+        conf = tmp_path / "admin.conf"
+        conf.write_text(f"use-auth-secret\nstatic-auth-secret={server.secret}\n"
+                        f"api-listening-ip=127.0.0.1\napi-listening-port={server.api_port}\n"
+                        f"api-cert={cert}\napi-pkey={key}\napi-key=ops:{token}:admin\n")
+        pinned = subprocess.run([server.binary, "sessions", "-c", str(conf)], capture_output=True, text=True,
+                                timeout=30)
+        assert pinned.returncode == 0, pinned.stderr

@@ -1,13 +1,22 @@
 extension RelayConfiguration {
-    /// A bearer token accepted by the credential service, from `api-key=name:token`.
+    /// A bearer token accepted by the HTTP API, from `api-key=name:token[:admin]`
+    /// (docs/admin.md).
     public struct APIKey: Hashable, Sendable {
+        /// What a key may do: mint credentials, or that and the admin API.
+        public enum Scope: String, Sendable {
+            case credentials
+            case admin
+        }
+
         /// Names the caller in logs; never the token.
         public var name: String
         public var token: String
+        public var scope: Scope
 
-        public init(name: String, token: String) {
+        public init(name: String, token: String, scope: Scope = .credentials) {
             self.name = name
             self.token = token
+            self.scope = scope
         }
     }
 }

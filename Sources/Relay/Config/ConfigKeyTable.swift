@@ -154,7 +154,7 @@ enum ConfigKeyTable {
         .address("api-listening-ip", \.apiListeningIP).needsRestart(),
         .port("api-listening-port", \.apiListeningPort).needsRestart(),
         .list(
-            "api-key", .apiKey, \.apiKeys, secret: true, show: { "\($0.name):\(RelayConfiguration.redaction)" },
+            "api-key", .apiKey, \.apiKeys, secret: true, show: { "\($0.name):\(RelayConfiguration.redaction)\($0.scope == .admin ? ":admin" : "")" },
             parse: ConfigValueParser.apiKey),
         .integer("credential-ttl", seconds, \.credentialTTL),
         .integer("credential-max-ttl", seconds, \.credentialMaxTTL),

@@ -106,10 +106,20 @@ enum ConfigValueParser {
     }
 
     static func apiKey(_ text: String?) throws(ConfigValueError) -> RelayConfiguration.APIKey {
-        guard let (name, token) = split(try required(text, .apiKey), at: ":") else {
+        guard let (name, whole) = split(try required(text, .apiKey), at: ":") else {
             throw ConfigValueError(expected: ConfigValueType.apiKey.expected)
         }
-        return .init(name: name, token: token)
+        var token = whole
+        // `name:token:admin` (or `:credentials`): the scope is the last field when it names one.
+        var scope = RelayConfiguration.APIKey.Scope.credentials
+        if let colon = token.lastIndex(of: ":"),
+            let named = RelayConfiguration.APIKey.Scope(rawValue: String(token[token.index(after: colon)...]))
+        {
+            scope = named
+            token = String(token[..<colon])
+            guard !token.isEmpty else { throw ConfigValueError(expected: ConfigValueType.apiKey.expected) }
+        }
+        return .init(name: name, token: token, scope: scope)
     }
 
     static func kernelOffload(_ text: String?) throws(ConfigValueError) -> RelayConfiguration.KernelOffload {

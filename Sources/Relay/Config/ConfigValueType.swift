@@ -63,7 +63,7 @@ enum ConfigValueType: Hashable, Sendable {
         case .user: return "'name:password' or 'name:0x' followed by a 32-digit hex key"
         case .externalIP: return "'public-ip' or 'public-ip/private-ip' of one address family"
         case .transportAddress: return "'ip', 'ip:port' or '[ipv6]:port'"
-        case .apiKey: return "'name:token'"
+        case .apiKey: return "'name:token' or 'name:token:admin'"
         case .logFormat: return "'text' or 'json'"
         case .offloadMode: return "'off', 'auto' or 'on'"
         case .passwordAlgorithms: return "'sha256' and/or 'md5' ('sha1' is md5), comma-separated, each once"

@@ -8,31 +8,41 @@ public struct APIKeyring: Sendable {
     struct Entry: Sendable {
         var name: String
         var digest: [UInt8]
+        var scope: RelayConfiguration.APIKey.Scope
     }
 
     let entries: [Entry]
 
     public init(keys: [RelayConfiguration.APIKey]) {
-        entries = keys.map { Entry(name: $0.name, digest: DigestAlgorithm.sha256.hash(Array($0.token.utf8))) }
+        entries = keys.map {
+            Entry(name: $0.name, digest: DigestAlgorithm.sha256.hash(Array($0.token.utf8)), scope: $0.scope)
+        }
     }
 
     public var isEmpty: Bool { entries.isEmpty }
 
     /// The name of the key whose token `authorization` carries (`Bearer <token>`), or nil.
-    public func authenticate(authorization: String?) -> String? {
-        guard let authorization, let token = Self.bearerToken(authorization) else { return nil }
-        return authenticate(token: token)
-    }
+    public func authenticate(authorization: String?) -> String? { key(authorization: authorization)?.name }
 
     /// The name of the key with this token, or nil; every key is compared, matched or not.
-    public func authenticate(token: Substring) -> String? {
-        let presented = DigestAlgorithm.sha256.hash(Array(token.utf8))
-        var match: String? = nil
-        for entry in entries where constantTimeEqual(entry.digest, presented) && match == nil {
-            match = entry.name
-        }
-        return match
+    public func authenticate(token: Substring) -> String? { key(token: token)?.name }
+
+    /// The name and scope of the key whose token `authorization` carries, or nil.
+    public func key(authorization: String?) -> (name: String, scope: RelayConfiguration.APIKey.Scope)? {
+        guard let authorization, let token = Self.bearerToken(authorization) else { return nil }
+        return key(token: token)
     }
+
+    /// The name and scope of the key with this token, or nil; every key is compared.
+    public func key(token: Substring) -> (name: String, scope: RelayConfiguration.APIKey.Scope)? {
+        let presented = DigestAlgorithm.sha256.hash(Array(token.utf8))
+        var match: Entry? = nil
+        for entry in entries where constantTimeEqual(entry.digest, presented) && match == nil { match = entry }
+        return match.map { ($0.name, $0.scope) }
+    }
+
+    /// Whether some key has the admin scope.
+    public var hasAdminKey: Bool { entries.contains { $0.scope == .admin } }
 
     /// The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1; the scheme is
     /// case-insensitive), nil for another scheme or an empty token.

@@ -27,11 +27,13 @@ public final class APIRouter {
     let registry: MetricsRegistry
     let health: ServiceHealth
     var logger: Logger
-    public private(set) var service: ServiceMetrics
+    public internal(set) var service: ServiceMetrics
     /// The cluster agent's state, in a cluster (docs/cluster.md).
     var cluster: (() -> ClusterSnapshot)?
     /// The process and listener metrics (`ServerMetrics`), read at scrape time.
     var server: (() -> ServerMetrics)?
+    /// The running server's allocations and blocklist, for the admin API (docs/admin.md).
+    public weak var admin: (any AdminControl)?
 
     public init(
         credentials: CredentialService, keyring: APIKeyring, registry: MetricsRegistry, health: ServiceHealth,
@@ -69,6 +71,9 @@ public final class APIRouter {
             guard request.method == .get || request.method == .head else { return methodNotAllowed(allow: "GET, HEAD") }
             return health.isReady ? .text(200, "ready\n") : .text(503, "not ready\n")
         default:
+            if listener == .api, let response = handleAdmin(request, now: now, monotonic: monotonic) {
+                return response
+            }
             return .error(404, "not_found", "no such resource")
         }
     }

@@ -103,7 +103,9 @@ public struct HTTPResponse: Sendable, Equatable {
         switch status {
         case 200: return "OK"
         case 400: return "Bad Request"
+        case 303: return "See Other"
         case 401: return "Unauthorized"
+        case 403: return "Forbidden"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
         case 413: return "Content Too Large"

@@ -152,6 +152,7 @@ final class EventLoop: RelaySocketProvider {
             core.update(context: context)
             flush()
         }
+        for task in mailbox.takeAdminTasks() { serve(task) }
         let requests = mailbox.takeRequests()
         let admitted = mailbox.takeAdmitted()
         guard !requests.isEmpty || !admitted.isEmpty else { return }

@@ -13,6 +13,8 @@ final class LoopMailbox: Sendable {
         var requests: [ForwardedRequest] = []
         /// Allocates back from the cluster's quota check, with Redis's answer (docs/cluster.md).
         var admitted: [AdmittedRequest] = []
+        /// The admin API's requests: list or end allocations (docs/admin.md).
+        var adminTasks: [AdminTask] = []
         /// The loop's wake-up event (an `event*` as an integer), 0 while no loop is attached.
         var event: UInt = 0
     }
@@ -59,6 +61,22 @@ final class LoopMailbox: Sendable {
         }
     }
 
+    /// From the main thread: an admin request every loop answers through `task.reply`.
+    func post(_ task: AdminTask) {
+        state.withLock { s in
+            s.adminTasks.append(task)
+            if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
+        }
+    }
+
+    /// On the loop thread: the admin requests posted since the last call.
+    func takeAdminTasks() -> [AdminTask] {
+        state.withLock { s in
+            defer { s.adminTasks.removeAll() }
+            return s.adminTasks
+        }
+    }
+
     /// On the loop thread: the answered admissions posted since the last call.
     func takeAdmitted() -> [AdmittedRequest] {
         state.withLock { s in
@@ -88,4 +106,22 @@ final class LoopMailbox: Sendable {
 struct AdmittedRequest: Sendable {
     let request: AdmissionRequest
     let admission: ClusterAdmission
+}
+
+/// What the admin API asks every loop thread (docs/admin.md).
+enum AdminOperation: Sendable {
+    case list(AllocationSelector)
+    case terminate(AllocationSelector)
+}
+
+/// One loop thread's answer to an `AdminOperation`.
+enum AdminAnswer: Sendable {
+    case records([AllocationRecord])
+    case terminated(Int)
+}
+
+/// An admin request posted to a loop, with where its answer goes (called on the loop thread).
+struct AdminTask: Sendable {
+    let operation: AdminOperation
+    let reply: @Sendable (AdminAnswer) -> Void
 }

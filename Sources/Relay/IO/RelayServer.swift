@@ -57,6 +57,8 @@ public final class RelayServer {
     let admissionInbox = AdmissionInbox()
     var clusterAgent: ClusterAgent?
     let startedAt = Int64(time(nil))
+    /// Users the admin API blocked (docs/admin.md); outlives reloads.
+    public let blocklist = UserBlocklist()
 
     public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
         evthread_use_pthreads()
@@ -100,6 +102,7 @@ public final class RelayServer {
             bandwidth: bandwidth, mobility: mobility)
         context.draining = drain.active
         context.cluster = clusterLink
+        context.blocklist = blocklist
         return context
     }
 
@@ -231,6 +234,7 @@ public final class RelayServer {
                 process: .current(), openStreamConnections: streams.limiter.total,
                 certificateExpiry: streams.tls.value?.notAfter)
         }
+        http.router.admin = self
         startCluster(base: base, http: http)
         defer { stopCluster() }
         health.markListening()

@@ -40,6 +40,14 @@ public enum RelaydMetrics {
             "relayd_allocations_deleted_total", .counter,
             help: "TURN allocations ended otherwise: Refresh with lifetime 0, connection closed, shutdown.")
         p.sample("relayd_allocations_deleted_total", [], c.allocationsDeleted)
+        p.family(
+            "relayd_allocations_terminated_total", .counter,
+            help: "TURN allocations an operator ended through the admin API (also counted as deleted).")
+        p.sample("relayd_allocations_terminated_total", [], c.allocationsTerminated)
+        p.family(
+            "relayd_blocked_user_allocates_total", .counter,
+            help: "Allocate requests refused with 403 because an operator blocked their user.")
+        p.sample("relayd_blocked_user_allocates_total", [], c.allocatesOfBlockedUsers)
         p.family("relayd_permissions_active", .gauge, help: "Live permissions over all allocations.")
         p.sample("relayd_permissions_active", [], m.permissionsActive)
         p.family("relayd_channels_active", .gauge, help: "Live channel bindings over all allocations.")
@@ -138,6 +146,10 @@ public enum RelaydMetrics {
         p.family("relayd_credential_requests_total", .counter, help: "Credential service requests, by result.")
         for result in ServiceMetrics.CredentialResult.allCases {
             p.sample("relayd_credential_requests_total", [("result", result.label)], service.credentials(result))
+        }
+        p.family("relayd_admin_requests_total", .counter, help: "Admin API requests, by HTTP status.")
+        for (status, count) in service.adminRequests.sorted(by: { $0.key < $1.key }) {
+            p.sample("relayd_admin_requests_total", [("code", "\(status)")], count)
         }
         p.family("relayd_loop_threads", .gauge, help: "Event loop threads serving STUN/TURN.")
         p.sample("relayd_loop_threads", [], UInt64(max(0, service.loopThreads)))

@@ -20,6 +20,8 @@ public struct ServiceMetrics: Sendable {
     }
 
     public var credentialRequests = [UInt64](repeating: 0, count: CredentialResult.allCases.count)
+    /// Admin API requests (docs/admin.md) by the HTTP status they got.
+    public var adminRequests: [Int: UInt64] = [:]
     /// Loop threads serving STUN/TURN.
     public var loopThreads = 1
 
@@ -28,4 +30,6 @@ public struct ServiceMetrics: Sendable {
     public mutating func count(_ result: CredentialResult) { credentialRequests[result.rawValue] &+= 1 }
 
     public func credentials(_ result: CredentialResult) -> UInt64 { credentialRequests[result.rawValue] }
+
+    public mutating func countAdmin(status: Int) { adminRequests[status, default: 0] &+= 1 }
 }

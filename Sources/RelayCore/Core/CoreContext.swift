@@ -40,6 +40,8 @@ public struct CoreContext: Sendable {
     public var mobility: MobilityTickets
     /// The cluster (docs/cluster.md): quotas across nodes and where to redirect; nil alone.
     public var cluster: ClusterLink?
+    /// Users an operator refused new allocations to (docs/admin.md); shared, kept across reloads.
+    public var blocklist = UserBlocklist()
 
     public init(
         settings: CoreSettings, credentials: CredentialStore, nonces: NonceGenerator, policy: PeerPolicy,

@@ -86,6 +86,8 @@ public enum AllocationEnd: String, Sendable {
     case expired
     case connectionClosed = "connection_closed"
     case shutdown
+    /// Ended by an operator through the admin API (docs/admin.md).
+    case terminated
 }
 
 /// One loop thread's counters: plain integers, written only by that thread, summed at scrape time.
@@ -94,6 +96,10 @@ public struct CoreCounters: Sendable {
     public var allocationsCreated: UInt64 = 0
     public var allocationsExpired: UInt64 = 0
     public var allocationsDeleted: UInt64 = 0
+    /// Allocations an operator ended through the admin API (also in `allocationsDeleted`).
+    public var allocationsTerminated: UInt64 = 0
+    /// Allocates refused with 403 because their user is blocked (docs/admin.md).
+    public var allocatesOfBlockedUsers: UInt64 = 0
     public var packetsToPeer: UInt64 = 0
     public var bytesToPeer: UInt64 = 0
     public var packetsToClient: UInt64 = 0
@@ -129,6 +135,8 @@ public struct CoreCounters: Sendable {
         allocationsCreated &+= other.allocationsCreated
         allocationsExpired &+= other.allocationsExpired
         allocationsDeleted &+= other.allocationsDeleted
+        allocationsTerminated &+= other.allocationsTerminated
+        allocatesOfBlockedUsers &+= other.allocatesOfBlockedUsers
         packetsToPeer &+= other.packetsToPeer
         bytesToPeer &+= other.bytesToPeer
         packetsToClient &+= other.packetsToClient

@@ -72,6 +72,11 @@ extension RelayCore {
             return reply(.allocationQuotaReached)
         }
         let userID = String(context.credentials.userID(of: auth.username))
+        // An operator blocked this user (docs/admin.md): refused on administrative grounds.
+        if context.blocklist.isBlocked(userID, now: wallTime(now)) {
+            counters.allocatesOfBlockedUsers += 1
+            return reply(.forbidden)
+        }
         var counted = false
         switch admit(message, origin: origin, user: userID, now: now) {
         case .wait: return

@@ -279,6 +279,7 @@ public final class RelayCore {
         context.quota.release(user: String(context.credentials.userID(of: allocation.username)))
         if let budget = allocation.bandwidth { context.bandwidth.release(budget.bytesPerSecond) }
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
+        if reason == .terminated { counters.allocationsTerminated += 1 }
         lifetimes.observe(seconds: now - allocation.created)
         outbox.emit(
             .sessionEnded(

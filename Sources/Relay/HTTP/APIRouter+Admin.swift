@@ -1,0 +1,212 @@
+import Foundation
+import Logging
+import RelayCore
+
+/// The admin API (docs/admin.md): live allocations across every loop thread, ending them, and
+/// blocking users. Every endpoint needs a key with the admin scope (`api-key=name:token:admin`).
+extension APIRouter {
+    public static let allocationsPath = "/api/v1/allocations"
+    public static let blocksPath = "/api/v1/blocks"
+    static let usersPrefix = "/api/v1/users/"
+    /// Allocations per page of `GET /api/v1/allocations`, by default and at most.
+    public static let defaultPageSize = 100
+    public static let maxPageSize = 1000
+    /// The longest block: a year.
+    public static let maxBlockSeconds = 366 * 86400
+
+    /// The answer for an admin path, or nil when `request` names none.
+    func handleAdmin(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse? {
+        guard let response = routeAdmin(request, now: now, monotonic: monotonic) else { return nil }
+        service.countAdmin(status: response.status)
+        return response
+    }
+
+    private func routeAdmin(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse? {
+        let path = request.path
+        if path == Self.allocationsPath {
+            return authorizedAdmin(request, monotonic: monotonic, allow: "GET, DELETE") { key, admin in
+                request.method == .get
+                    ? listAllocations(request, admin: admin) : terminateByUser(request, key: key, admin: admin)
+            }
+        }
+        if path.hasPrefix(Self.allocationsPath + "/") {
+            let session = String(path.dropFirst(Self.allocationsPath.count + 1))
+            return authorizedAdmin(request, monotonic: monotonic, allow: "GET, DELETE") { key, admin in
+                oneAllocation(session, request: request, key: key, admin: admin)
+            }
+        }
+        if path == Self.blocksPath {
+            return authorizedAdmin(request, monotonic: monotonic, allow: "GET") { _, admin in
+                .json(200, Self.blocksJSON(admin.blocklist.list(now: now)))
+            }
+        }
+        if path.hasPrefix(Self.usersPrefix), path.hasSuffix("/block") {
+            let encoded = path.dropFirst(Self.usersPrefix.count).dropLast("/block".count)
+            return authorizedAdmin(request, monotonic: monotonic, allow: "GET, POST, DELETE") { key, admin in
+                guard let user = QueryString.decode(encoded, plusIsSpace: false), Self.isValidUser(user) else {
+                    return .error(400, "invalid_user", "the user must be 1 to 256 characters without control characters")
+                }
+                return block(user, request: request, key: key, admin: admin, now: now)
+            }
+        }
+        return nil
+    }
+
+    /// Rate limit, then 401 without a valid key, 403 for a credentials-only key, 405 for another
+    /// method, 503 when the server cannot be asked; else `body`'s answer.
+    private func authorizedAdmin(
+        _ request: HTTPRequest, monotonic: Double, allow: String,
+        _ body: (_ key: String, _ admin: any AdminControl) -> HTTPResponse
+    ) -> HTTPResponse {
+        let key = keyring.key(authorization: request.header("Authorization"))
+        let bucket = key.map { "key:\($0.name)" } ?? "ip:\(request.clientIP)"
+        guard limiter.rate == 0 || limiter.allow(bucket, now: monotonic) else {
+            return .error(429, "rate_limited", "too many requests; retry later", headers: [.init("Retry-After", "1")])
+        }
+        guard let key else {
+            logger.warning(
+                "admin request without a valid API key",
+                metadata: ["event": "admin_unauthorized", "client": "\(request.clientIP)", "path": "\(request.path)"])
+            return .error(
+                401, "unauthorized", "an 'Authorization: Bearer <token>' header with an admin api-key is required",
+                headers: [.init("WWW-Authenticate", "Bearer realm=\"relayd\"")])
+        }
+        guard key.scope == .admin else {
+            return .error(403, "forbidden", "api-key '\(key.name)' has no admin scope (api-key=name:token:admin)")
+        }
+        let methods = allow.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard methods.contains(request.method.rawValue) else { return methodNotAllowed(allow: allow) }
+        guard let admin else { return .error(503, "admin_unavailable", "the server is not running its loops") }
+        return body(key.name, admin)
+    }
+
+    /// `GET /api/v1/allocations?user=U&limit=N&cursor=C`: ordered by session id; `next_cursor`
+    /// names where the next page starts.
+    private func listAllocations(_ request: HTTPRequest, admin: any AdminControl) -> HTTPResponse {
+        guard let query = QueryString.parse(request.query ?? "") else {
+            return .error(400, "invalid_request", "the query string is malformed")
+        }
+        var selector = AllocationSelector.all
+        var limit = Self.defaultPageSize
+        var cursor: String? = nil
+        for (name, value) in query {
+            switch name {
+            case "user": selector = .user(value)
+            case "limit":
+                guard let n = Int(value), (1...Self.maxPageSize).contains(n) else {
+                    return .error(400, "invalid_request", "limit must be an integer from 1 to \(Self.maxPageSize)")
+                }
+                limit = n
+            case "cursor": cursor = value
+            default: return .error(400, "invalid_request", "unknown parameter '\(name)'; expected user, limit, cursor")
+            }
+        }
+        guard let records = admin.allocations(selector) else { return loopsDidNotAnswer() }
+        let sorted = records.sorted { $0.session < $1.session }.filter { cursor == nil || $0.session > cursor! }
+        let page = Array(sorted.prefix(limit))
+        let next = sorted.count > limit ? page.last?.session : nil
+        return .json(200, Self.allocationsJSON(page, total: records.count, next: next))
+    }
+
+    /// `DELETE /api/v1/allocations?user=U`: ends every allocation of U.
+    private func terminateByUser(_ request: HTTPRequest, key: String, admin: any AdminControl) -> HTTPResponse {
+        guard let query = QueryString.parse(request.query ?? ""), query.count == 1, query[0].name == "user",
+            Self.isValidUser(query[0].value)
+        else {
+            return .error(
+                400, "invalid_request",
+                "DELETE \(Self.allocationsPath) needs ?user=U (one session: DELETE \(Self.allocationsPath)/{session})")
+        }
+        let user = query[0].value
+        guard let count = admin.terminate(.user(user)) else { return loopsDidNotAnswer() }
+        logger.notice(
+            "allocations terminated",
+            metadata: [
+                "event": "admin_terminate", "key": "\(key)", "user": "\(LogSafe.text(user))", "count": "\(count)",
+            ])
+        return .json(200, Self.terminatedJSON(count))
+    }
+
+    /// `GET` or `DELETE /api/v1/allocations/{session}`.
+    private func oneAllocation(_ session: String, request: HTTPRequest, key: String, admin: any AdminControl)
+        -> HTTPResponse
+    {
+        guard session.utf8.count == 16, session.utf8.allSatisfy({ Self.isLowerHex($0) }) else {
+            return .error(404, "not_found", "no allocation with session id '\(LogSafe.text(session))'")
+        }
+        if request.method == .get {
+            guard let records = admin.allocations(.session(session)) else { return loopsDidNotAnswer() }
+            guard let record = records.first else {
+                return .error(404, "not_found", "no allocation with session id '\(session)'")
+            }
+            var w = JSONWriter()
+            Self.write(record, to: &w)
+            return .json(200, w.text)
+        }
+        guard let count = admin.terminate(.session(session)) else { return loopsDidNotAnswer() }
+        guard count > 0 else { return .error(404, "not_found", "no allocation with session id '\(session)'") }
+        logger.notice(
+            "allocation terminated",
+            metadata: ["event": "admin_terminate", "key": "\(key)", "session": "\(session)", "count": "\(count)"])
+        return .json(200, Self.terminatedJSON(count))
+    }
+
+    /// `POST /api/v1/users/{user}/block` (`{"seconds": N}` or `?seconds=N`), `DELETE` to lift it,
+    /// `GET` to read it.
+    private func block(_ user: String, request: HTTPRequest, key: String, admin: any AdminControl, now: Int64)
+        -> HTTPResponse
+    {
+        switch request.method {
+        case .get:
+            guard let entry = admin.blocklist.list(now: now).first(where: { $0.user == user }) else {
+                return .error(404, "not_found", "user '\(user)' is not blocked")
+            }
+            return .json(200, Self.blockJSON(entry))
+        case .delete:
+            guard admin.blocklist.unblock(user) else { return .error(404, "not_found", "user '\(user)' is not blocked") }
+            logger.notice(
+                "user unblocked", metadata: ["event": "admin_unblock", "key": "\(key)", "user": "\(LogSafe.text(user))"])
+            return .json(200, "{\"user\":\(JSONWriter.quoted(user)),\"blocked\":false}")
+        default:
+            guard let seconds = Self.blockSeconds(request) else {
+                return .error(
+                    400, "invalid_request",
+                    "give the block's length as {\"seconds\": N} or ?seconds=N, N from 1 to \(Self.maxBlockSeconds)")
+            }
+            let entry = UserBlocklist.Entry(user: user, until: now + Int64(seconds))
+            guard admin.blocklist.block(user, until: entry.until) else {
+                return .error(503, "blocklist_full", "\(UserBlocklist.limit) users are blocked already")
+            }
+            logger.notice(
+                "user blocked",
+                metadata: [
+                    "event": "admin_block", "key": "\(key)", "user": "\(LogSafe.text(user))", "seconds": "\(seconds)",
+                ])
+            return .json(200, Self.blockJSON(entry))
+        }
+    }
+
+    private func loopsDidNotAnswer() -> HTTPResponse {
+        .error(503, "loops_unavailable", "a relay loop thread did not answer in time; try again")
+    }
+
+    static func blockSeconds(_ request: HTTPRequest) -> Int? {
+        struct Body: Decodable { var seconds: Int }
+        var seconds: Int? = nil
+        if let query = request.query, let pairs = QueryString.parse(query),
+            let value = pairs.first(where: { $0.name == "seconds" })?.value
+        {
+            seconds = Int(value)
+        } else if !request.body.isEmpty {
+            seconds = try? JSONDecoder().decode(Body.self, from: Data(request.body)).seconds
+        }
+        guard let seconds, (1...maxBlockSeconds).contains(seconds) else { return nil }
+        return seconds
+    }
+
+    static func isValidUser(_ user: String) -> Bool {
+        (1...256).contains(user.utf8.count) && !user.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    static func isLowerHex(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x66) }
+}

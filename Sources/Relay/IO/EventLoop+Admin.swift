@@ -1,0 +1,20 @@
+import RelayCore
+
+extension EventLoop {
+    /// Answers one admin request (docs/admin.md) on this loop thread: a list carries what the
+    /// kernel relayed up to now; allocations ended are flushed (sockets closed, routes withdrawn,
+    /// `allocation_deleted` logged) before the answer leaves.
+    func serve(_ task: AdminTask) {
+        let now = EventLoop.now()
+        switch task.operation {
+        case .list(let selector):
+            collectFastPathTraffic()
+            task.reply(.records(core.allocationRecords(selector, now: now)))
+        case .terminate(let selector):
+            if slotsInUse > 0 { flush() }
+            let count = core.terminateAllocations(selector, now: now)
+            flush()
+            task.reply(.terminated(count))
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import RelayCore
+
+extension RelayServer: AdminControl {
+    /// How long the main thread waits for every loop thread's answer. A loop answers between two
+    /// batches of packets, within milliseconds even under load; past this the API answers 503.
+    static let adminTimeout = 2.0
+
+    public func allocations(_ selector: AllocationSelector) -> [AllocationRecord]? {
+        guard let answers = askLoops(.list(selector)) else { return nil }
+        var records: [AllocationRecord] = []
+        for case .records(let some) in answers { records += some }
+        return records
+    }
+
+    public func terminate(_ selector: AllocationSelector) -> Int? {
+        guard let answers = askLoops(.terminate(selector)) else { return nil }
+        var total = 0
+        for case .terminated(let count) in answers { total += count }
+        return total
+    }
+
+    /// Posts `operation` to every loop thread and waits for all the answers (on the main
+    /// thread, which no loop ever waits for); nil after `adminTimeout`.
+    func askLoops(_ operation: AdminOperation) -> [AdminAnswer]? {
+        let answers = SharedState<[AdminAnswer]>([])
+        let arrived = DispatchSemaphore(value: 0)
+        for mailbox in mailboxes {
+            mailbox.post(
+                AdminTask(operation: operation) { answer in
+                    answers.withLock { $0.append(answer) }
+                    arrived.signal()
+                })
+        }
+        let deadline = DispatchTime.now() + Self.adminTimeout
+        for _ in mailboxes where arrived.wait(timeout: deadline) == .timedOut { return nil }
+        return answers.withLock { $0 }
+    }
+}

@@ -1,0 +1,63 @@
+import StunCodec
+
+/// One live allocation as the admin API lists it (docs/admin.md): a copy taken on its loop
+/// thread, so the main thread can render it while the loop goes on.
+public struct AllocationRecord: Sendable {
+    /// The id of its log lines (`session`): 16 hex digits.
+    public var session: String
+    /// The user id (the part after the REST separator, or the whole USERNAME).
+    public var user: String
+    public var fiveTuple: FiveTuple
+    /// The relayed addresses as the client was told them (advertised form): one, or two for a
+    /// dual allocation (RFC 8656 §7.2).
+    public var relayed: [TransportAddress]
+    public var ageSeconds: Int64
+    /// Seconds until the allocation expires unless refreshed (RFC 8656 §8).
+    public var remainingSeconds: Int64
+    /// Peer IPs with a live permission (RFC 8656 §9), and the seconds each has left.
+    public var permissions: [(peer: IPAddress, remainingSeconds: Int64)]
+    /// Bound channels (RFC 8656 §12): number, peer, seconds left.
+    public var channels: [(number: UInt16, peer: TransportAddress, remainingSeconds: Int64)]
+    /// What it relayed so far, in user space and in the kernel fast path (collected once a second).
+    public var traffic: TrafficCounters
+    /// Whether it holds a mobility ticket (RFC 8016).
+    public var mobile: Bool
+    /// The loop thread that holds it.
+    public var thread: Int
+
+    public init(
+        session: String, user: String, fiveTuple: FiveTuple, relayed: [TransportAddress], ageSeconds: Int64,
+        remainingSeconds: Int64, permissions: [(peer: IPAddress, remainingSeconds: Int64)],
+        channels: [(number: UInt16, peer: TransportAddress, remainingSeconds: Int64)], traffic: TrafficCounters,
+        mobile: Bool, thread: Int
+    ) {
+        self.session = session
+        self.user = user
+        self.fiveTuple = fiveTuple
+        self.relayed = relayed
+        self.ageSeconds = ageSeconds
+        self.remainingSeconds = remainingSeconds
+        self.permissions = permissions
+        self.channels = channels
+        self.traffic = traffic
+        self.mobile = mobile
+        self.thread = thread
+    }
+}
+
+/// Which allocations an admin request names.
+public enum AllocationSelector: Sendable, Hashable {
+    case all
+    /// The one with this `session` id.
+    case session(String)
+    /// Every allocation of this user id.
+    case user(String)
+
+    func matches(session: String, user: Substring) -> Bool {
+        switch self {
+        case .all: return true
+        case .session(let s): return s == session
+        case .user(let u): return u == user
+        }
+    }
+}

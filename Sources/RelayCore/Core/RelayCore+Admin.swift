@@ -1,0 +1,38 @@
+import StunCodec
+
+/// What the admin API asks of a loop thread (docs/admin.md): list its allocations, end some now.
+extension RelayCore {
+    /// This thread's allocations that `selector` names, as of monotonic `now`.
+    public func allocationRecords(_ selector: AllocationSelector, now: Int64) -> [AllocationRecord] {
+        var records: [AllocationRecord] = []
+        for allocation in byFiveTuple.values {
+            let user = context.credentials.userID(of: allocation.username)
+            guard selector.matches(session: allocation.session, user: user) else { continue }
+            var relayed = [allocation.advertisedAddress]
+            var remaining = allocation.expiry - now
+            if let additional = allocation.additional {
+                relayed.append(additional.advertisedAddress)
+                remaining = max(remaining, additional.expiry - now)
+            }
+            records.append(
+                AllocationRecord(
+                    session: allocation.session, user: String(user), fiveTuple: allocation.origin.fiveTuple,
+                    relayed: relayed, ageSeconds: now - allocation.created, remainingSeconds: max(0, remaining),
+                    permissions: allocation.permissions.filter { $0.expiry > now }.map { ($0.peer, $0.expiry - now) },
+                    channels: allocation.channels.filter { $0.expiry > now }.map { ($0.number, $0.peer, $0.expiry - now) },
+                    traffic: allocation.traffic, mobile: allocation.mobile, thread: context.threadIndex))
+        }
+        return records
+    }
+
+    /// Ends now every allocation of this thread that `selector` names, as if it had expired
+    /// (relay sockets closed, quota released, routes withdrawn, `allocation_deleted` logged with
+    /// reason `terminated`). The client's next Refresh gets 437 (RFC 8656 §8). Returns how many.
+    public func terminateAllocations(_ selector: AllocationSelector, now: Int64) -> Int {
+        let chosen = byFiveTuple.values.filter {
+            selector.matches(session: $0.session, user: context.credentials.userID(of: $0.username))
+        }
+        for allocation in chosen { delete(allocation, reason: .terminated, now: now) }
+        return chosen.count
+    }
+}

@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import Relay
+
+/// How `relayd sessions`, `kick` and `block` reach the admin API (docs/admin.md): from the
+/// configuration (`-c`: the API's address, its first admin key, its own certificate to trust),
+/// or from `--api` and `--token` / `RELAYD_API_TOKEN`.
+struct AdminConnection: ParsableArguments {
+    @Option(name: [.customShort("c"), .customLong("config")], help: "relayd.conf: where the API listens, and an admin api-key.")
+    var config: String?
+
+    @Option(help: "The API's base URL, e.g. https://turn.example.com:8443 (default: from -c, else http://127.0.0.1:8080).")
+    var api: String?
+
+    @Option(help: "An admin api-key's token (default: RELAYD_API_TOKEN, else the first admin api-key in -c).")
+    var token: String?
+
+    @Option(help: "Trust the CAs in this PEM file for an https API.")
+    var cacert: String?
+
+    @Flag(help: "Do not verify the API's TLS certificate.")
+    var insecure = false
+
+    func client() throws -> APIClient {
+        var endpoint = APIClient.Endpoint(host: "127.0.0.1", port: 8080, tls: false)
+        var configuredToken: String? = nil
+        if let config {
+            let c = try LoadedConfiguration.load(["-c", config]).configuration
+            let ip = c.apiListeningIP
+            let host = ip == .ipv4Any ? "127.0.0.1" : ip == .ipv6Any ? "::1" : "\(ip)"
+            endpoint = APIClient.Endpoint(host: host, port: c.apiListeningPort, tls: c.apiUsesTLS)
+            if c.apiUsesTLS { endpoint.pinnedCertificate = c.apiCert ?? c.cert }
+            configuredToken = c.apiKeys.first { $0.scope == .admin }?.token
+        }
+        if let api {
+            guard let parsed = APIClient.Endpoint(url: api) else {
+                throw ValidationError("--api: expected http://host:port or https://host:port")
+            }
+            endpoint = parsed
+        }
+        if let cacert {
+            endpoint.caFile = cacert
+            endpoint.pinnedCertificate = nil
+        }
+        endpoint.insecure = insecure
+        let environment = ProcessInfo.processInfo.environment["RELAYD_API_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let chosen = token ?? environment ?? configuredToken else {
+            throw ValidationError("no admin token: give --token, set RELAYD_API_TOKEN, or -c a configuration with api-key=name:token:admin")
+        }
+        return APIClient(endpoint: endpoint, token: chosen)
+    }
+
+    /// Sends the request; a non-2xx answer ends the command with the API's message.
+    func call(_ command: String, _ method: String, _ path: String, body: String? = nil) throws -> String {
+        let response: APIClient.Response
+        do {
+            response = try client().send(method, path, body: body)
+        } catch let failure as APIClient.Failure {
+            fail(command, failure.description)
+        }
+        guard (200..<300).contains(response.status) else {
+            let message = (try? JSONDecoder().decode(APIErrorBody.self, from: Data(response.body.utf8)))?.message
+            fail(command, "HTTP \(response.status): \(message ?? response.body)")
+        }
+        return response.body
+    }
+
+    func fail(_ command: String, _ message: String) -> Never {
+        FileHandle.standardError.write(Data("relayd \(command): \(message)\n".utf8))
+        Foundation.exit(1)
+    }
+
+    struct APIErrorBody: Decodable {
+        var message: String
+    }
+
+    /// A path segment or query value, percent-encoded.
+    static func encode(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
