@@ -13,6 +13,7 @@ from conftest import REPO_ROOT, RelayServer, running, server_kind
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own HTTP API")
 
+ADMIN_TOKEN = "openapi-admin-token-0123456789"
 SPEC = REPO_ROOT / "docs" / "openapi.yaml"
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance," \
          "response_schema_conformance"
@@ -20,7 +21,8 @@ CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,re
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    relay = RelayServer("relayd", tmp_path_factory.mktemp("relayd-openapi"), extra_args=["--api-rate-limit=0"])
+    relay = RelayServer("relayd", tmp_path_factory.mktemp("relayd-openapi"),
+                        extra_args=["--api-rate-limit=0", f"--api-key=ops:{ADMIN_TOKEN}:admin"])
     with running(relay):
         yield relay
 
@@ -40,8 +42,15 @@ def schemathesis(server: RelayServer, *extra: str) -> str:
 
 def test_the_api_conforms_to_its_spec_with_a_token(server):
     out = schemathesis(server, "-H", f"Authorization: Bearer {server.api_token}")
-    assert "Collected API operations: 5" in out
+    assert "Collected API operations: 13" in out
     assert "not_a_server_error" in out and "FAILED" not in out
+
+
+def test_the_admin_api_conforms_to_its_spec_with_an_admin_token(server):
+    out = schemathesis(server, "-H", f"Authorization: Bearer {ADMIN_TOKEN}")
+    assert "Collected API operations: 13" in out
+    assert "FAILED" not in out
+    assert server.is_running()
 
 
 def test_the_api_conforms_to_its_spec_without_a_token(server):
