@@ -27,6 +27,17 @@ import Testing
             }
         }
 
+        func userTraffic() -> [UserTraffic]? {
+            guard answers else { return nil }
+            var users: [String: UserTraffic] = [:]
+            for r in records {
+                users[r.user, default: UserTraffic(user: r.user, allocations: 0, traffic: TrafficCounters())]
+                    .allocations += 1
+                users[r.user]!.traffic += r.traffic
+            }
+            return Array(users.values)
+        }
+
         func terminate(_ selector: AllocationSelector) -> Int? {
             guard let chosen = allocations(selector) else { return nil }
             terminated.append(selector)

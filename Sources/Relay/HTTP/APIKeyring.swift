@@ -41,6 +41,11 @@ public struct APIKeyring: Sendable {
         return match.map { ($0.name, $0.scope) }
     }
 
+    /// The scope of the key named `name`, nil when no key has that name (any more).
+    public func scope(named name: String) -> RelayConfiguration.APIKey.Scope? {
+        entries.first { $0.name == name }?.scope
+    }
+
     /// Whether some key has the admin scope.
     public var hasAdminKey: Bool { entries.contains { $0.scope == .admin } }
 

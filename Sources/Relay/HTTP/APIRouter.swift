@@ -34,6 +34,12 @@ public final class APIRouter {
     var server: (() -> ServerMetrics)?
     /// The running server's allocations and blocklist, for the admin API (docs/admin.md).
     public weak var admin: (any AdminControl)?
+    /// Relayed totals sampled once a second, for the status page's rates.
+    public internal(set) var trafficHistory = TrafficHistory()
+    /// The status page's logged-in browsers.
+    var statusSessions = StatusSessions()
+    /// The API listener speaks HTTPS: the status cookie gets `Secure`.
+    var secureCookies = false
 
     public init(
         credentials: CredentialService, keyring: APIKeyring, registry: MetricsRegistry, health: ServiceHealth,
@@ -70,12 +76,24 @@ public final class APIRouter {
         case "/readyz":
             guard request.method == .get || request.method == .head else { return methodNotAllowed(allow: "GET, HEAD") }
             return health.isReady ? .text(200, "ready\n") : .text(503, "not ready\n")
+        case "/status" where listener == .api, "/status/login" where listener == .api,
+            "/status/logout" where listener == .api:
+            return handleStatus(request, now: now, monotonic: monotonic)
         default:
             if listener == .api, let response = handleAdmin(request, now: now, monotonic: monotonic) {
                 return response
             }
             return .error(404, "not_found", "no such resource")
         }
+    }
+
+    /// Called once a second on the main thread: the relayed totals, for the status page's rates.
+    public func sampleTraffic(monotonic: Double) {
+        let c = registry.total().counters
+        trafficHistory.record(
+            TrafficCounters(
+                packetsToPeer: c.packetsToPeer, bytesToPeer: c.bytesToPeer, packetsToClient: c.packetsToClient,
+                bytesToClient: c.bytesToClient), at: monotonic)
     }
 
     /// The Prometheus page: every loop thread's latest snapshot summed, plus this service's counters.

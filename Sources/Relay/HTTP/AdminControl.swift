@@ -9,5 +9,7 @@ public protocol AdminControl: AnyObject {
     /// Ends the allocations `selector` names on every loop thread; how many, nil when a loop did
     /// not answer in time (it still ends them when it gets to the request).
     func terminate(_ selector: AllocationSelector) -> Int?
+    /// The users with live allocations, summed over every loop thread; nil as above.
+    func userTraffic() -> [UserTraffic]?
     var blocklist: UserBlocklist { get }
 }

@@ -70,6 +70,7 @@ final class HTTPService {
     func start() throws(RelayServer.StartError) -> [String] {
         let (api, prometheus) = addresses
         var warnings: [String] = []
+        router.secureCookies = configuration.apiUsesTLS
         if configuration.apiUsesTLS {
             do {
                 apiTLS = try TLSContext(configuration: configuration.apiTLSConfiguration)

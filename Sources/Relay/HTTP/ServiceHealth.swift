@@ -20,4 +20,6 @@ public final class ServiceHealth: Sendable {
     public func setDraining(_ draining: Bool) { state.withLock { $0.draining = draining } }
 
     public var isReady: Bool { state.withLock { $0.listening && !$0.draining } }
+
+    public var isDraining: Bool { state.withLock { $0.draining } }
 }

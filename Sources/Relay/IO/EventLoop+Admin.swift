@@ -10,6 +10,9 @@ extension EventLoop {
         case .list(let selector):
             collectFastPathTraffic()
             task.reply(.records(core.allocationRecords(selector, now: now)))
+        case .userTraffic:
+            collectFastPathTraffic()
+            task.reply(.users(core.userTraffic()))
         case .terminate(let selector):
             if slotsInUse > 0 { flush() }
             let count = core.terminateAllocations(selector, now: now)

@@ -112,12 +112,15 @@ struct AdmittedRequest: Sendable {
 enum AdminOperation: Sendable {
     case list(AllocationSelector)
     case terminate(AllocationSelector)
+    /// Live allocations summed by user (the status page).
+    case userTraffic
 }
 
 /// One loop thread's answer to an `AdminOperation`.
 enum AdminAnswer: Sendable {
     case records([AllocationRecord])
     case terminated(Int)
+    case users([String: UserTraffic])
 }
 
 /// An admin request posted to a loop, with where its answer goes (called on the loop thread).

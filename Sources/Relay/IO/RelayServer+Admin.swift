@@ -20,6 +20,19 @@ extension RelayServer: AdminControl {
         return total
     }
 
+    public func userTraffic() -> [UserTraffic]? {
+        guard let answers = askLoops(.userTraffic) else { return nil }
+        var users: [String: UserTraffic] = [:]
+        for case .users(let some) in answers {
+            for (user, t) in some {
+                users[user, default: UserTraffic(user: user, allocations: 0, traffic: TrafficCounters())].allocations +=
+                    t.allocations
+                users[user]!.traffic += t.traffic
+            }
+        }
+        return Array(users.values)
+    }
+
     /// Posts `operation` to every loop thread and waits for all the answers (on the main
     /// thread, which no loop ever waits for); nil after `adminTimeout`.
     func askLoops(_ operation: AdminOperation) -> [AdminAnswer]? {

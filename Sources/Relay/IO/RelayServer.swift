@@ -248,6 +248,13 @@ public final class RelayServer {
         fastPath?.detachAll()
     }
 
+    /// Seconds on CLOCK_MONOTONIC, as the HTTP listener hands the router.
+    static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1_000_000_000
+    }
+
     func stopLoops() {
         for raw in loops.value {
             event_base_loopexit(OpaquePointer(bitPattern: raw), nil)
@@ -263,6 +270,10 @@ public final class RelayServer {
             LoopEvent(base: base, signal: SIGINT) { [unowned self] in stopSignal("SIGINT") },
             LoopEvent(base: base, signal: SIGUSR1) { [unowned self] in startDrain(exitWhenDone: false, signal: "SIGUSR1") },
             LoopEvent(base: base, signal: SIGHUP) { [unowned self] in reload() },
+            // The status page's rates (docs/admin.md).
+            LoopEvent(base: base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in
+                http?.router.sampleTraffic(monotonic: Self.monotonicSeconds())
+            },
         ]
         if let interval = notifier.watchdogInterval {
             let half = interval / 2

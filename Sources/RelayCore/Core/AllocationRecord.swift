@@ -61,3 +61,19 @@ public enum AllocationSelector: Sendable, Hashable {
         }
     }
 }
+
+/// One user's live allocations and what they relayed so far: the status page's "top users".
+public struct UserTraffic: Sendable, Equatable {
+    public var user: String
+    public var allocations: Int
+    public var traffic: TrafficCounters
+
+    public init(user: String, allocations: Int, traffic: TrafficCounters) {
+        self.user = user
+        self.allocations = allocations
+        self.traffic = traffic
+    }
+
+    /// Bytes in both directions.
+    public var bytes: UInt64 { traffic.bytesToPeer &+ traffic.bytesToClient }
+}

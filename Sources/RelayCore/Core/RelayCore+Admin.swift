@@ -35,4 +35,15 @@ extension RelayCore {
         for allocation in chosen { delete(allocation, reason: .terminated, now: now) }
         return chosen.count
     }
+
+    /// This thread's live allocations summed by user.
+    public func userTraffic() -> [String: UserTraffic] {
+        var users: [String: UserTraffic] = [:]
+        for allocation in byFiveTuple.values {
+            let user = String(context.credentials.userID(of: allocation.username))
+            users[user, default: UserTraffic(user: user, allocations: 0, traffic: TrafficCounters())].allocations += 1
+            users[user]!.traffic += allocation.traffic
+        }
+        return users
+    }
 }

@@ -1,0 +1,88 @@
+import Foundation
+import Logging
+import RelayCore
+
+/// The status page (docs/admin.md): `GET /status` for an admin token (`Authorization: Bearer`)
+/// or a session cookie from the login form (`POST /status/login`); `POST /status/logout` ends it and shows the form again.
+extension APIRouter {
+    func handleStatus(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
+        switch (request.path, request.method) {
+        case ("/status", .get), ("/status", .head):
+            return statusPage(request, now: now, monotonic: monotonic)
+        case ("/status/login", .post):
+            return login(request, monotonic: monotonic)
+        case ("/status/logout", .post):
+            if let id = StatusSessions.id(in: request) { statusSessions.close(id) }
+            var out = html(200, StatusPage.login(message: "Logged out."))
+            out.headers.append(
+                .init("Set-Cookie", "\(StatusSessions.cookieName)=; Max-Age=0; Path=/status; HttpOnly; SameSite=Strict"))
+            return out
+        case ("/status", _):
+            return methodNotAllowed(allow: "GET, HEAD")
+        default:
+            return methodNotAllowed(allow: "POST")
+        }
+    }
+
+    private func statusPage(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
+        if let bearer = request.header("Authorization") {
+            guard let key = keyring.key(authorization: bearer) else {
+                return html(401, StatusPage.login(message: "That token matches no api-key."))
+            }
+            guard key.scope == .admin else {
+                return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope."))
+            }
+        } else {
+            guard let id = StatusSessions.id(in: request), let name = statusSessions.key(of: id, now: monotonic) else {
+                return html(401, StatusPage.login(message: nil))
+            }
+            guard keyring.scope(named: name) == .admin else {
+                statusSessions.close(id)
+                return html(401, StatusPage.login(message: "The api-key you logged in with is no longer an admin key."))
+            }
+        }
+        let server = server?()
+        let users = admin?.userTraffic()?.sorted { ($0.bytes, $1.user) > ($1.bytes, $0.user) }
+        let view = StatusView(
+            version: RelaydVersion.string,
+            uptimeSeconds: server.map { max(0, Int(Double(now) - $0.process.startTime)) } ?? 0,
+            draining: health.isDraining, loopThreads: service.loopThreads, metrics: registry.total(),
+            rates: trafficHistory.rates(), topUsers: users,
+            openStreamConnections: server?.openStreamConnections ?? 0, credentialsIssued: service.credentials(.issued))
+        return html(200, request.method == .head ? "" : StatusPage.render(view))
+    }
+
+    /// The login form's POST: `token=<admin token>` (form-encoded), rate-limited per client IP.
+    private func login(_ request: HTTPRequest, monotonic: Double) -> HTTPResponse {
+        guard limiter.rate == 0 || limiter.allow("ip:\(request.clientIP)", now: monotonic) else {
+            return html(429, StatusPage.login(message: "Too many attempts; wait a second."))
+        }
+        let form = QueryString.parse(String(decoding: request.body, as: UTF8.self)) ?? []
+        guard let token = form.first(where: { $0.name == "token" })?.value, let key = keyring.key(token: Substring(token))
+        else {
+            logger.warning(
+                "status page login refused", metadata: ["event": "status_login_refused", "client": "\(request.clientIP)"])
+            return html(401, StatusPage.login(message: "That token matches no api-key."))
+        }
+        guard key.scope == .admin else {
+            return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope."))
+        }
+        let id = statusSessions.open(for: key.name, now: monotonic)
+        logger.notice(
+            "status page login", metadata: ["event": "status_login", "key": "\(key.name)", "client": "\(request.clientIP)"])
+        let maxAge = Int(StatusSessions.lifetime)
+        return seeOther(
+            "/status",
+            cookie: "\(StatusSessions.cookieName)=\(id); Max-Age=\(maxAge); Path=/status; HttpOnly; SameSite=Strict"
+                + (secureCookies ? "; Secure" : ""))
+    }
+
+    private func html(_ status: Int, _ body: String) -> HTTPResponse {
+        HTTPResponse(status: status, headers: StatusPage.headers, body: Array(body.utf8))
+    }
+
+    private func seeOther(_ location: String, cookie: String) -> HTTPResponse {
+        HTTPResponse(
+            status: 303, headers: StatusPage.headers + [.init("Location", location), .init("Set-Cookie", cookie)])
+    }
+}

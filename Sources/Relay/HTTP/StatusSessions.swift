@@ -1,0 +1,60 @@
+import StunCodec
+
+/// The status page's browser sessions (docs/admin.md): a random 256-bit id in an HttpOnly,
+/// SameSite=Strict cookie, mapped to the admin key that logged in and an expiry. Lives on the
+/// main thread with the router. A session whose key was removed or lost its admin scope (a
+/// reload) ends at its next use.
+struct StatusSessions {
+    struct Session {
+        var key: String
+        var expires: Double
+    }
+
+    static let cookieName = "relayd_status"
+    /// Seconds a login lasts.
+    static let lifetime = 12 * 3600.0
+    /// Sessions held at most; a new login past it replaces the one closest to expiry.
+    static let limit = 1024
+
+    private var sessions: [String: Session] = [:]
+
+    /// A new session for `key`; returns its id.
+    mutating func open(for key: String, now: Double) -> String {
+        sessions = sessions.filter { $0.value.expires > now }
+        if sessions.count >= Self.limit, let oldest = sessions.min(by: { $0.value.expires < $1.value.expires }) {
+            sessions[oldest.key] = nil
+        }
+        var random = SystemRandomNumberGenerator()
+        let id = (0..<4).map { _ in
+            let hex = String(random.next() as UInt64, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+        sessions[id] = Session(key: key, expires: now + Self.lifetime)
+        return id
+    }
+
+    /// The key name of live session `id`, or nil.
+    mutating func key(of id: String, now: Double) -> String? {
+        guard let session = sessions[id] else { return nil }
+        guard session.expires > now else {
+            sessions[id] = nil
+            return nil
+        }
+        return session.key
+    }
+
+    mutating func close(_ id: String) { sessions[id] = nil }
+
+    /// The session id the request's `Cookie` header carries (RFC 6265 §5.4), if any.
+    static func id(in request: HTTPRequest) -> String? {
+        for header in request.headers where header.name.lowercased() == "cookie" {
+            for pair in header.value.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == cookieName {
+                    return String(parts[1].trimmingCharacters(in: .whitespaces))
+                }
+            }
+        }
+        return nil
+    }
+}
