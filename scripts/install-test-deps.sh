@@ -14,6 +14,9 @@ APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS test
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
 APT_PACKAGES+=(chromium chromium-driver)  # a real WebRTC stack (Tests/integration/test_browser.py)
 APT_PACKAGES+=(nftables)  # NATs between network namespaces (Tests/integration/test_nat.py)
+# The Debian package's build and checks (scripts/package-deb.sh, Tests/integration/test_package.py):
+# dpkg-shlibdeps, lintian, systemd-analyze, and man to render the generated pages.
+APT_PACKAGES+=(dpkg-dev lintian systemd man-db)
 # Validated with pytest 9.0.3 and aiortc 1.16.0 (aioice 0.13.0). aiortc 1.16 is
 # the first release with RTCConfiguration.iceTransportPolicy, which
 # test_aiortc.py uses to keep both peers relay-only; the upper bound keeps an

@@ -1,0 +1,162 @@
+"""The Debian package (scripts/package-deb.sh, docs/operations.md): lintian finds no error; on
+this machine, `dpkg -i` installs a relayd that runs, its unit passes `systemd-analyze verify`
+and points at the installed files, the `relayd` user exists and reads the configuration, and
+`dpkg -r` then `dpkg -P` leave nothing behind but what Debian Policy allows (the conffiles
+after a remove; the system user after a purge). Runs as root, as CI does."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import stunclient
+from conftest import REPO_ROOT, free_port, free_port_range
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="installs a package: needs root"),
+    pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="not a Debian system"),
+]
+
+BUILD_TIMEOUT = 1800
+# What a purge may leave or change outside the package's own files.
+ALLOWED_AFTER_PURGE = re.compile(
+    r"^/etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$|^/var/lib/dpkg/|^/var/log/(dpkg\.log|apt/)|"
+    r"^/var/cache/|^/var/lib/apt/|^/var/lib/systemd/deb-systemd-")
+SNAPSHOT_ROOTS = ["/etc", "/usr", "/lib", "/var/lib", "/var/log", "/opt/relayd", "/srv"]
+
+
+def run(*cmd: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, f"{' '.join(cmd)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def snapshot() -> set[str]:
+    paths: set[str] = set()
+    for root in SNAPSHOT_ROOTS:
+        for directory, dirs, files in os.walk(root):
+            if directory.startswith(("/var/lib/dpkg", "/var/cache", "/var/lib/apt", "/usr/share/doc-base")):
+                continue
+            paths.update(os.path.join(directory, name) for name in dirs + files)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory) -> Path:
+    if subprocess.run(["dpkg", "-s", "relayd"], capture_output=True).returncode == 0:
+        pytest.fail("a relayd package is installed already; remove it before this test", pytrace=False)
+    out = tmp_path_factory.mktemp("deb")
+    result = subprocess.run([str(REPO_ROOT / "scripts" / "package-deb.sh")], capture_output=True, text=True,
+                            timeout=BUILD_TIMEOUT, env={**os.environ, "OUT_DIR": str(out)}, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    path = Path(result.stdout.strip().splitlines()[-1])
+    assert path.name == f"relayd_{version()}_amd64.deb" and path.is_file()
+    return path
+
+
+def version() -> str:
+    text = (REPO_ROOT / "Sources" / "RelayCore" / "Core" / "Version.swift").read_text()
+    return re.search(r'string = "relayd ([^"]+)"', text).group(1)
+
+
+def test_lintian_finds_no_error_nor_warning(deb):
+    result = run("lintian", "--fail-on", "error", "--display-level", ">=warning", str(deb), timeout=600,
+                 check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not re.search(r"^[EW]: ", result.stdout, re.MULTILINE), result.stdout
+
+
+def test_contents_and_control(deb):
+    contents = run("dpkg-deb", "--contents", str(deb)).stdout
+    for path in ("./usr/bin/relayd", "./usr/lib/relayd/relayd_fastpath.bpf.o", "./etc/relayd/relayd.conf",
+                 "./etc/logrotate.d/relayd", "./lib/systemd/system/relayd.service",
+                 "./usr/share/man/man8/relayd.8.gz", "./usr/share/man/man8/relayd-sessions.8.gz",
+                 "./usr/share/doc/relayd/copyright", "./usr/share/doc/relayd/changelog.gz"):
+        assert re.search(rf"\s{re.escape(path)}$", contents, re.MULTILINE), f"{path} not in the package"
+    control = run("dpkg-deb", "--field", str(deb)).stdout
+    assert f"Version: {version()}" in control
+    depends = re.search(r"^Depends: (.*)$", control, re.MULTILINE).group(1)
+    for library in ("libevent", "libssl3", "libbpf", "libhiredis", "libc6", "adduser"):
+        assert library in depends, depends
+    # The Swift runtime is linked in: the binary needs no library from the toolchain.
+    conffiles = run("dpkg-deb", "--info", str(deb), "conffiles").stdout.split()
+    assert conffiles == ["/etc/relayd/relayd.conf", "/etc/logrotate.d/relayd"]
+
+
+def test_install_run_remove_purge(deb, tmp_path):
+    before = snapshot()
+    installed = False
+    try:
+        run("dpkg", "-i", str(deb), timeout=300)
+        installed = True
+        binary = Path("/usr/bin/relayd")
+        assert run(str(binary), "--version").stdout.strip() == f"relayd {version()}"
+        needed = run("ldd", str(binary)).stdout
+        assert "swift" not in needed.lower(), needed
+
+        # The unit verifies and points at what the package installed.
+        unit = Path("/lib/systemd/system/relayd.service")
+        run("systemd-analyze", "verify", str(unit))
+        exec_start = re.search(r"^ExecStart=(\S+) -c (\S+)$", unit.read_text(), re.MULTILINE)
+        assert exec_start and exec_start.groups() == ("/usr/bin/relayd", "/etc/relayd/relayd.conf")
+        assert Path(exec_start.group(1)).is_file() and Path(exec_start.group(2)).is_file()
+
+        # The service user, and a configuration only it (and root) can read.
+        user = pwd.getpwnam("relayd")
+        assert user.pw_shell in ("/usr/sbin/nologin", "/bin/false") and user.pw_uid < 1000
+        conf = os.stat("/etc/relayd/relayd.conf")
+        assert conf.st_mode & 0o777 == 0o640 and grp.getgrgid(conf.st_gid).gr_name == "relayd"
+        log_dir = os.stat("/var/log/relayd")
+        assert pwd.getpwuid(log_dir.st_uid).pw_name == "relayd"
+        run("su", "-s", "/bin/sh", "relayd", "-c", "test -r /etc/relayd/relayd.conf")
+
+        # Man pages render; the configuration checks out.
+        run("man", "-l", "-Tutf8", "/usr/share/man/man8/relayd.8.gz")
+        assert "relayd" in run("man", "-l", "-Tutf8", "/usr/share/man/man8/relayd-sessions.8.gz").stdout
+        run(str(binary), "check-config", "-c", "/etc/relayd/relayd.conf")
+
+        # The installed binary serves: a STUN Binding on loopback, as the relayd user.
+        port = free_port()
+        relays = free_port_range(20)
+        api = free_port(avoid=relays)
+        proc = subprocess.Popen(
+            ["setpriv", "--reuid=relayd", "--regid=relayd", "--clear-groups", str(binary),
+             "-c", "/etc/relayd/relayd.conf", "--listening-ip=127.0.0.1", f"--listening-port={port}",
+             "--relay-ip=127.0.0.1", f"--min-port={relays.start}", f"--max-port={relays.stop - 1}",
+             "--no-tls", "--no-tcp", f"--api-listening-port={api}", "--static-auth-secret=package-test-secret",
+             "--drain-timeout=0"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            client = stunclient.TurnClient(("127.0.0.1", port), attempts=8)
+            response = client.binding()
+            assert response.xor_address(stunclient.Attr.XOR_MAPPED_ADDRESS)[0] == "127.0.0.1"
+            client.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+        # Remove: the binary goes, the conffiles stay.
+        run("dpkg", "-r", "relayd", timeout=300)
+        assert not binary.exists() and not unit.exists()
+        assert Path("/etc/relayd/relayd.conf").exists()
+        assert "deinstall ok config-files" in run("dpkg", "-s", "relayd", check=False).stdout
+        # Purge: nothing of the package is left.
+        run("dpkg", "-P", "relayd", timeout=300)
+        installed = False
+        assert run("dpkg", "-s", "relayd", check=False).returncode != 0
+        after = snapshot()
+        added = sorted(p for p in after - before if not ALLOWED_AFTER_PURGE.search(p))
+        removed = sorted(p for p in before - after if not ALLOWED_AFTER_PURGE.search(p))
+        assert added == [] and removed == [], f"left behind: {added[:20]}; gone: {removed[:20]}"
+        pwd.getpwnam("relayd")  # the system user may stay (Debian Policy §9.2.2)
+    finally:
+        if installed:
+            subprocess.run(["dpkg", "-P", "relayd"], capture_output=True, timeout=300)
