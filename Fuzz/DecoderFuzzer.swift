@@ -9,11 +9,20 @@ public func fuzzDecoders(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     DecoderFuzzer.message(input)
     DecoderFuzzer.channelData(input)
     DecoderFuzzer.stream(input)
+    DecoderFuzzer.classic(input)
     return 0
 }
 
 /// The checks behind `fuzzDecoders`, one per way bytes reach the codec.
 enum DecoderFuzzer {
+    /// A datagram as an RFC 3489 Binding request (`rfc3489-compatibility`): when it parses, it
+    /// was exactly the header's length, and the echoed transaction ID is its 16 bytes.
+    static func classic(_ bytes: UnsafeRawBufferPointer) {
+        guard let request = try? ClassicBindingRequest(parsing: bytes) else { return }
+        require(request.length == bytes.count && request.transactionID.count == 16, "classic request misread")
+        require(Array(bytes[4..<20]) == request.transactionID, "classic transaction ID misread")
+    }
+
     /// Keys under which the seed corpus's integrity attributes verify: the RFC 5769 short-term
     /// password, the RFC 5769 §2.4 long-term key, and MD5("alice:relayd.test:secret") of
     /// Fuzz/make_corpus.py.

@@ -11,12 +11,16 @@ set -euo pipefail
 APT_PACKAGES=(coturn libevent-dev libssl-dev libhiredis-dev pkg-config iproute2)
 APT_PACKAGES+=(redis-server)  # the cluster's shared store (Tests/integration/test_cluster.py starts its own)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
+APT_PACKAGES+=(curl)  # the docs' curl commands, run by Tests/integration/test_docs.py
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
 APT_PACKAGES+=(chromium chromium-driver)  # a real WebRTC stack (Tests/integration/test_browser.py)
 APT_PACKAGES+=(nftables)  # NATs between network namespaces (Tests/integration/test_nat.py)
 # The Debian package's build and checks (scripts/package-deb.sh, Tests/integration/test_package.py):
 # dpkg-shlibdeps, lintian, systemd-analyze, and man to render the generated pages.
 APT_PACKAGES+=(dpkg-dev lintian systemd man-db)
+# Independent NAT behaviour discovery clients (Tests/integration/test_nat_discovery.py): the
+# classic RFC 3489 client, and pion/stun's RFC 5780 tool built from Debian's Go sources.
+APT_PACKAGES+=(stun-client golang-go golang-github-pion-stun-dev)
 # Validated with pytest 9.0.3 and aiortc 1.16.0 (aioice 0.13.0). aiortc 1.16 is
 # the first release with RTCConfiguration.iceTransportPolicy, which
 # test_aiortc.py uses to keep both peers relay-only; the upper bound keeps an
@@ -118,7 +122,8 @@ stop_coturn_service
 
 stop_redis_service
 
-for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl redis-server; do
+for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl redis-server \
+    stun go lintian dpkg-shlibdeps systemd-analyze curl; do
     command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
 done
 
@@ -132,5 +137,13 @@ else
     log "python packages already installed: pytest aiortc selenium kubernetes-validate schemathesis"
 fi
 "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1 || { log "missing after install: a Python package of: ${PIP_PACKAGES[*]}"; exit 1; }
+# pynat (validated with 0.7.0), a classic NAT type client: its setup.py imports six, so it is
+# built without build isolation once six and wheel are there.
+if ! "$PYTHON" -c 'import pynat' >/dev/null 2>&1; then
+    log "$PYTHON -m pip install pynat"
+    "$PYTHON" -m pip install -q --disable-pip-version-check six wheel
+    "$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation "pynat>=0.7,<0.8"
+fi
+"$PYTHON" -c 'import pynat' >/dev/null 2>&1 || { log "missing after install: pynat"; exit 1; }
 "$PYTHON" -c 'import pytest, aiortc, aioice, selenium; print("install-test-deps: pytest", pytest.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__, "selenium", selenium.__version__)' >&2
 log "ok"

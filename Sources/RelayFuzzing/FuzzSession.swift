@@ -23,6 +23,11 @@ public final class FuzzSession {
     static let secret = "core-fuzz-secret"
     static let start: Int64 = 1_700_000_000
     static let server = TransportAddress("192.0.2.100:3478")!
+    /// The UDP listeners: two IPs and two ports, so NAT behaviour discovery (RFC 5780) has an
+    /// alternate address; the first is `server`, on the socket the tuples use.
+    static let listeners: [(TransportAddress, ClientSocket)] = [
+        ("192.0.2.100:3478", 3), ("192.0.2.100:3479", 4), ("192.0.2.101:3478", 5), ("192.0.2.101:3479", 6),
+    ].map { (TransportAddress($0.0)!, ClientSocket(descriptor: $0.1)) }
     static let tuples: [(TransportAddress, TransportProtocol)] = [
         (TransportAddress("198.51.100.1:40001")!, .udp), (TransportAddress("198.51.100.2:40002")!, .udp),
         (TransportAddress("198.51.100.3:40003")!, .tcp), (TransportAddress("[2001:db8::7]:40004")!, .tls),
@@ -57,14 +62,18 @@ public final class FuzzSession {
         c.realm = Self.realm
         c.useAuthSecret = true
         c.staticAuthSecrets = [Self.secret]
-        c.listeningIPs = [Self.server.ip]
+        c.listeningIPs = [Self.server.ip, IPAddress("192.0.2.101")!]
         c.listeningPort = Self.server.port
+        c.altListeningPort = Self.server.port + 1
+        c.rfc5780 = true
+        c.rfc3489Compatibility = true
         c.relayIPs = [IPAddress("10.0.0.5")!, IPAddress("2001:db8::5")!]
         c.minPort = 50000
         c.maxPort = 50007
         let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: quota)
         core = RelayCore(
             context: context, sockets: sockets, logger: Logger(label: "core-fuzz") { _ in SwiftLogNoOpLogHandler() })
+        for (address, socket) in Self.listeners { core.addUDPListener(address, socket: socket) }
     }
 
     /// Runs `input` and ends every allocation; returns the broken invariants (empty when none).
@@ -153,6 +162,14 @@ public final class FuzzSession {
         core.handleAdmittedRequest(request.bytes, from: request.origin, user: request.user, admission: answer, now: now)
         learnNonces(for: Self.tuples.indices.first { origin($0) == request.origin } ?? 0)
         checkInvariants()
+    }
+
+    /// An RFC 3489 Binding response: type 0x0101, a length that matches, no magic cookie.
+    static func isClassicBindingResponse(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count >= 20 else { return false }
+        let type = bytes.loadUnaligned(fromByteOffset: 0, as: UInt16.self).bigEndian
+        let length = Int(bytes.loadUnaligned(fromByteOffset: 2, as: UInt16.self).bigEndian)
+        return type == 0x0101 && length + 20 == bytes.count && length & 3 == 0
     }
 
     func origin(_ t: Int) -> ClientOrigin {
@@ -322,13 +339,23 @@ public final class FuzzSession {
         for packet in core.outbox.packets {
             switch packet.route {
             case .client(let o):
-                require(Self.tuples.indices.contains { origin($0) == o }, "packet to unknown client \(o)")
+                // To a tuple as it came in, or (NAT behaviour discovery, RFC 5780) a Binding
+                // response from another listener of this loop or to another port: always to the IP
+                // of a tuple, over UDP, never to a third party.
+                let discovery =
+                    o.fiveTuple.transport == .udp && Self.listeners.contains { $0 == (o.fiveTuple.server, o.socket) }
+                    && Self.tuples.contains { $0.0.ip == o.fiveTuple.client.ip && $0.1 == .udp }
+                require(Self.tuples.indices.contains { origin($0) == o } || discovery, "packet to unknown client \(o)")
                 let first = packet.bytes.first ?? 0xFF
                 if first < 4 {
                     let parsed = try? StunMessage(parsing: packet.bytes)
+                    let classic = discovery && Self.isClassicBindingResponse(packet.bytes)
                     require(
-                        parsed != nil && parsed?.type.messageClass != .request,
+                        (parsed != nil && parsed?.type.messageClass != .request) || classic,
                         "core sent a malformed STUN message or a request")
+                    if !classic && parsed?.type.method != .binding {
+                        require(Self.tuples.indices.contains { origin($0) == o }, "a non-Binding answer to \(o)")
+                    }
                 } else {
                     let parsed = try? ChannelDataMessage(parsing: packet.bytes, padded: o.fiveTuple.transport.isStream)
                     require(parsed != nil, "core sent malformed ChannelData to \(o)")

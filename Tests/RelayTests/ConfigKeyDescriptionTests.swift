@@ -13,7 +13,8 @@ import Testing
             "no-auth", "password-algorithms", "stale-nonce", "user-quota", "total-quota", "max-allocate-lifetime", "channel-lifetime",
             "permission-lifetime", "max-bps", "bps-capacity", "denied-peer-ip", "allowed-peer-ip",
             "allow-loopback-peers", "no-multicast-peers", "cert", "pkey", "pkey-pwd", "cipher-list", "no-tlsv1",
-            "no-tlsv1_1", "no-tlsv1_2", "fingerprint", "mobility", "software-attribute", "stun-only", "no-stun",
+            "no-tlsv1_1", "no-tlsv1_2", "fingerprint", "mobility", "software-attribute", "stun-only", "no-stun", "rfc5780", "no-rfc5780",
+            "rfc3489-compatibility", "stun-backward-compatibility",
             "alternate-server", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "verbose", "pidfile", "api-listening-ip", "api-listening-port", "api-key",
             "credential-ttl", "credential-max-ttl", "advertised-uri", "log-format", "log-level", "drain-timeout",
@@ -33,7 +34,7 @@ import Testing
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
             "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name",
-            "node-labels", "cluster-node-ttl", "api-tls",
+            "node-labels", "cluster-node-ttl", "api-tls", "rfc5780", "no-rfc5780",
         ]))
     }
 

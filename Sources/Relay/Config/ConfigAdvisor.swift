@@ -50,6 +50,15 @@ public enum ConfigAdvisor {
         }
         notes += clusterWarnings(config)
         if let warning = plainAPIWarning(config) { notes.append(warning) }
+        if config.rfc5780Active {
+            var resolved = config
+            if resolved.listeningIPs.isEmpty { resolved.listeningIPs = interfaceAddresses }
+            if !resolved.hasAlternateAddress {
+                notes.append(
+                    "rfc5780 needs two listening-ip addresses of one family: without an alternate address "
+                        + "Binding responses carry no OTHER-ADDRESS and CHANGE-REQUEST gets 420 (RFC 5780 §6)")
+            }
+        }
         return notes
     }
 

@@ -130,6 +130,10 @@ enum ConfigKeyTable {
                     off ? nil : config.softwareAttribute ?? RelayConfiguration.defaultSoftwareAttribute
             }),
         .flag("stun-only", \.stunOnly),
+        .flag("rfc5780", \.rfc5780).needsRestart(),
+        .flag("no-rfc5780", \.noRFC5780).needsRestart(),
+        .flag("rfc3489-compatibility", \.rfc3489Compatibility),
+        .flag("stun-backward-compatibility", \.stunBackwardCompatibility),
         .flag("no-stun", \.noStun),
         .list("alternate-server", .transportAddress, \.alternateServers, parse: ConfigValueParser.transportAddress),
     ]

@@ -39,8 +39,8 @@ extension ConfigKeyTable {
             "no-dynamic-realms", "check-origin-consistency", "no-udp-relay", "no-tcp-relay",
             "raw-public-keys", "no-stdout-log", "new-log-timestamp", "udp-self-balance", "secure-stun",
             "server-relay", "dh566", "dh1066", "dh2066", "keep-address-family", "log-binding",
-            "rfc5780", "no-rfc5780", "response-origin-only-with-rfc5780", "stun-backward-compatibility",
-            "no-stun-backward-compatibility", "rfc5766-channel-numbers", "rfc3489-compatibility",
+            "response-origin-only-with-rfc5780",
+            "no-stun-backward-compatibility", "rfc5766-channel-numbers",
             "respond-http-unsupported", "drop-invalid-packets", "drop-invalid-packets-log", "udp-recvmmsg",
             "udp-recvmmsg-log", "udp-sendmmsg-log", "udp-gso", "include-reason-string", "multiplex-peer", "prod",
         ].map { ConfigKey.unimplemented($0) } + [

@@ -18,6 +18,9 @@ extension CoreSettings {
         noAuth = c.noAuth
         stunOnly = c.stunOnly
         noStun = c.noStun
+        rfc5780 = c.rfc5780Active
+        rfc3489Compatibility = c.rfc3489Compatibility
+        stunBackwardCompatibility = c.stunBackwardCompatibility
         fingerprint = c.fingerprint
         mobility = c.mobility
         passwordAlgorithms = c.passwordAlgorithms
@@ -96,7 +99,7 @@ extension PeerPolicy {
         own.formUnion(c.externalIPs.map(\.publicIP))
         own.formUnion(c.externalIPs.compactMap(\.privateIP))
         var ports: Set<UInt16> = [c.listeningPort, c.tlsListeningPort, c.apiListeningPort]
-        if let p = c.altListeningPort { ports.insert(p) }
+        if let p = c.effectiveAltListeningPort { ports.insert(p) }
         if let p = c.altTLSListeningPort { ports.insert(p) }
         if c.prometheus { ports.insert(c.prometheusPort) }
         var relays = Set(c.relayIPs)

@@ -71,6 +71,18 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// SOFTWARE attribute text (RFC 8489 §14.14); nil sends none.
     public var softwareAttribute: String?
     public var stunOnly = false
+    /// NAT behaviour discovery (RFC 5780, docs/nat-discovery.md): OTHER-ADDRESS and
+    /// RESPONSE-ORIGIN, CHANGE-REQUEST, RESPONSE-PORT and PADDING on Binding. Off by default, as
+    /// in coturn: the extra attributes make every Binding response larger.
+    public var rfc5780 = false
+    /// coturn's `no-rfc5780`: wins over `rfc5780`.
+    public var noRFC5780 = false
+    /// Answers RFC 3489 ("classic") Binding requests, which carry no magic cookie, with
+    /// MAPPED-ADDRESS, SOURCE-ADDRESS and CHANGED-ADDRESS (docs/nat-discovery.md).
+    public var rfc3489Compatibility = false
+    /// MAPPED-ADDRESS next to XOR-MAPPED-ADDRESS in every Binding response (RFC 8489 §14.1),
+    /// for clients that cannot read the XOR form.
+    public var stunBackwardCompatibility = false
     public var noStun = false
     /// Targets of 300 (Try Alternate) redirects (RFC 8489 §10).
     public var alternateServers: [TransportAddress] = []
@@ -98,7 +110,7 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var credentialMaxTTL = 604800
     /// URIs the credential service returns; empty means derived from the listeners.
     public var advertisedURIs: [String] = []
-    /// HTTPS for the API listener (README "Credential service"): `api-tls` serves it with
+    /// HTTPS for the API listener (docs/tls.md): `api-tls` serves it with
     /// `cert`/`pkey`; `api-cert`/`api-pkey` name its own certificate and key (and turn it on).
     public var apiTLS = false
     public var apiCert: String?

@@ -77,7 +77,7 @@ public final class RelayServer {
         nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? key
         clusterLink = c.clusterRedis.map { _ in ClusterLink(clusterTotalQuota: c.clusterTotalQuota) }
         var ports = [c.listeningPort]
-        if let alt = c.altListeningPort { ports.append(alt) }
+        if let alt = c.effectiveAltListeningPort { ports.append(alt) }
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
         threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         mailboxes = (0..<threadCount).map { _ in LoopMailbox() }

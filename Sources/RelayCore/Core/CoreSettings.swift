@@ -23,6 +23,13 @@ public struct CoreSettings: Sendable, Equatable {
     /// Binding only (`stun-only`) or TURN only (`no-stun`).
     public var stunOnly = false
     public var noStun = false
+    /// NAT behaviour discovery on Binding (RFC 5780); effective only where this loop listens on
+    /// two IPs of the client's family and two ports (docs/nat-discovery.md).
+    public var rfc5780 = false
+    /// Answer RFC 3489 Binding requests (no magic cookie).
+    public var rfc3489Compatibility = false
+    /// MAPPED-ADDRESS in every Binding response.
+    public var stunBackwardCompatibility = false
     /// The password algorithms offered, in order of preference (`password-algorithms`, RFC 8489
     /// §9.2.4, §18.5): listed in PASSWORD-ALGORITHMS and announced in the nonce cookie unless
     /// the list is MD5 alone, which is RFC 5389's long-term mechanism and nothing more.

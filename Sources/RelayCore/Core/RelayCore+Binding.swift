@@ -2,12 +2,104 @@ import StunCodec
 
 extension RelayCore {
     /// Binding request (RFC 8489 §6.3.1): XOR-MAPPED-ADDRESS with the source transport address.
-    /// No authentication: STUN servers for ICE answer anyone.
-    func handleBinding(_ message: StunMessage, from origin: ClientOrigin) {
+    /// No authentication: STUN servers for ICE answer anyone. With `rfc5780`, NAT behaviour
+    /// discovery (RFC 5780 §6.1): MAPPED-ADDRESS, RESPONSE-ORIGIN and OTHER-ADDRESS too, and
+    /// CHANGE-REQUEST, RESPONSE-PORT and PADDING honoured (docs/nat-discovery.md).
+    func handleBinding(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         counters.bindingRequests += 1
-        respond(to: message, origin: origin, messageClass: .successResponse, key: nil) { w throws(StunEncodeError) in
-            try w.append(XORMappedAddress(address: origin.fiveTuple.client))
+        let change: ChangeRequest?
+        let responsePort: ResponsePort?
+        let padding: RawAttribute?
+        do {
+            change = try message.decode(ChangeRequest.self)
+            responsePort = try message.decode(ResponsePort.self)
+            padding = message.attribute(.padding)
+        } catch {
+            return sendError(.badRequest, to: message, origin: origin, key: nil)
+        }
+        let changes = change.map { $0.changeIP || $0.changePort } ?? false
+        // A CHANGE-REQUEST without flags is what some clients always send: a plain Binding.
+        guard changes || responsePort != nil || padding != nil || settings.rfc5780 else {
+            return answerBinding(message, origin: origin, discovery: nil)
+        }
+        guard settings.rfc5780 else {
+            var unknown: [AttributeType] = []
+            if changes { unknown.append(.changeRequest) }
+            if padding != nil { unknown.append(.padding) }
+            if responsePort != nil { unknown.append(.responsePort) }
+            return sendError(.unknownAttribute, to: message, origin: origin, key: nil) { w throws(StunEncodeError) in
+                try w.append(UnknownAttributes(types: unknown))
+            }
+        }
+        // RFC 5780 §6.1, §7.5: these only make sense over UDP, and not together.
+        if (changes || responsePort != nil || padding != nil) && origin.fiveTuple.transport != .udp {
+            return sendError(.badRequest, to: message, origin: origin, key: nil)
+        }
+        if responsePort != nil && padding != nil { return sendError(.badRequest, to: message, origin: origin, key: nil) }
+        let discovery = BehaviourDiscovery(received: origin.fiveTuple.server, listeners: udpListeners)
+        if changes && discovery == nil {
+            return sendError(.unknownAttribute, to: message, origin: origin, key: nil) { w throws(StunEncodeError) in
+                try w.append(UnknownAttributes(types: [.changeRequest]))
+            }
+        }
+        // A response from another address or to another port is the one a spoofed request could
+        // aim elsewhere: it only ever goes to the requester's IP, and is rate-limited per IP.
+        if changes || responsePort != nil {
+            guard context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
+                counters.drop(.rateLimited)
+                return
+            }
+        }
+        var destination = origin.fiveTuple.client
+        if let responsePort { destination.port = responsePort.port }
+        var from = (address: origin.fiveTuple.server, socket: origin.socket)
+        if let discovery, changes {
+            from = discovery.source(changeIP: change!.changeIP, changePort: change!.changePort)
+        }
+        let route = ClientOrigin(
+            fiveTuple: FiveTuple(client: destination, server: from.address, transport: origin.fiveTuple.transport),
+            socket: from.socket)
+        answerBinding(
+            message, origin: origin, discovery: discovery, route: route, paddingTo: padding.map { _ in message.bytes.count })
+    }
+
+    /// The success response: XOR-MAPPED-ADDRESS always; MAPPED-ADDRESS with
+    /// `stun-backward-compatibility` or in discovery; RESPONSE-ORIGIN and OTHER-ADDRESS in
+    /// discovery; PADDING up to `paddingTo` bytes of message (the request's own size: the
+    /// response is never larger than what asked for it).
+    private func answerBinding(
+        _ message: StunMessage, origin: ClientOrigin, discovery: BehaviourDiscovery?, route: ClientOrigin? = nil,
+        paddingTo: Int? = nil
+    ) {
+        let route = route ?? origin
+        let mapped = origin.fiveTuple.client
+        let inDiscovery = settings.rfc5780 && origin.fiveTuple.transport == .udp
+        let capacity = max(Outbox.maxResponseLength, paddingTo ?? 0)
+        guard let buffer = outbox.scratch(count: capacity) else {
+            counters.drop(.outboxFull)
+            return
+        }
+        do {
+            var w = try StunMessageWriter(
+                into: buffer, type: MessageType(method: .binding, messageClass: .successResponse),
+                transactionID: message.transactionID)
+            try w.append(XORMappedAddress(address: mapped))
+            if settings.stunBackwardCompatibility || inDiscovery { try w.append(MappedAddress(address: mapped)) }
+            if inDiscovery {
+                try w.append(ResponseOrigin(address: route.fiveTuple.server))
+                if let discovery { try w.append(OtherAddress(address: discovery.other)) }
+            }
             try appendSoftware(&w)
+            let fingerprint = message.fingerprintOffset != nil || settings.fingerprint
+            if let paddingTo {
+                // PADDING's header (4) and FINGERPRINT (8) count toward the target size.
+                let room = paddingTo - w.count - 4 - (fingerprint ? 8 : 0)
+                if room > 0 { try w.append(Padding(count: room & ~3)) }
+            }
+            if fingerprint { try w.appendFingerprint() }
+            outbox.commitScratch(length: w.count, route: .client(route))
+        } catch {
+            counters.drop(.outboxFull)
         }
     }
 }

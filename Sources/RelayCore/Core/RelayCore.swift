@@ -156,6 +156,12 @@ public final class RelayCore {
         do {
             message = try StunMessage(parsing: bytes)
         } catch {
+            if error == .badMagicCookie && settings.rfc3489Compatibility && origin.fiveTuple.transport == .udp
+                && !settings.noStun
+            {
+                handleClassicBinding(bytes, from: origin, now: now)
+                return
+            }
             counters.drop(.malformed)
             return
         }
@@ -191,7 +197,7 @@ public final class RelayCore {
             return
         }
         switch method {
-        case .binding: handleBinding(message, from: origin)
+        case .binding: handleBinding(message, from: origin, now: now)
         case .allocate: handleAllocate(message, from: origin, now: now)
         case .refresh: handleRefresh(message, from: origin, now: now)
         case .createPermission: handleCreatePermission(message, from: origin, now: now)

@@ -55,6 +55,9 @@ public struct AttributeType: RawRepresentable, Hashable, Sendable {
     public static let responsePort = AttributeType(rawValue: 0x0027)
     public static let responseOrigin = AttributeType(rawValue: 0x802B)
     public static let otherAddress = AttributeType(rawValue: 0x802C)
+    // RFC 3489 §11.2 (classic STUN, answered with `rfc3489-compatibility`)
+    public static let sourceAddress = AttributeType(rawValue: 0x0004)
+    public static let changedAddress = AttributeType(rawValue: 0x0005)
     // RFC 8445 §16.1
     public static let priority = AttributeType(rawValue: 0x0024)
     public static let useCandidate = AttributeType(rawValue: 0x0025)
