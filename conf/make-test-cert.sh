@@ -4,7 +4,7 @@
 # writes DIR/cert.pem (certificate, CN and subjectAltName = CN, localhost, 127.0.0.1, ::1) and
 # DIR/pkey.pem (its P-256 key, unencrypted, mode 600). Use with cert=DIR/cert.pem pkey=DIR/pkey.pem.
 # Clients must be told to trust it (or to skip verification); for a real server use a
-# certificate from a CA, e.g. Let's Encrypt (see README.md, "TLS").
+# certificate from a CA, e.g. Let's Encrypt (see docs/tls.md).
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then

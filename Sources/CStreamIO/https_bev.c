@@ -1,4 +1,4 @@
-// The HTTPS side of the HTTP API (README "Credential service"): evhttp asks this callback for
+// The HTTPS side of the HTTP API (docs/tls.md): evhttp asks this callback for
 // each accepted connection's bufferevent, which here is libevent's OpenSSL bufferevent over a
 // new SSL of the API's SSL_CTX (the `arg` evhttp_set_bevcb was given).
 #include <event2/bufferevent.h>

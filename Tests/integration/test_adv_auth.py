@@ -125,7 +125,7 @@ def test_forged_nonce_is_438_with_a_fresh_nonce(relay, forge):
 
 
 def test_nonce_issued_to_another_client_address_is_438(relay):
-    """relayd's nonces are HMACs over a timestamp and the client IP (README, "Credentials"): one
+    """relayd's nonces are HMACs over a timestamp and the client IP (docs/credentials.md): one
     issued to 127.0.0.1 is stale when used from 127.0.0.2."""
     username, _ = relay.credentials("oscar")
     with TurnClient(relay.address) as first, TurnClient(relay.address, bind_host="127.0.0.2") as second:

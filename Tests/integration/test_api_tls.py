@@ -1,4 +1,4 @@
-"""HTTPS for the HTTP API (README "Credential service"): `api-cert`/`api-pkey` (or `api-tls`
+"""HTTPS for the HTTP API (docs/tls.md): `api-cert`/`api-pkey` (or `api-tls`
 with the TURN `cert`/`pkey`), TLS 1.2 or later only, the certificate read again on SIGHUP, and
 `check-config` warning about an API reachable beyond loopback in clear."""
 

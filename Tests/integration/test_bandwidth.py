@@ -1,4 +1,4 @@
-"""Bandwidth limits (docs/compatibility.md; README "Configuration"): `max-bps` and `bps-capacity`, in
+"""Bandwidth limits (docs/compatibility.md, docs/configuration.md): `max-bps` and `bps-capacity`, in
 coturn's terms.
 
 - `max-bps`: bytes a second one allocation may relay, client-to-peer and peer-to-client apart.

@@ -1,4 +1,4 @@
-"""deploy/prometheus/alerts.yml and deploy/grafana/relayd.json (README "Metrics"):
+"""deploy/prometheus/alerts.yml and deploy/grafana/relayd.json (docs/metrics.md):
 
 - the rules pass `promtool check rules` and their unit tests (`promtool test rules`);
 - every dashboard query is valid PromQL (promtool checks them as recording rules);

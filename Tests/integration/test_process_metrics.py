@@ -1,4 +1,4 @@
-"""The metrics every exporter has, and the listeners' own (README "Metrics"): the standard
+"""The metrics every exporter has, and the listeners' own (docs/metrics.md): the standard
 `process_` family checked against /proc of the relayd process itself, open TCP/TLS connections
 as clients come and go, and the TLS certificate's expiry against `openssl x509 -enddate`."""
 

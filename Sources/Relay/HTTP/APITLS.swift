@@ -1,4 +1,4 @@
-/// The HTTPS side of the API listener (README "Credential service"): which certificate and key
+/// The HTTPS side of the API listener (docs/tls.md): which certificate and key
 /// it serves, TLS 1.2 or later whatever the TURN listeners allow.
 extension RelayConfiguration {
     /// Whether the API listener speaks HTTPS: `api-tls`, or an `api-cert`.

@@ -2,8 +2,8 @@ import RelayCore
 import StunCodec
 
 /// relayd's metric families, names prefixed `relayd_`, counters ending in `_total`, labels from
-/// small fixed sets (transport, family, direction, reason, code), never user names. The README
-/// maps them to coturn's names.
+/// small fixed sets (transport, family, direction, reason, code), never user names.
+/// docs/metrics.md maps them to coturn's names.
 public enum RelaydMetrics {
     /// The `/metrics` page for the loop threads' summed metrics and the HTTP service's own.
     public static func render(_ m: LoopMetrics, service: ServiceMetrics) -> String {
