@@ -6,7 +6,8 @@
 #
 # Extra arguments go to pytest (e.g. -k uclient, -x). Prerequisites come from
 # scripts/install-test-deps.sh; a missing one fails the run, naming it.
-# The whole run is bounded by INTEGRATION_TIMEOUT seconds (default 900).
+# The whole run is bounded by INTEGRATION_TIMEOUT seconds (default 1500: about 900 tests, one
+# of them building the Debian package in release mode).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 RELAY_SERVER=${RELAY_SERVER:-relayd}
 RELAYD_BIN=${RELAYD_BIN:-.build/debug/relayd}
 PYTHON=${PYTHON:-python3}
-INTEGRATION_TIMEOUT=${INTEGRATION_TIMEOUT:-900}
+INTEGRATION_TIMEOUT=${INTEGRATION_TIMEOUT:-1500}
 export RELAY_SERVER RELAYD_BIN
 
 fail() {

@@ -31,6 +31,10 @@ struct Sessions: ParsableCommand {
             }
             items += page.allocations
             raw.append(body)
+            // Each page must move forward, or a misbehaving server would keep us here.
+            if let next = page.next_cursor, page.allocations.isEmpty || next <= (cursor ?? "") {
+                connection.fail("sessions", "the API's cursor did not advance")
+            }
             cursor = page.next_cursor
         } while cursor != nil
         if json {

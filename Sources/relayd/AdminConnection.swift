@@ -76,8 +76,8 @@ struct AdminConnection: ParsableArguments {
 
     /// A path segment or query value, percent-encoded.
     static func encode(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
+        // RFC 3986 §2.3's unreserved set, ASCII only: every other byte is percent-encoded.
+        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 }

@@ -31,6 +31,22 @@ import Testing
         #expect(harness.core.allocationRecords(.user("carol"), now: harness.now).isEmpty)
     }
 
+    @Test("A page holds at most `limit` allocations after the cursor, in session order, with the counts")
+    func pages() throws {
+        let harness = CoreHarness()
+        for port in 40001...40005 {
+            #expect(try harness.restClient(at: .literal("192.0.2.1:\(port)"), user: "alice").allocate().isSuccess)
+        }
+        #expect(try harness.restClient(at: .literal("192.0.2.9:40001"), user: "bob").allocate().isSuccess)
+        let all = harness.core.allocationRecords(.user("alice"), now: harness.now).map(\.session).sorted()
+        let first = harness.core.allocationPage(.user("alice"), after: nil, limit: 2, now: harness.now)
+        #expect(first.records.map(\.session) == Array(all.prefix(2)) && first.matching == 5 && first.remaining == 5)
+        let next = harness.core.allocationPage(.user("alice"), after: all[1], limit: 2, now: harness.now)
+        #expect(next.records.map(\.session) == Array(all[2..<4]) && next.matching == 5 && next.remaining == 3)
+        let last = harness.core.allocationPage(.user("alice"), after: all[4], limit: 2, now: harness.now)
+        #expect(last.records.isEmpty && last.remaining == 0)
+    }
+
     @Test("Terminating a user's allocations frees sockets and quota; their Refresh gets 437, others go on")
     func terminate() throws {
         let harness = CoreHarness()
@@ -74,5 +90,9 @@ import Testing
         #expect(list.block("b", until: 10))
         #expect(!list.isBlocked("b", now: 10))
         #expect(list.list(now: 0).isEmpty)
+        for i in 0..<UserBlocklist.limit { list.block("u\(i)", until: 100) }
+        #expect(!list.block("one-more", until: 100))
+        #expect(list.block("u7", until: 200))
+        #expect(list.list(now: 0).count == UserBlocklist.limit)
     }
 }

@@ -16,6 +16,13 @@ import Testing
 
         init(records: [AllocationRecord]) { self.records = records }
 
+        func allocations(_ selector: AllocationSelector, after: String?, limit: Int) -> AllocationPageResult? {
+            guard let matching = allocations(selector) else { return nil }
+            let remaining = matching.filter { after == nil || $0.session > after! }.sorted { $0.session < $1.session }
+            return AllocationPageResult(
+                records: Array(remaining.prefix(limit)), total: matching.count, more: remaining.count > limit)
+        }
+
         func allocations(_ selector: AllocationSelector) -> [AllocationRecord]? {
             guard answers else { return nil }
             return records.filter {
@@ -170,6 +177,7 @@ import Testing
         #expect(AllocationPage.parseDuration("90") == 90 && AllocationPage.parseDuration("15m") == 900)
         #expect(AllocationPage.parseDuration("2h") == 7200 && AllocationPage.parseDuration("7d") == 604_800)
         #expect(AllocationPage.parseDuration("0s") == nil && AllocationPage.parseDuration("m") == nil)
+        #expect(AllocationPage.parseDuration("1w") == nil && AllocationPage.parseDuration("15M") == nil)
         #expect(AllocationPage.parseDuration("9223372036854775807d") == nil)
         #expect(AllocationPage.duration(59) == "59s" && AllocationPage.duration(245) == "4m05s")
         #expect(AllocationPage.duration(7380) == "2h03m")

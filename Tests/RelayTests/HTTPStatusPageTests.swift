@@ -1,4 +1,4 @@
-import Relay
+@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
@@ -72,7 +72,38 @@ import Testing
             router.handle(HTTPRequest(method: .delete, path: "/status"), on: .api, now: 0, monotonic: 0).status == 405)
     }
 
-    @Test("User names are escaped; rates come from the sampled totals")
+    @Test("A user name with markup is rendered as text on the page")
+    func userNamesAreEscaped() throws {
+        let (router, server) = HTTPAdminTests.setUp(records: 1)
+        server.records[0].user = "<script>alert(1)</script>"
+        let page = Self.page(router, bearer: HTTPAdminTests.adminToken)
+        #expect(page.status == 200)
+        #expect(page.bodyText.contains("&lt;script&gt;alert(1)&lt;/script&gt;"))
+        #expect(!page.bodyText.contains("<script"))
+    }
+
+    @Test("A rotated token ends the sessions opened with it, though the key keeps its name")
+    func rotatedTokenEndsSessions() throws {
+        let (router, server) = HTTPAdminTests.setUp()
+        defer { withExtendedLifetime(server) {} }
+        let cookie = try #require(Self.cookie(Self.login(router, token: HTTPAdminTests.adminToken)))
+        #expect(Self.page(router, cookie: cookie).status == 200)
+        router.keyring = APIKeyring(keys: [.init(name: "ops", token: "rotated-token", scope: .admin)])
+        let after = Self.page(router, cookie: cookie)
+        #expect(after.status == 401 && after.header("WWW-Authenticate") != nil)
+        #expect(Self.page(router, bearer: "rotated-token").status == 200)
+    }
+
+    @Test("Bearer tokens on the page are rate-limited like every API request")
+    func bearerRateLimited() {
+        let (router, server) = HTTPAdminTests.setUp()
+        defer { withExtendedLifetime(server) {} }
+        router.limiter = RateLimiter(rate: 1, burst: 2)
+        let statuses = (0..<5).map { _ in Self.page(router, bearer: "guess").status }
+        #expect(statuses == [401, 401, 429, 429, 429])
+    }
+
+    @Test("Rates come from the sampled totals")
     func escapingAndRates() {
         #expect(StatusPage.escape(#"<b>"x" & 'y'"#) == "&lt;b&gt;&quot;x&quot; &amp; &#39;y&#39;")
         var history = TrafficHistory()
@@ -82,5 +113,16 @@ import Testing
         #expect(rates.bytesToPeer == 100_000 && rates.packetsToPeer == 100)
         #expect(StatusPage.bitRate(800_000) == "800.0 kbit/s" && StatusPage.bitRate(999) == "999 bit/s")
         #expect(StatusPage.bitRate(2_500_000_000) == "2.5 Gbit/s")
+    }
+
+    @Test("The CLI's client reads status and body, and refuses a body shorter than Content-Length")
+    func clientParsesResponses() throws {
+        let whole = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}".utf8)
+        let response = try APIClient.parse(whole)
+        #expect(response.status == 200 && response.body == #"{"a":1}"#)
+        let short = Array("HTTP/1.1 200 OK\r\nContent-Length: 70\r\n\r\n{}".utf8)
+        #expect(throws: APIClient.Failure.self) { try APIClient.parse(short) }
+        #expect(try APIClient.parse(Array("HTTP/1.1 404 Not Found\r\n\r\n".utf8)).status == 404)
+        #expect(throws: APIClient.Failure.self) { try APIClient.parse(Array("SSH-2.0\r\n\r\n".utf8)) }
     }
 }

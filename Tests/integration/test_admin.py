@@ -137,13 +137,15 @@ def test_list_filter_page_and_scopes(admin_server):
 
         # Pages of 5 in session order, each session once.
         seen, cursor = [], None
-        while True:
+        for _ in range(10):
             page = get_json(server, "/api/v1/allocations?limit=5" + (f"&cursor={cursor}" if cursor else ""))
             assert page["count"] <= 5
             seen += [r["session"] for r in page["allocations"]]
             cursor = page["next_cursor"]
             if cursor is None:
                 break
+        else:
+            pytest.fail("the cursor did not reach the end in 10 pages of 5")
         assert seen == sorted(r["session"] for r in records)
 
         # No key: 401; the credentials-only key: 403; a wrong token: 401; a bad limit: 400.

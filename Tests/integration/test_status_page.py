@@ -200,7 +200,9 @@ def test_status_page_numbers_match_metrics_under_known_load(server, browser, tmp
         rate = value(driver, "rate-to-peer")
         assert 300_000 <= rate <= 1_000_000, f"{rate} bit/s shown for about 800 kbit/s"
 
-        # Logging out ends the session.
+        # Logging out ends the session: the old cookie no longer opens the page.
+        old_cookie = next(c for c in driver.get_cookies() if c["name"] == "relayd_status")["value"]
+        assert server.http("GET", "/status", headers={"Cookie": f"relayd_status={old_cookie}"}).status == 200
         driver.find_element(By.CSS_SELECTOR, "form[action='/status/logout'] button").click()
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.ui import WebDriverWait
@@ -208,7 +210,8 @@ def test_status_page_numbers_match_metrics_under_known_load(server, browser, tmp
         assert text(driver, "login-message") == "Logged out."
         driver.get(server.api_url + "/status")
         assert driver.find_element(By.ID, "token")
-        assert server.http("GET", "/status").status == 401
+        assert not any(c["name"] == "relayd_status" for c in driver.get_cookies())
+        assert server.http("GET", "/status", headers={"Cookie": f"relayd_status={old_cookie}"}).status == 401
     finally:
         for c in clients:
             c.close()

@@ -76,6 +76,8 @@ public struct APIClient: Sendable {
 
     public let endpoint: Endpoint
     public let token: String?
+    /// Answers above this are refused (a page of 1,000 allocations is about 0.5 MB).
+    static let maxResponseBytes = 32 << 20
     public var timeoutSeconds = 10
 
     public init(endpoint: Endpoint, token: String?) {
@@ -87,7 +89,8 @@ public struct APIClient: Sendable {
     public func send(_ method: String, _ path: String, body: String? = nil) throws(Failure) -> Response {
         let fd = try connect()
         defer { close(fd) }
-        var request = "\(method) \(path) HTTP/1.1\r\nHost: \(endpoint.host)\r\nConnection: close\r\n"
+        let host = endpoint.host.contains(":") ? "[\(endpoint.host)]" : endpoint.host
+        var request = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(endpoint.port)\r\nConnection: close\r\n"
         if let token { request += "Authorization: Bearer \(token)\r\n" }
         if let body {
             request += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
@@ -98,18 +101,26 @@ public struct APIClient: Sendable {
         return try Self.parse(raw)
     }
 
+    /// The first certificate of a PEM file, or nil.
+    static func firstCertificate(_ path: String) -> OpaquePointer? {
+        guard let bio = BIO_new_file(path, "r") else { return nil }
+        defer { BIO_free(bio) }
+        return PEM_read_bio_X509(bio, nil, nil, nil)
+    }
+
     static func parse(_ raw: [UInt8]) throws(Failure) -> Response {
         let text = String(decoding: raw, as: UTF8.self)
         guard let split = text.range(of: "\r\n\r\n") else { throw Failure(description: "incomplete HTTP response") }
-        let statusLine = text[..<split.lowerBound].prefix { $0 != "\r" }
+        let statusLine = text[..<split.lowerBound].components(separatedBy: "\r\n")[0]
         let parts = statusLine.split(separator: " ", maxSplits: 2)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
             throw Failure(description: "not an HTTP response: \(statusLine.prefix(80))")
         }
-        let head = text[..<split.lowerBound].lowercased()
         let body = String(text[split.upperBound...])
-        if let range = head.range(of: "\r\ncontent-length:") {
-            let value = head[range.upperBound...].prefix { $0 != "\r" }.trimmingCharacters(in: .whitespaces)
+        // Lines split on CRLF as bytes: Swift treats "\r\n" as one Character.
+        let lines = text[..<split.lowerBound].components(separatedBy: "\r\n")
+        if let field = lines.dropFirst().first(where: { $0.lowercased().hasPrefix("content-length:") }) {
+            let value = field.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)
             guard let length = Int(value), body.utf8.count >= length else {
                 throw Failure(description: "truncated HTTP response")
             }
@@ -156,22 +167,28 @@ public struct APIClient: Sendable {
             if n == 0 { return response }
             guard n > 0 else { throw Failure(description: "no answer from \(endpoint.url): \(String(cString: strerror(errno)))") }
             response += buffer[0..<n]
+            guard response.count <= Self.maxResponseBytes else { throw Failure(description: "answer too large") }
         }
     }
 
     private func exchangeTLS(_ fd: Int32, _ request: [UInt8]) throws(Failure) -> [UInt8] {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw Failure(description: "OpenSSL: no TLS context") }
         defer { SSL_CTX_free(ctx) }
+        var pinnedLeaf: OpaquePointer? = nil
+        defer { if let pinnedLeaf { X509_free(pinnedLeaf) } }
         SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
         // evhttp closes after the answer without close_notify; the body's length is known.
         SSL_CTX_set_options(ctx, RELAYD_SSL_OP_IGNORE_UNEXPECTED_EOF)
         let isIP = endpoint.host.contains(":") || endpoint.host.allSatisfy { $0.isNumber || $0 == "." }
         if !endpoint.insecure {
             if let pinned = endpoint.pinnedCertificate {
-                guard SSL_CTX_load_verify_locations(ctx, pinned, nil) == 1 else {
+                // The first certificate of the file (the leaf of a fullchain.pem) is the only
+                // trust anchor: a CA certificate later in the file must not vouch for others.
+                guard let leaf = Self.firstCertificate(pinned) else {
                     throw Failure(description: "cannot read the certificate \(pinned)")
                 }
-                // The server's own certificate is the trust anchor, CA or not.
+                pinnedLeaf = leaf
+                X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), leaf)
                 X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(ctx), UInt(X509_V_FLAG_PARTIAL_CHAIN))
             } else if let caFile = endpoint.caFile {
                 guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
@@ -186,7 +203,8 @@ public struct APIClient: Sendable {
         defer { SSL_free(ssl) }
         if !endpoint.insecure && endpoint.pinnedCertificate == nil {
             let param = SSL_get0_param(ssl)
-            if isIP { X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host) } else { SSL_set1_host(ssl, endpoint.host) }
+            let set = isIP ? X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host) : SSL_set1_host(ssl, endpoint.host)
+            guard set == 1 else { throw Failure(description: "cannot check the certificate against '\(endpoint.host)'") }
         }
         if !isIP {
             _ = endpoint.host.withCString {
@@ -203,6 +221,13 @@ public struct APIClient: Sendable {
             throw Failure(
                 description: "TLS handshake with \(endpoint.url) failed: \(reason) (see --cacert, --insecure)")
         }
+        if let pinnedLeaf {
+            let peer = SSL_get1_peer_certificate(ssl)
+            defer { if let peer { X509_free(peer) } }
+            guard let peer, X509_cmp(peer, pinnedLeaf) == 0 else {
+                throw Failure(description: "\(endpoint.url) does not serve the configured certificate")
+            }
+        }
         let written = request.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
         guard written == Int32(request.count) else { throw Failure(description: "cannot send to \(endpoint.url)") }
         var response: [UInt8] = []
@@ -211,6 +236,7 @@ public struct APIClient: Sendable {
             let n = buffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
             if n > 0 {
                 response += buffer[0..<Int(n)]
+                guard response.count <= Self.maxResponseBytes else { throw Failure(description: "answer too large") }
                 continue
             }
             let error = SSL_get_error(ssl, n)

@@ -41,9 +41,15 @@ public struct APIKeyring: Sendable {
         return match.map { ($0.name, $0.scope) }
     }
 
-    /// The scope of the key named `name`, nil when no key has that name (any more).
-    public func scope(named name: String) -> RelayConfiguration.APIKey.Scope? {
-        entries.first { $0.name == name }?.scope
+    /// The SHA-256 of a token, as the keyring keeps it.
+    public static func digest(_ token: Substring) -> [UInt8] { DigestAlgorithm.sha256.hash(Array(token.utf8)) }
+
+    /// The scope of the key whose token has this SHA-256, nil when no key has it (any more: a
+    /// reload replaced or removed it).
+    public func scope(digest: [UInt8]) -> RelayConfiguration.APIKey.Scope? {
+        var match: Entry? = nil
+        for entry in entries where constantTimeEqual(entry.digest, digest) && match == nil { match = entry }
+        return match?.scope
     }
 
     /// Whether some key has the admin scope.

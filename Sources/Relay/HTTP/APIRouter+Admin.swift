@@ -44,7 +44,7 @@ extension APIRouter {
             let encoded = path.dropFirst(Self.usersPrefix.count).dropLast("/block".count)
             return authorizedAdmin(request, monotonic: monotonic, allow: "GET, POST, DELETE") { key, admin in
                 guard let user = QueryString.decode(encoded, plusIsSpace: false), Self.isValidUser(user) else {
-                    return .error(400, "invalid_user", "the user must be 1 to 256 characters without control characters")
+                    return .error(400, "invalid_user", "the user must be 1 to 256 bytes of UTF-8 without control characters")
                 }
                 return block(user, request: request, key: key, admin: admin, now: now)
             }
@@ -66,7 +66,9 @@ extension APIRouter {
         guard let key else {
             logger.warning(
                 "admin request without a valid API key",
-                metadata: ["event": "admin_unauthorized", "client": "\(request.clientIP)", "path": "\(request.path)"])
+                metadata: [
+                    "event": "admin_unauthorized", "client": "\(request.clientIP)", "path": "\(LogSafe.text(request.path))",
+                ])
             return .error(
                 401, "unauthorized", "an 'Authorization: Bearer <token>' header with an admin api-key is required",
                 headers: [.init("WWW-Authenticate", "Bearer realm=\"relayd\"")])
@@ -101,11 +103,9 @@ extension APIRouter {
             default: return .error(400, "invalid_request", "unknown parameter '\(name)'; expected user, limit, cursor")
             }
         }
-        guard let records = admin.allocations(selector) else { return loopsDidNotAnswer() }
-        let sorted = records.sorted { $0.session < $1.session }.filter { cursor == nil || $0.session > cursor! }
-        let page = Array(sorted.prefix(limit))
-        let next = sorted.count > limit ? page.last?.session : nil
-        return .json(200, Self.allocationsJSON(page, total: records.count, next: next))
+        guard let page = admin.allocations(selector, after: cursor, limit: limit) else { return loopsDidNotAnswer() }
+        let next = page.more ? page.records.last?.session : nil
+        return .json(200, Self.allocationsJSON(page.records, total: page.total, next: next))
     }
 
     /// `DELETE /api/v1/allocations?user=U`: ends every allocation of U.
@@ -135,8 +135,10 @@ extension APIRouter {
             return .error(404, "not_found", "no allocation with session id '\(LogSafe.text(session))'")
         }
         if request.method == .get {
-            guard let records = admin.allocations(.session(session)) else { return loopsDidNotAnswer() }
-            guard let record = records.first else {
+            guard let page = admin.allocations(.session(session), after: nil, limit: 1) else {
+                return loopsDidNotAnswer()
+            }
+            guard let record = page.records.first else {
                 return .error(404, "not_found", "no allocation with session id '\(session)'")
             }
             var w = JSONWriter()

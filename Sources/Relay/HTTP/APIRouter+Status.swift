@@ -26,19 +26,28 @@ extension APIRouter {
 
     private func statusPage(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
         if let bearer = request.header("Authorization") {
-            guard let key = keyring.key(authorization: bearer) else {
-                return html(401, StatusPage.login(message: "That token matches no api-key."))
+            // Rate-limited before the token is looked at, as every API request is (429), so
+            // tokens cannot be guessed at speed.
+            let key = keyring.key(authorization: bearer)
+            guard limiter.rate == 0 || limiter.allow(key.map { "key:\($0.name)" } ?? "ip:\(request.clientIP)", now: monotonic)
+            else {
+                return html(429, StatusPage.login(message: "Too many requests; wait a second."))
+            }
+            guard let key else {
+                return unauthorized(StatusPage.login(message: "That token matches no api-key."))
             }
             guard key.scope == .admin else {
                 return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope."))
             }
         } else {
-            guard let id = StatusSessions.id(in: request), let name = statusSessions.key(of: id, now: monotonic) else {
-                return html(401, StatusPage.login(message: nil))
+            guard let id = StatusSessions.id(in: request), let session = statusSessions.session(id, now: monotonic)
+            else {
+                return unauthorized(StatusPage.login(message: nil))
             }
-            guard keyring.scope(named: name) == .admin else {
+            guard keyring.scope(digest: session.digest) == .admin else {
                 statusSessions.close(id)
-                return html(401, StatusPage.login(message: "The api-key you logged in with is no longer an admin key."))
+                return unauthorized(
+                    StatusPage.login(message: "The token you logged in with is no longer an admin api-key."))
             }
         }
         let server = server?()
@@ -62,12 +71,12 @@ extension APIRouter {
         else {
             logger.warning(
                 "status page login refused", metadata: ["event": "status_login_refused", "client": "\(request.clientIP)"])
-            return html(401, StatusPage.login(message: "That token matches no api-key."))
+            return unauthorized(StatusPage.login(message: "That token matches no api-key."))
         }
         guard key.scope == .admin else {
             return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope."))
         }
-        let id = statusSessions.open(for: key.name, now: monotonic)
+        let id = statusSessions.open(for: key.name, digest: APIKeyring.digest(Substring(token)), now: monotonic)
         logger.notice(
             "status page login", metadata: ["event": "status_login", "key": "\(key.name)", "client": "\(request.clientIP)"])
         let maxAge = Int(StatusSessions.lifetime)
@@ -75,6 +84,13 @@ extension APIRouter {
             "/status",
             cookie: "\(StatusSessions.cookieName)=\(id); Max-Age=\(maxAge); Path=/status; HttpOnly; SameSite=Strict"
                 + (secureCookies ? "; Secure" : ""))
+    }
+
+    /// 401 with the login form and the challenge RFC 9110 §11.6.1 asks for.
+    private func unauthorized(_ body: String) -> HTTPResponse {
+        var response = html(401, body)
+        response.headers.append(.init("WWW-Authenticate", "Bearer realm=\"relayd\""))
+        return response
     }
 
     private func html(_ status: Int, _ body: String) -> HTTPResponse {

@@ -2,8 +2,8 @@ import RelayCore
 import Logging
 import StunCodec
 
-/// Answers every request of the HTTP listeners: the credential service, `/metrics`, `/healthz`
-/// and `/readyz`. Plain code without sockets: the evhttp glue hands it an `HTTPRequest` and
+/// Answers every request of the HTTP listeners: the credential service, `/metrics`, `/healthz`,
+/// `/readyz`, the admin API and the status page (docs/admin.md). Plain code without sockets: the evhttp glue hands it an `HTTPRequest` and
 /// writes back the `HTTPResponse`, and tests call it directly. Lives on the thread that runs
 /// the HTTP listeners (the main thread), so its rate limiter and counters need no lock.
 public final class APIRouter {

@@ -4,12 +4,28 @@ import RelayCore
 /// every loop thread, a way to end them, and the user blocklist. `RelayServer` provides it; the
 /// router calls it on the main thread.
 public protocol AdminControl: AnyObject {
-    /// Every loop thread's allocations that `selector` names; nil when a loop did not answer in time.
-    func allocations(_ selector: AllocationSelector) -> [AllocationRecord]?
+    /// One page of the allocations `selector` names over every loop thread: at most `limit`, in
+    /// session order, after session `after`; nil when a loop did not answer in time.
+    func allocations(_ selector: AllocationSelector, after: String?, limit: Int) -> AllocationPageResult?
     /// Ends the allocations `selector` names on every loop thread; how many, nil when a loop did
     /// not answer in time (it still ends them when it gets to the request).
     func terminate(_ selector: AllocationSelector) -> Int?
     /// The users with live allocations, summed over every loop thread; nil as above.
     func userTraffic() -> [UserTraffic]?
     var blocklist: UserBlocklist { get }
+}
+
+/// A page of allocations over every loop thread.
+public struct AllocationPageResult: Sendable {
+    public var records: [AllocationRecord]
+    /// Allocations the selector names, on every page.
+    public var total: Int
+    /// Whether allocations after the last of `records` exist.
+    public var more: Bool
+
+    public init(records: [AllocationRecord], total: Int, more: Bool) {
+        self.records = records
+        self.total = total
+        self.more = more
+    }
 }

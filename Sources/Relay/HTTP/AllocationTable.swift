@@ -96,7 +96,9 @@ public struct AllocationPage: Decodable, Sendable {
         case "m": factor = 60
         case "h": factor = 3600
         case "d": factor = 86400
-        default: factor = 1
+        default:
+            guard last.isASCII && last.isNumber else { return nil }
+            factor = 1
         }
         if !last.isNumber { digits = digits.dropLast() }
         guard let n = Int(digits), n > 0 else { return nil }

@@ -4,7 +4,8 @@ import Logging
 import StunCodec
 
 /// The daemon's HTTP side, on the main thread's event loop: the API listener
-/// (`api-listening-ip`:`api-listening-port`: credentials, `/metrics`, `/healthz`, `/readyz`)
+/// (`api-listening-ip`:`api-listening-port`: credentials, `/metrics`, `/healthz`, `/readyz`, the
+/// admin API and `/status`, docs/admin.md)
 /// and, with coturn's `prometheus` key, a metrics listener on `prometheus-address`:`prometheus-port`.
 final class HTTPService {
     let router: APIRouter

@@ -7,9 +7,10 @@ extension EventLoop {
     func serve(_ task: AdminTask) {
         let now = EventLoop.now()
         switch task.operation {
-        case .list(let selector):
+        case .list(let selector, let after, let limit):
             collectFastPathTraffic()
-            task.reply(.records(core.allocationRecords(selector, now: now)))
+            let page = core.allocationPage(selector, after: after, limit: limit, now: now)
+            task.reply(.records(page.records, matching: page.matching, remaining: page.remaining))
         case .userTraffic:
             collectFastPathTraffic()
             task.reply(.users(core.userTraffic()))

@@ -110,7 +110,8 @@ struct AdmittedRequest: Sendable {
 
 /// What the admin API asks every loop thread (docs/admin.md).
 enum AdminOperation: Sendable {
-    case list(AllocationSelector)
+    /// One page: at most `limit` allocations after session `after`.
+    case list(AllocationSelector, after: String?, limit: Int)
     case terminate(AllocationSelector)
     /// Live allocations summed by user (the status page).
     case userTraffic
@@ -118,7 +119,8 @@ enum AdminOperation: Sendable {
 
 /// One loop thread's answer to an `AdminOperation`.
 enum AdminAnswer: Sendable {
-    case records([AllocationRecord])
+    /// A loop's page, with how many of its allocations match and how many lie after the cursor.
+    case records([AllocationRecord], matching: Int, remaining: Int)
     case terminated(Int)
     case users([String: UserTraffic])
 }

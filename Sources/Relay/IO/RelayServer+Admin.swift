@@ -6,11 +6,18 @@ extension RelayServer: AdminControl {
     /// batches of packets, within milliseconds even under load; past this the API answers 503.
     static let adminTimeout = 2.0
 
-    public func allocations(_ selector: AllocationSelector) -> [AllocationRecord]? {
-        guard let answers = askLoops(.list(selector)) else { return nil }
+    public func allocations(_ selector: AllocationSelector, after: String?, limit: Int) -> AllocationPageResult? {
+        guard let answers = askLoops(.list(selector, after: after, limit: limit)) else { return nil }
         var records: [AllocationRecord] = []
-        for case .records(let some) in answers { records += some }
-        return records
+        var total = 0
+        var remaining = 0
+        for case .records(let some, let matching, let after) in answers {
+            records += some
+            total += matching
+            remaining += after
+        }
+        records.sort { $0.session < $1.session }
+        return AllocationPageResult(records: Array(records.prefix(limit)), total: total, more: remaining > limit)
     }
 
     public func terminate(_ selector: AllocationSelector) -> Int? {

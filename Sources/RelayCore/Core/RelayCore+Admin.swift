@@ -4,25 +4,43 @@ import StunCodec
 extension RelayCore {
     /// This thread's allocations that `selector` names, as of monotonic `now`.
     public func allocationRecords(_ selector: AllocationSelector, now: Int64) -> [AllocationRecord] {
-        var records: [AllocationRecord] = []
+        allocationPage(selector, after: nil, limit: Int.max, now: now).records
+    }
+
+    /// One page of this thread's allocations that `selector` names: at most `limit`, in session
+    /// order, after session `after`; with how many match in all and after `after`. Only the page's
+    /// allocations are copied, so paging through a large server costs each loop a scan, not a copy.
+    public func allocationPage(_ selector: AllocationSelector, after: String?, limit: Int, now: Int64)
+        -> (records: [AllocationRecord], matching: Int, remaining: Int)
+    {
+        var matching = 0
+        var candidates: [Allocation] = []
         for allocation in byFiveTuple.values {
             let user = context.credentials.userID(of: allocation.username)
             guard selector.matches(session: allocation.session, user: user) else { continue }
-            var relayed = [allocation.advertisedAddress]
-            var remaining = allocation.expiry - now
-            if let additional = allocation.additional {
-                relayed.append(additional.advertisedAddress)
-                remaining = max(remaining, additional.expiry - now)
-            }
-            records.append(
-                AllocationRecord(
-                    session: allocation.session, user: String(user), fiveTuple: allocation.origin.fiveTuple,
-                    relayed: relayed, ageSeconds: now - allocation.created, remainingSeconds: max(0, remaining),
-                    permissions: allocation.permissions.filter { $0.expiry > now }.map { ($0.peer, $0.expiry - now) },
-                    channels: allocation.channels.filter { $0.expiry > now }.map { ($0.number, $0.peer, $0.expiry - now) },
-                    traffic: allocation.traffic, mobile: allocation.mobile, thread: context.threadIndex))
+            matching += 1
+            if let after, allocation.session <= after { continue }
+            candidates.append(allocation)
         }
-        return records
+        let remaining = candidates.count
+        let page = candidates.sorted { $0.session < $1.session }.prefix(limit)
+        return (page.map { record(of: $0, now: now) }, matching, remaining)
+    }
+
+    private func record(of allocation: Allocation, now: Int64) -> AllocationRecord {
+        let user = context.credentials.userID(of: allocation.username)
+        var relayed = [allocation.advertisedAddress]
+        var remaining = allocation.expiry - now
+        if let additional = allocation.additional {
+            relayed.append(additional.advertisedAddress)
+            remaining = max(remaining, additional.expiry - now)
+        }
+        return AllocationRecord(
+            session: allocation.session, user: String(user), fiveTuple: allocation.origin.fiveTuple,
+            relayed: relayed, ageSeconds: now - allocation.created, remainingSeconds: max(0, remaining),
+            permissions: allocation.permissions.filter { $0.expiry > now }.map { ($0.peer, $0.expiry - now) },
+            channels: allocation.channels.filter { $0.expiry > now }.map { ($0.number, $0.peer, $0.expiry - now) },
+            traffic: allocation.traffic, mobile: allocation.mobile, thread: context.threadIndex)
     }
 
     /// Ends now every allocation of this thread that `selector` names, as if it had expired
