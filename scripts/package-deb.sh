@@ -13,6 +13,7 @@
 # line comes from dpkg-shlibdeps on the binary. Needs dpkg-dev (install-build-deps.sh).
 # SCRATCH (default .build-deb) is the separate build directory of the release build.
 set -euo pipefail
+umask 022
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 SCRATCH=${SCRATCH:-.build-deb}

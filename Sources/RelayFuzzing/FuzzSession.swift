@@ -55,6 +55,9 @@ public final class FuzzSession {
     /// always equal the tracker's own count.
     var cluster: ClusterLink? = nil
     var pendingAdmissions: [AdmissionRequest] = []
+    /// The tuple whose packet the core is handling: the only one a Binding answer may be sent
+    /// to from another listener or to another port (RFC 5780).
+    var asking: Int? = nil
     var redisCount = 0
 
     public init() {
@@ -183,6 +186,7 @@ public final class FuzzSession {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 8)
         defer { buffer.deallocate() }
         buffer.copyBytes(from: bytes)
+        asking = t
         core.handleClientPacket(UnsafeRawBufferPointer(buffer), from: origin(t), now: now)
         learnNonces(for: t)
     }
@@ -342,21 +346,26 @@ public final class FuzzSession {
                 // To a tuple as it came in, or (NAT behaviour discovery, RFC 5780) a Binding
                 // response from another listener of this loop or to another port: always to the IP
                 // of a tuple, over UDP, never to a third party.
+                let exact = Self.tuples.indices.contains { origin($0) == o }
                 let discovery =
-                    o.fiveTuple.transport == .udp && Self.listeners.contains { $0 == (o.fiveTuple.server, o.socket) }
-                    && Self.tuples.contains { $0.0.ip == o.fiveTuple.client.ip && $0.1 == .udp }
-                require(Self.tuples.indices.contains { origin($0) == o } || discovery, "packet to unknown client \(o)")
+                    !exact && o.fiveTuple.transport == .udp
+                    && Self.listeners.contains { $0 == (o.fiveTuple.server, o.socket) }
+                    && asking.map { Self.tuples[$0].0.ip == o.fiveTuple.client.ip && Self.tuples[$0].1 == .udp } == true
+                require(exact || discovery, "packet to unknown client \(o)")
                 let first = packet.bytes.first ?? 0xFF
                 if first < 4 {
                     let parsed = try? StunMessage(parsing: packet.bytes)
-                    let classic = discovery && Self.isClassicBindingResponse(packet.bytes)
+                    let classic = Self.isClassicBindingResponse(packet.bytes)
                     require(
                         (parsed != nil && parsed?.type.messageClass != .request) || classic,
                         "core sent a malformed STUN message or a request")
-                    if !classic && parsed?.type.method != .binding {
-                        require(Self.tuples.indices.contains { origin($0) == o }, "a non-Binding answer to \(o)")
+                    if !exact {
+                        require(
+                            classic || (parsed?.type.method == .binding && parsed?.type.messageClass == .successResponse),
+                            "only a Binding success may leave from another listener or to another port, not to \(o)")
                     }
                 } else {
+                    require(exact, "ChannelData to \(o), not a client's own 5-tuple")
                     let parsed = try? ChannelDataMessage(parsing: packet.bytes, padded: o.fiveTuple.transport.isStream)
                     require(parsed != nil, "core sent malformed ChannelData to \(o)")
                 }
@@ -372,6 +381,7 @@ public final class FuzzSession {
         }
         checkCommands(allocations)
         core.outbox.reset()
+        asking = nil
         require(core.outbox.packets.isEmpty && core.outbox.commands.isEmpty, "outbox not empty after reset")
         let relayedAddresses = allocations.reduce(0) { $0 + ($1.additional == nil ? 1 : 2) }
         require(

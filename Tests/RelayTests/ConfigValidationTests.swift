@@ -98,6 +98,11 @@ import Testing
             "no-auth\nexternal-ip=203.0.113.1\nexternal-ip=198.51.100.1/10.0.0.1\nexternal-ip=203.0.113.2\n",
             "conf/relayd.conf:4: key 'external-ip': several IPv4 entries without a private address; use 'public/private'"
         ),
+        (
+            "no-auth\nrfc5780\ntls-listening-port=3479\n",
+            "conf/relayd.conf:2: key 'rfc5780': the second listening port 3479 (listening-port + 1) is taken by "
+                + "tls-listening-port; set alt-listening-port"
+        ),
     ])
     func contradictionsAreConflicts(text: String, message: String) {
         let error = failure(text)

@@ -166,4 +166,37 @@ import Testing
         #expect(harness.receive(bytes, from: CoreFixture.clientA).isEmpty)
         #expect(harness.counters.dropped(.malformed) == 1)
     }
+
+    @Test("Over TCP a Binding gets MAPPED-ADDRESS and RESPONSE-ORIGIN, and no OTHER-ADDRESS (nothing to change)")
+    func overTCP() throws {
+        let (harness, _) = Self.harness()
+        let sent = harness.receive(try Self.binding(), from: CoreFixture.clientA, transport: .tcp)
+        let response = try ReceivedStun(try #require(sent.first).bytes)
+        #expect(response.decode(MappedAddress.self)?.address == CoreFixture.clientA)
+        #expect(response.decode(ResponseOrigin.self)?.address == CoreFixture.server)
+        #expect(!response.contains(.otherAddress))
+    }
+
+    @Test("A loopback listener is never the alternate of another address, nor a wildcard one")
+    func scopes() {
+        let socket = ClientSocket(descriptor: 9)
+        let mixed: [(address: TransportAddress, socket: ClientSocket)] = [
+            ("10.0.0.5:3478", socket), ("10.0.0.5:3479", socket), ("127.0.0.1:3478", socket),
+            ("127.0.0.1:3479", socket), ("0.0.0.0:3478", socket), ("0.0.0.0:3479", socket),
+        ].map { (TransportAddress.literal($0.0), $0.1) }
+        #expect(BehaviourDiscoveryProbe.other(received: .literal("10.0.0.5:3478"), listeners: mixed) == nil)
+        #expect(BehaviourDiscoveryProbe.other(received: .literal("0.0.0.0:3478"), listeners: mixed) == nil)
+        let pair = mixed + [(TransportAddress.literal("10.0.0.6:3478"), socket), (.literal("10.0.0.6:3479"), socket)]
+        #expect(BehaviourDiscoveryProbe.other(received: .literal("10.0.0.5:3478"), listeners: pair) == .literal("10.0.0.6:3479"))
+    }
+
+    @Test("A classic change request without an alternate address is dropped and counted, not answered")
+    func classicWithoutAlternate() {
+        let harness = CoreHarness(configuration: CoreFixture.configuration { $0.rfc5780 = true; $0.rfc3489Compatibility = true })
+        let request: [UInt8] = [0, 1, 0, 8] + Array(repeating: UInt8(3), count: 16) + [0, 3, 0, 4, 0, 0, 0, 6]
+        #expect(harness.receive(request, from: CoreFixture.clientA).isEmpty)
+        #expect(harness.counters.dropped(.unexpectedMessage) == 1)
+        let plain: [UInt8] = [0, 1, 0, 0] + Array(repeating: UInt8(3), count: 16)
+        #expect(harness.receive(plain, from: CoreFixture.clientA).count == 1)
+    }
 }

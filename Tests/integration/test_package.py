@@ -27,8 +27,8 @@ pytestmark = [
 BUILD_TIMEOUT = 1800
 # What a purge may leave or change outside the package's own files.
 ALLOWED_AFTER_PURGE = re.compile(
-    r"^/etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$|^/var/lib/dpkg/|^/var/log/(dpkg\.log|apt/)|"
-    r"^/var/cache/|^/var/lib/apt/|^/var/lib/systemd/deb-systemd-")
+    r"^/etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$|^/var/lib/dpkg/|^/var/log/(dpkg\.log|apt/|journal/)|"
+    r"^/var/cache/|^/var/lib/apt/")
 SNAPSHOT_ROOTS = ["/etc", "/usr", "/lib", "/var/lib", "/var/log", "/opt/relayd", "/srv"]
 
 
@@ -39,13 +39,21 @@ def run(*cmd: str, timeout: float = 120, check: bool = True) -> subprocess.Compl
     return result
 
 
-def snapshot() -> set[str]:
-    paths: set[str] = set()
+def snapshot() -> dict[str, tuple[int, int, int]]:
+    """Every path under SNAPSHOT_ROOTS with its mode, owner and group (symbolic links as links)."""
+    paths: dict[str, tuple[int, int, int]] = {}
     for root in SNAPSHOT_ROOTS:
         for directory, dirs, files in os.walk(root):
-            if directory.startswith(("/var/lib/dpkg", "/var/cache", "/var/lib/apt", "/usr/share/doc-base")):
+            if directory.startswith(("/var/lib/dpkg", "/var/cache", "/var/lib/apt", "/usr/share/doc-base",
+                                     "/var/log/journal")):
                 continue
-            paths.update(os.path.join(directory, name) for name in dirs + files)
+            for name in dirs + files:
+                path = os.path.join(directory, name)
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:
+                    continue
+                paths[path] = (st.st_mode, st.st_uid, st.st_gid)
     return paths
 
 
@@ -93,10 +101,9 @@ def test_contents_and_control(deb):
 
 def test_install_run_remove_purge(deb, tmp_path):
     before = snapshot()
-    installed = False
+    installed = True  # from here on, whatever dpkg left is purged at the end
     try:
         run("dpkg", "-i", str(deb), timeout=300)
-        installed = True
         binary = Path("/usr/bin/relayd")
         assert run(str(binary), "--version").stdout.strip() == f"relayd {version()}"
         needed = run("ldd", str(binary)).stdout
@@ -118,9 +125,16 @@ def test_install_run_remove_purge(deb, tmp_path):
         assert pwd.getpwuid(log_dir.st_uid).pw_name == "relayd"
         run("su", "-s", "/bin/sh", "relayd", "-c", "test -r /etc/relayd/relayd.conf")
 
-        # Man pages render; the configuration checks out.
-        run("man", "-l", "-Tutf8", "/usr/share/man/man8/relayd.8.gz")
-        assert "relayd" in run("man", "-l", "-Tutf8", "/usr/share/man/man8/relayd-sessions.8.gz").stdout
+        # Man pages render, and each has the one-word name whatis(1) indexes it under.
+        pages = sorted(Path("/usr/share/man/man8").glob("relayd*.8.gz"))
+        assert len(pages) >= 10
+        for page in pages:
+            run("man", "-l", "-Tutf8", str(page))
+            name = page.name.removesuffix(".8.gz")
+            assert run("lexgrog", str(page)).stdout.startswith(f'{page}: "{name} - '), name
+        # Bold and underline come as overstrikes ("x\bx"): strip them to read the text.
+        sessions = re.sub(r".\x08", "", run("man", "-l", "-Tascii", "/usr/share/man/man8/relayd-sessions.8.gz").stdout)
+        assert re.search(r"relayd\S* sessions", sessions) and "--user" in sessions
         run(str(binary), "check-config", "-c", "/etc/relayd/relayd.conf")
 
         # The installed binary serves: a STUN Binding on loopback, as the relayd user.
@@ -133,7 +147,7 @@ def test_install_run_remove_purge(deb, tmp_path):
              "--relay-ip=127.0.0.1", f"--min-port={relays.start}", f"--max-port={relays.stop - 1}",
              "--no-tls", "--no-tcp", f"--api-listening-port={api}", "--static-auth-secret=package-test-secret",
              "--drain-timeout=0"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             client = stunclient.TurnClient(("127.0.0.1", port), attempts=8)
             response = client.binding()
@@ -141,7 +155,15 @@ def test_install_run_remove_purge(deb, tmp_path):
             client.close()
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+        # Enabled as docs/operations.md says: the link must go with the purge.
+        run("systemctl", "enable", "relayd.service")
+        assert Path("/etc/systemd/system/multi-user.target.wants/relayd.service").is_symlink()
 
         # Remove: the binary goes, the conffiles stay.
         run("dpkg", "-r", "relayd", timeout=300)
@@ -153,9 +175,12 @@ def test_install_run_remove_purge(deb, tmp_path):
         installed = False
         assert run("dpkg", "-s", "relayd", check=False).returncode != 0
         after = snapshot()
-        added = sorted(p for p in after - before if not ALLOWED_AFTER_PURGE.search(p))
-        removed = sorted(p for p in before - after if not ALLOWED_AFTER_PURGE.search(p))
-        assert added == [] and removed == [], f"left behind: {added[:20]}; gone: {removed[:20]}"
+        added = sorted(p for p in after.keys() - before.keys() if not ALLOWED_AFTER_PURGE.search(p))
+        removed = sorted(p for p in before.keys() - after.keys() if not ALLOWED_AFTER_PURGE.search(p))
+        changed = sorted(p for p in before.keys() & after.keys()
+                         if before[p] != after[p] and not ALLOWED_AFTER_PURGE.search(p))
+        assert added == [] and removed == [] and changed == [], \
+            f"left behind: {added[:20]}; gone: {removed[:20]}; mode or owner changed: {changed[:20]}"
         pwd.getpwnam("relayd")  # the system user may stay (Debian Policy §9.2.2)
     finally:
         if installed:

@@ -35,6 +35,22 @@ enum ConfigValidator {
                 "min-port \(config.minPort) is greater than max-port \(config.maxPort)", key: key, at: sources.last(key)
             )
         }
+        // rfc5780's second port (listening-port + 1 unless alt-listening-port says otherwise)
+        // must be free of the server's other ports and of the relay range.
+        if config.rfc5780Active, config.altListeningPort == nil, config.listeningPort < UInt16.max {
+            let alt = config.listeningPort + 1
+            var taken = [
+                ("tls-listening-port", config.tlsListeningPort), ("api-listening-port", config.apiListeningPort),
+            ]
+            if config.prometheus { taken.append(("prometheus-port", config.prometheusPort)) }
+            let clash = taken.first { $0.1 == alt }?.0
+                ?? ((config.minPort...config.maxPort).contains(alt) ? "min-port..max-port" : nil)
+            if let clash {
+                throw .conflict(
+                    "the second listening port \(alt) (listening-port + 1) is taken by \(clash); set alt-listening-port",
+                    key: "rfc5780", at: sources.last("rfc5780"))
+            }
+        }
         if config.credentialTTL > config.credentialMaxTTL {
             let key = sources.last("credential-ttl") != nil ? "credential-ttl" : "credential-max-ttl"
             throw .conflict(

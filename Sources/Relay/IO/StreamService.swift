@@ -19,7 +19,7 @@ final class StreamService: Sendable {
     init(configuration c: RelayConfiguration, logger: Logger) {
         configuration = c
         self.logger = logger
-        let tcpPorts = [c.listeningPort] + (c.effectiveAltListeningPort.map { [$0] } ?? [])
+        let tcpPorts = [c.listeningPort] + (c.altListeningPort.map { [$0] } ?? [])
         let tlsPorts = [c.tlsListeningPort] + (c.altTLSListeningPort.map { [$0] } ?? [])
         tcpAddresses =
             c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }

@@ -1,9 +1,10 @@
 import StunCodec
 
 /// Where a Binding response of NAT behaviour discovery leaves from (RFC 5780 §6.1, Table 1):
-/// the request came in on Da:Dp; Ca is the other listening IP of its family, Cp the other
+/// the request came in on Da:Dp; Ca is the other listening IP of its family and scope (loopback
+/// pairs only with loopback: an internet client must never be told 127.0.0.1), Cp the other
 /// listening port. Built from this loop's UDP listeners, so each address is a socket the loop
-/// can send from (docs/nat-discovery.md).
+/// can send from; wildcard listeners take no part (docs/nat-discovery.md).
 struct BehaviourDiscovery {
     /// Ca:Cp, the OTHER-ADDRESS.
     let other: TransportAddress
@@ -12,7 +13,11 @@ struct BehaviourDiscovery {
 
     /// nil when the loop lacks an alternate IP of `received`'s family or a second port.
     init?(received: TransportAddress, listeners: [(address: TransportAddress, socket: ClientSocket)]) {
-        let sameFamily = listeners.map(\.address).filter { $0.ip.family == received.ip.family }
+        guard !Self.isWildcard(received.ip) else { return nil }
+        let sameFamily = listeners.map(\.address).filter {
+            $0.ip.family == received.ip.family && !Self.isWildcard($0.ip)
+                && Self.isLoopback($0.ip) == Self.isLoopback(received.ip)
+        }
         var ips: [IPAddress] = []
         var ports: [UInt16] = []
         for address in sameFamily {
@@ -41,5 +46,12 @@ struct BehaviourDiscovery {
         let address = TransportAddress(
             ip: changeIP ? other.ip : received.ip, port: changePort ? other.port : received.port)
         return listeners.first { $0.address == address }!
+    }
+
+    static func isWildcard(_ ip: IPAddress) -> Bool { ip == .ipv4Any || ip == .ipv6Any }
+
+    static func isLoopback(_ ip: IPAddress) -> Bool {
+        if let v4 = ip.ipv4Value { return v4 >> 24 == 127 }
+        return ip == .ipv6Loopback
     }
 }

@@ -36,15 +36,19 @@ extension RelayCore {
             return sendError(.badRequest, to: message, origin: origin, key: nil)
         }
         if responsePort != nil && padding != nil { return sendError(.badRequest, to: message, origin: origin, key: nil) }
-        let discovery = BehaviourDiscovery(received: origin.fiveTuple.server, listeners: udpListeners)
+        // Over TCP or TLS there is nothing to change: no alternate address is offered.
+        let discovery =
+            origin.fiveTuple.transport == .udp
+            ? BehaviourDiscovery(received: origin.fiveTuple.server, listeners: udpListeners) : nil
         if changes && discovery == nil {
             return sendError(.unknownAttribute, to: message, origin: origin, key: nil) { w throws(StunEncodeError) in
                 try w.append(UnknownAttributes(types: [.changeRequest]))
             }
         }
         // A response from another address or to another port is the one a spoofed request could
-        // aim elsewhere: it only ever goes to the requester's IP, and is rate-limited per IP.
-        if changes || responsePort != nil {
+        // aim elsewhere, and a padded one the largest: it only ever goes to the requester's IP,
+        // and is rate-limited per IP.
+        if changes || responsePort != nil || padding != nil {
             guard context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
                 counters.drop(.rateLimited)
                 return
@@ -64,16 +68,17 @@ extension RelayCore {
     }
 
     /// The success response: XOR-MAPPED-ADDRESS always; MAPPED-ADDRESS with
-    /// `stun-backward-compatibility` or in discovery; RESPONSE-ORIGIN and OTHER-ADDRESS in
-    /// discovery; PADDING up to `paddingTo` bytes of message (the request's own size: the
-    /// response is never larger than what asked for it).
+    /// `stun-backward-compatibility` or `rfc5780`; RESPONSE-ORIGIN with `rfc5780` (unless the
+    /// listener is a wildcard), OTHER-ADDRESS with an alternate address, both in their
+    /// `external-ip` public form; PADDING filling up to `paddingTo` bytes of message (the
+    /// request's own size: PADDING never makes the response larger than what asked for it).
     private func answerBinding(
         _ message: StunMessage, origin: ClientOrigin, discovery: BehaviourDiscovery?, route: ClientOrigin? = nil,
         paddingTo: Int? = nil
     ) {
         let route = route ?? origin
         let mapped = origin.fiveTuple.client
-        let inDiscovery = settings.rfc5780 && origin.fiveTuple.transport == .udp
+        let inDiscovery = settings.rfc5780
         let capacity = max(Outbox.maxResponseLength, paddingTo ?? 0)
         guard let buffer = outbox.scratch(count: capacity) else {
             counters.drop(.outboxFull)
@@ -86,15 +91,18 @@ extension RelayCore {
             try w.append(XORMappedAddress(address: mapped))
             if settings.stunBackwardCompatibility || inDiscovery { try w.append(MappedAddress(address: mapped)) }
             if inDiscovery {
-                try w.append(ResponseOrigin(address: route.fiveTuple.server))
-                if let discovery { try w.append(OtherAddress(address: discovery.other)) }
+                if !BehaviourDiscovery.isWildcard(route.fiveTuple.server.ip) {
+                    try w.append(ResponseOrigin(address: advertisedForm(of: route.fiveTuple.server)))
+                }
+                if let discovery { try w.append(OtherAddress(address: advertisedForm(of: discovery.other))) }
             }
             try appendSoftware(&w)
             let fingerprint = message.fingerprintOffset != nil || settings.fingerprint
             if let paddingTo {
-                // PADDING's header (4) and FINGERPRINT (8) count toward the target size.
+                // PADDING is always answered (RFC 5780 §6.1), at most as long as brings the response
+                // to the request's size; its header (4) and FINGERPRINT (8) count toward it.
                 let room = paddingTo - w.count - 4 - (fingerprint ? 8 : 0)
-                if room > 0 { try w.append(Padding(count: room & ~3)) }
+                try w.append(Padding(count: max(0, room) & ~3))
             }
             if fingerprint { try w.appendFingerprint() }
             outbox.commitScratch(length: w.count, route: .client(route))

@@ -20,7 +20,11 @@ extension RelayCore {
         if let change = request.changeRequest, change.changeIP || change.changePort {
             // Without an alternate address the classic client hears nothing, as from an RFC 3489
             // server that has none; with one, the answer comes from it, rate-limited per IP.
-            guard let discovery, context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
+            guard let discovery else {
+                counters.drop(.unexpectedMessage)
+                return
+            }
+            guard context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
                 counters.drop(.rateLimited)
                 return
             }
@@ -38,8 +42,8 @@ extension RelayCore {
                 into: buffer, type: MessageType(method: .binding, messageClass: .successResponse),
                 transactionID: TransactionID(high: 0, low: 0))
             try w.append(MappedAddress(address: origin.fiveTuple.client))
-            try w.append(SourceAddress(address: from.address))
-            if let discovery { try w.append(ChangedAddress(address: discovery.other)) }
+            try w.append(SourceAddress(address: advertisedForm(of: from.address)))
+            if let discovery { try w.append(ChangedAddress(address: advertisedForm(of: discovery.other))) }
             let length = w.count
             for (i, byte) in request.transactionID.enumerated() { buffer[4 + i] = byte }
             let route = ClientOrigin(
