@@ -94,6 +94,23 @@ import Testing
         #expect(Self.page(router, bearer: "rotated-token").status == 200)
     }
 
+    @Test("A login or logout form posted from another site is refused (Sec-Fetch-Site: cross-site)")
+    func crossSiteForms() {
+        let (router, server) = HTTPAdminTests.setUp()
+        defer { withExtendedLifetime(server) {} }
+        for (path, site, status) in [
+            ("/status/login", "cross-site", 403), ("/status/logout", "cross-site", 403),
+            ("/status/login", "same-origin", 303),
+        ] {
+            let response = router.handle(
+                HTTPRequest(
+                    method: .post, path: path, headers: [("Sec-Fetch-Site", site)],
+                    body: Array("token=\(HTTPAdminTests.adminToken)".utf8)),
+                on: .api, now: HTTPRouterTests.now, monotonic: 1)
+            #expect(response.status == status, "\(path) \(site)")
+        }
+    }
+
     @Test("Bearer tokens on the page are rate-limited like every API request")
     func bearerRateLimited() {
         let (router, server) = HTTPAdminTests.setUp()

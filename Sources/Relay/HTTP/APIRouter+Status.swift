@@ -6,6 +6,11 @@ import RelayCore
 /// or a session cookie from the login form (`POST /status/login`); `POST /status/logout` ends it and shows the form again.
 extension APIRouter {
     func handleStatus(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
+        // A form posted from another site (cross-site request forgery): browsers say so in
+        // Sec-Fetch-Site (Fetch Metadata); the SameSite=Strict cookie already keeps it powerless.
+        if request.method == .post, request.header("Sec-Fetch-Site")?.lowercased() == "cross-site" {
+            return html(403, StatusPage.login(message: "Cross-site form submissions are refused."))
+        }
         switch (request.path, request.method) {
         case ("/status", .get), ("/status", .head):
             return statusPage(request, now: now, monotonic: monotonic)
