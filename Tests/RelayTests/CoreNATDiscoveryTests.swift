@@ -184,10 +184,10 @@ import Testing
             ("10.0.0.5:3478", socket), ("10.0.0.5:3479", socket), ("127.0.0.1:3478", socket),
             ("127.0.0.1:3479", socket), ("0.0.0.0:3478", socket), ("0.0.0.0:3479", socket),
         ].map { (TransportAddress.literal($0.0), $0.1) }
-        #expect(BehaviourDiscoveryProbe.other(received: .literal("10.0.0.5:3478"), listeners: mixed) == nil)
-        #expect(BehaviourDiscoveryProbe.other(received: .literal("0.0.0.0:3478"), listeners: mixed) == nil)
+        #expect(BehaviourDiscovery(received: .literal("10.0.0.5:3478"), listeners: mixed) == nil)
+        #expect(BehaviourDiscovery(received: .literal("0.0.0.0:3478"), listeners: mixed) == nil)
         let pair = mixed + [(TransportAddress.literal("10.0.0.6:3478"), socket), (.literal("10.0.0.6:3479"), socket)]
-        #expect(BehaviourDiscoveryProbe.other(received: .literal("10.0.0.5:3478"), listeners: pair) == .literal("10.0.0.6:3479"))
+        #expect(BehaviourDiscovery(received: .literal("10.0.0.5:3478"), listeners: pair)?.other == .literal("10.0.0.6:3479"))
     }
 
     @Test("A classic change request without an alternate address is dropped and counted, not answered")

@@ -36,13 +36,7 @@ import Testing
 
         func userTraffic() -> [UserTraffic]? {
             guard answers else { return nil }
-            var users: [String: UserTraffic] = [:]
-            for r in records {
-                users[r.user, default: UserTraffic(user: r.user, allocations: 0, traffic: TrafficCounters())]
-                    .allocations += 1
-                users[r.user]!.traffic += r.traffic
-            }
-            return Array(users.values)
+            return Array(UserTraffic.byUser(records.map { UserTraffic(user: $0.user, allocations: 1, traffic: $0.traffic) }).values)
         }
 
         func terminate(_ selector: AllocationSelector) -> Int? {

@@ -47,7 +47,7 @@ enum ClusterNode {
         // Listening on every address (or on none of this family, when listening-ip names others).
         guard c.listeningIPs.isEmpty || listening.contains(wildcard) else { return nil }
         let usable = interfaceAddresses.filter { $0.family == family && $0 != wildcard }
-        return usable.first { !ICEServerURIs.isLoopback($0) } ?? usable.first
+        return usable.first { !$0.isLoopback } ?? usable.first
     }
 
     /// The nonce key every node of a cluster shares, so a client redirected with ALTERNATE-SERVER

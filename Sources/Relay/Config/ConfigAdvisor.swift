@@ -65,7 +65,7 @@ public enum ConfigAdvisor {
     /// The credential API reachable beyond this host without TLS: API tokens and TURN passwords
     /// would cross the network in clear.
     static func plainAPIWarning(_ config: RelayConfiguration) -> String? {
-        guard !config.apiUsesTLS, !isLoopback(config.apiListeningIP) else { return nil }
+        guard !config.apiUsesTLS, !config.apiListeningIP.isLoopback else { return nil }
         return "the HTTP API listens on \(config.apiListeningIP):\(config.apiListeningPort) without TLS: API tokens "
             + "and the credentials it hands out cross the network in clear (set api-tls, or api-cert and api-pkey)"
     }
@@ -91,7 +91,7 @@ public enum ConfigAdvisor {
     static func relayAddresses(_ config: RelayConfiguration, interfaceAddresses: [IPAddress]) -> [RelayAddress] {
         var c = config
         if c.listeningIPs.isEmpty { c.listeningIPs = interfaceAddresses }
-        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !isWildcard($0) } }
+        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !$0.isWildcard } }
         return RelayAddress.mappings(configuration: c)
     }
 
@@ -143,15 +143,15 @@ public enum ConfigAdvisor {
     /// an internal one and private relay addresses are what its clients can reach.
     private static func listensOnlyPrivately(_ config: RelayConfiguration) -> Bool {
         !config.listeningIPs.isEmpty
-            && config.listeningIPs.allSatisfy { isLoopback($0) || privateKind($0) != nil }
+            && config.listeningIPs.allSatisfy { $0.isLoopback || privateKind($0) != nil }
     }
 
     /// A listener (or "all addresses") that is not loopback, or nil when all are loopback.
     /// The first STUN/TURN listener address beyond loopback (`all addresses` when none is set).
     static func nonLoopbackListener(_ config: RelayConfiguration) -> String? {
         if config.listeningIPs.isEmpty { return "all addresses" }
-        let exposed = config.listeningIPs.first { !isLoopback($0) }
-        return exposed.map { isWildcard($0) ? "\($0) (all addresses)" : "\($0)" }
+        let exposed = config.listeningIPs.first { !$0.isLoopback }
+        return exposed.map { $0.isWildcard ? "\($0) (all addresses)" : "\($0)" }
     }
 
     /// TLS listeners that will not start for want of a certificate, or whose files cannot be read.
@@ -177,11 +177,4 @@ public enum ConfigAdvisor {
         privateRanges.first { $0.range.contains(ip) }?.name
     }
 
-    static func isLoopback(_ ip: IPAddress) -> Bool {
-        ip == .ipv6Loopback || (ip.family == .ipv4 && ip.byte(0) == 127)
-    }
-
-    static func isWildcard(_ ip: IPAddress) -> Bool {
-        ip == .ipv4Any || ip == .ipv6Any
-    }
 }

@@ -19,17 +19,12 @@ extension RelayConfiguration {
     /// wildcards do not count): without them there is no alternate address, and CHANGE-REQUEST
     /// gets 420 (RFC 5780 §6).
     public var hasAlternateAddress: Bool {
-        let ips = Set(listeningIPs.filter { $0 != .ipv4Any && $0 != .ipv6Any })
+        let ips = Set(listeningIPs.filter { !$0.isWildcard })
         for family in [IPAddress.Family.ipv4, .ipv6] {
-            let loopback = ips.filter { $0.family == family && Self.isLoopback($0) }
-            let other = ips.filter { $0.family == family && !Self.isLoopback($0) }
+            let loopback = ips.filter { $0.family == family && $0.isLoopback }
+            let other = ips.filter { $0.family == family && !$0.isLoopback }
             if loopback.count >= 2 || other.count >= 2 { return true }
         }
         return false
-    }
-
-    static func isLoopback(_ ip: IPAddress) -> Bool {
-        if let v4 = ip.ipv4Value { return v4 >> 24 == 127 }
-        return ip == .ipv6Loopback
     }
 }

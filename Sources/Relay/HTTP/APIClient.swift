@@ -111,14 +111,14 @@ public struct APIClient: Sendable {
     static func parse(_ raw: [UInt8]) throws(Failure) -> Response {
         let text = String(decoding: raw, as: UTF8.self)
         guard let split = text.range(of: "\r\n\r\n") else { throw Failure(description: "incomplete HTTP response") }
-        let statusLine = text[..<split.lowerBound].components(separatedBy: "\r\n")[0]
+        // Lines split on CRLF as bytes: Swift treats "\r\n" as one Character.
+        let lines = text[..<split.lowerBound].components(separatedBy: "\r\n")
+        let statusLine = lines[0]
         let parts = statusLine.split(separator: " ", maxSplits: 2)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
             throw Failure(description: "not an HTTP response: \(statusLine.prefix(80))")
         }
         let body = String(text[split.upperBound...])
-        // Lines split on CRLF as bytes: Swift treats "\r\n" as one Character.
-        let lines = text[..<split.lowerBound].components(separatedBy: "\r\n")
         if let field = lines.dropFirst().first(where: { $0.lowercased().hasPrefix("content-length:") }) {
             let value = field.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)
             guard let length = Int(value), body.utf8.count >= length else {
@@ -160,12 +160,21 @@ public struct APIClient: Sendable {
             guard n > 0 else { throw Failure(description: "cannot send to \(endpoint.url): \(String(cString: strerror(errno)))") }
             sent += n
         }
+        return try readAll { buffer throws(Failure) in
+            let n = read(fd, buffer.baseAddress, buffer.count)
+            guard n >= 0 else { throw Failure(description: "no answer from \(endpoint.url): \(String(cString: strerror(errno)))") }
+            return n
+        }
+    }
+
+    /// Reads until `next` says the answer ended (0 bytes), up to `maxResponseBytes`.
+    private func readAll(_ next: (UnsafeMutableRawBufferPointer) throws(Failure) -> Int) throws(Failure) -> [UInt8] {
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16384)
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let read = buffer.withUnsafeMutableBytes { b in Result { () throws(Failure) -> Int in try next(b) } }
+            let n = try read.get()
             if n == 0 { return response }
-            guard n > 0 else { throw Failure(description: "no answer from \(endpoint.url): \(String(cString: strerror(errno)))") }
             response += buffer[0..<n]
             guard response.count <= Self.maxResponseBytes else { throw Failure(description: "answer too large") }
         }
@@ -230,18 +239,13 @@ public struct APIClient: Sendable {
         }
         let written = request.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
         guard written == Int32(request.count) else { throw Failure(description: "cannot send to \(endpoint.url)") }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
-            if n > 0 {
-                response += buffer[0..<Int(n)]
-                guard response.count <= Self.maxResponseBytes else { throw Failure(description: "answer too large") }
-                continue
+        return try readAll { buffer throws(Failure) in
+            let n = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
+            if n > 0 { return Int(n) }
+            guard SSL_get_error(ssl, n) == SSL_ERROR_ZERO_RETURN else {
+                throw Failure(description: "no answer from \(endpoint.url)")
             }
-            let error = SSL_get_error(ssl, n)
-            if error == SSL_ERROR_ZERO_RETURN { return response }
-            throw Failure(description: "no answer from \(endpoint.url)")
+            return 0
         }
     }
 }

@@ -14,9 +14,7 @@ public struct APIKeyring: Sendable {
     let entries: [Entry]
 
     public init(keys: [RelayConfiguration.APIKey]) {
-        entries = keys.map {
-            Entry(name: $0.name, digest: DigestAlgorithm.sha256.hash(Array($0.token.utf8)), scope: $0.scope)
-        }
+        entries = keys.map { Entry(name: $0.name, digest: Self.digest(Substring($0.token)), scope: $0.scope) }
     }
 
     public var isEmpty: Bool { entries.isEmpty }
@@ -35,10 +33,7 @@ public struct APIKeyring: Sendable {
 
     /// The name and scope of the key with this token, or nil; every key is compared.
     public func key(token: Substring) -> (name: String, scope: RelayConfiguration.APIKey.Scope)? {
-        let presented = DigestAlgorithm.sha256.hash(Array(token.utf8))
-        var match: Entry? = nil
-        for entry in entries where constantTimeEqual(entry.digest, presented) && match == nil { match = entry }
-        return match.map { ($0.name, $0.scope) }
+        entry(digest: Self.digest(token)).map { ($0.name, $0.scope) }
     }
 
     /// The SHA-256 of a token, as the keyring keeps it.
@@ -46,14 +41,14 @@ public struct APIKeyring: Sendable {
 
     /// The scope of the key whose token has this SHA-256, nil when no key has it (any more: a
     /// reload replaced or removed it).
-    public func scope(digest: [UInt8]) -> RelayConfiguration.APIKey.Scope? {
+    public func scope(digest: [UInt8]) -> RelayConfiguration.APIKey.Scope? { entry(digest: digest)?.scope }
+
+    /// The key whose token has this SHA-256; every key is compared, matched or not.
+    private func entry(digest: [UInt8]) -> Entry? {
         var match: Entry? = nil
         for entry in entries where constantTimeEqual(entry.digest, digest) && match == nil { match = entry }
-        return match?.scope
+        return match
     }
-
-    /// Whether some key has the admin scope.
-    public var hasAdminKey: Bool { entries.contains { $0.scope == .admin } }
 
     /// The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1; the scheme is
     /// case-insensitive), nil for another scheme or an empty token.

@@ -24,25 +24,25 @@ extension APIRouter {
     private func routeAdmin(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse? {
         let path = request.path
         if path == Self.allocationsPath {
-            return authorizedAdmin(request, monotonic: monotonic, allow: "GET, DELETE") { key, admin in
+            return authorizedAdmin(request, monotonic: monotonic, allow: [.get, .delete]) { key, admin in
                 request.method == .get
                     ? listAllocations(request, admin: admin) : terminateByUser(request, key: key, admin: admin)
             }
         }
         if path.hasPrefix(Self.allocationsPath + "/") {
             let session = String(path.dropFirst(Self.allocationsPath.count + 1))
-            return authorizedAdmin(request, monotonic: monotonic, allow: "GET, DELETE") { key, admin in
+            return authorizedAdmin(request, monotonic: monotonic, allow: [.get, .delete]) { key, admin in
                 oneAllocation(session, request: request, key: key, admin: admin)
             }
         }
         if path == Self.blocksPath {
-            return authorizedAdmin(request, monotonic: monotonic, allow: "GET") { _, admin in
+            return authorizedAdmin(request, monotonic: monotonic, allow: [.get]) { _, admin in
                 .json(200, Self.blocksJSON(admin.blocklist.list(now: now)))
             }
         }
         if path.hasPrefix(Self.usersPrefix), path.hasSuffix("/block") {
             let encoded = path.dropFirst(Self.usersPrefix.count).dropLast("/block".count)
-            return authorizedAdmin(request, monotonic: monotonic, allow: "GET, POST, DELETE") { key, admin in
+            return authorizedAdmin(request, monotonic: monotonic, allow: [.get, .post, .delete]) { key, admin in
                 guard let user = QueryString.decode(encoded, plusIsSpace: false), Self.isValidUser(user) else {
                     return .error(400, "invalid_user", "the user must be 1 to 256 bytes of UTF-8 without control characters")
                 }
@@ -55,12 +55,11 @@ extension APIRouter {
     /// Rate limit, then 401 without a valid key, 403 for a credentials-only key, 405 for another
     /// method, 503 when the server cannot be asked; else `body`'s answer.
     private func authorizedAdmin(
-        _ request: HTTPRequest, monotonic: Double, allow: String,
+        _ request: HTTPRequest, monotonic: Double, allow: [HTTPRequest.Method],
         _ body: (_ key: String, _ admin: any AdminControl) -> HTTPResponse
     ) -> HTTPResponse {
         let key = keyring.key(authorization: request.header("Authorization"))
-        let bucket = key.map { "key:\($0.name)" } ?? "ip:\(request.clientIP)"
-        guard limiter.rate == 0 || limiter.allow(bucket, now: monotonic) else {
+        guard withinRateLimit(key: key?.name, clientIP: request.clientIP, monotonic: monotonic) else {
             return .error(429, "rate_limited", "too many requests; retry later", headers: [.init("Retry-After", "1")])
         }
         guard let key else {
@@ -76,8 +75,9 @@ extension APIRouter {
         guard key.scope == .admin else {
             return .error(403, "forbidden", "api-key '\(key.name)' has no admin scope (api-key=name:token:admin)")
         }
-        let methods = allow.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        guard methods.contains(request.method.rawValue) else { return methodNotAllowed(allow: allow) }
+        guard allow.contains(request.method) else {
+            return methodNotAllowed(allow: allow.map(\.rawValue).joined(separator: ", "))
+        }
         guard let admin else { return .error(503, "admin_unavailable", "the server is not running its loops") }
         return body(key.name, admin)
     }

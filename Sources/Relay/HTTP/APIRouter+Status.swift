@@ -31,11 +31,9 @@ extension APIRouter {
 
     private func statusPage(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
         if let bearer = request.header("Authorization") {
-            // Rate-limited before the token is looked at, as every API request is (429), so
-            // tokens cannot be guessed at speed.
+            // Rate-limited as every API request is (429), so tokens cannot be guessed at speed.
             let key = keyring.key(authorization: bearer)
-            guard limiter.rate == 0 || limiter.allow(key.map { "key:\($0.name)" } ?? "ip:\(request.clientIP)", now: monotonic)
-            else {
+            guard withinRateLimit(key: key?.name, clientIP: request.clientIP, monotonic: monotonic) else {
                 return html(429, StatusPage.login(message: "Too many requests; wait a second."))
             }
             guard let key else {
@@ -68,7 +66,7 @@ extension APIRouter {
 
     /// The login form's POST: `token=<admin token>` (form-encoded), rate-limited per client IP.
     private func login(_ request: HTTPRequest, monotonic: Double) -> HTTPResponse {
-        guard limiter.rate == 0 || limiter.allow("ip:\(request.clientIP)", now: monotonic) else {
+        guard withinRateLimit(key: nil, clientIP: request.clientIP, monotonic: monotonic) else {
             return html(429, StatusPage.login(message: "Too many attempts; wait a second."))
         }
         let form = QueryString.parse(String(decoding: request.body, as: UTF8.self)) ?? []

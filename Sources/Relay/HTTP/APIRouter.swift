@@ -102,6 +102,12 @@ public final class APIRouter {
             + (cluster?().prometheus() ?? "")
     }
 
+    /// Whether a request is within `api-rate-limit`: counted per API key (`key`, its name), or per
+    /// client IP when no valid token came, so tokens cannot be guessed at speed.
+    func withinRateLimit(key: String?, clientIP: String, monotonic: Double) -> Bool {
+        limiter.rate == 0 || limiter.allow(key.map { "key:\($0)" } ?? "ip:\(clientIP)", now: monotonic)
+    }
+
     func methodNotAllowed(allow: String) -> HTTPResponse {
         .error(405, "method_not_allowed", "allowed methods: \(allow)", headers: [.init("Allow", allow)])
     }
@@ -111,8 +117,7 @@ public final class APIRouter {
     /// configured (503), validate (400), mint (200).
     func issueCredentials(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
         let keyName = keyring.authenticate(authorization: request.header("Authorization"))
-        let bucket = keyName.map { "key:\($0)" } ?? "ip:\(request.clientIP)"
-        guard limiter.rate == 0 || limiter.allow(bucket, now: monotonic) else {
+        guard withinRateLimit(key: keyName, clientIP: request.clientIP, monotonic: monotonic) else {
             service.count(.rateLimited)
             logger.debug(
                 "credential request rate-limited",

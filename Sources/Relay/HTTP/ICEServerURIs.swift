@@ -40,9 +40,9 @@ public struct ICEServerURIs: Sendable, Equatable {
     /// loopback (then any interface address).
     public static func host(configuration c: RelayConfiguration, interfaceAddresses: [IPAddress]) -> IPAddress? {
         if let external = c.externalIPs.first { return external.publicIP }
-        if let listening = c.listeningIPs.first(where: { $0 != .ipv4Any && $0 != .ipv6Any }) { return listening }
-        let usable = interfaceAddresses.filter { $0 != .ipv4Any && $0 != .ipv6Any }
-        return usable.first { !isLoopback($0) } ?? usable.first
+        if let listening = c.listeningIPs.first(where: { !$0.isWildcard }) { return listening }
+        let usable = interfaceAddresses.filter { !$0.isWildcard }
+        return usable.first { !$0.isLoopback } ?? usable.first
     }
 
     /// The host part of a URI: IPv6 addresses in brackets (RFC 3986 §3.2.2).
@@ -50,8 +50,4 @@ public struct ICEServerURIs: Sendable, Equatable {
         ip.family == .ipv6 ? "[\(ip)]" : "\(ip)"
     }
 
-    static func isLoopback(_ ip: IPAddress) -> Bool {
-        if let v4 = ip.ipv4Value { return v4 >> 24 == 127 }
-        return ip == .ipv6Loopback
-    }
 }

@@ -62,15 +62,18 @@ final class HTTPListener {
     func respond(to req: OpaquePointer) {
         let response: HTTPResponse
         if let request = Self.read(req) {
-            var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            response = router.handle(
-                request, on: kind, now: Int64(time(nil)),
-                monotonic: Double(now.tv_sec) + Double(now.tv_nsec) / 1_000_000_000)
+            response = router.handle(request, on: kind, now: Int64(time(nil)), monotonic: Self.monotonicSeconds())
         } else {
             response = .error(400, "bad_request", "the request could not be read")
         }
         Self.send(response, to: req)
+    }
+
+    /// Seconds on CLOCK_MONOTONIC: the router's clock for rate limits, sessions and rates.
+    static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1_000_000_000
     }
 
     /// The request as the router sees it; nil when evhttp has no URI for it.

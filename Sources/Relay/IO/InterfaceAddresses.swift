@@ -19,7 +19,7 @@ public enum InterfaceAddresses {
     /// Names of the up interfaces that carry one of `addresses` (every up interface when one of
     /// them is a wildcard address), in the order getifaddrs lists them.
     public static func names(carrying addresses: [IPAddress]) -> [String] {
-        let wildcard = addresses.contains { $0 == .ipv4Any || $0 == .ipv6Any }
+        let wildcard = addresses.contains { $0.isWildcard }
         var result: [String] = []
         forEachUp { name, address in
             let carries = wildcard || address.map { addresses.contains($0) } == true

@@ -29,15 +29,9 @@ extension RelayServer: AdminControl {
 
     public func userTraffic() -> [UserTraffic]? {
         guard let answers = askLoops(.userTraffic) else { return nil }
-        var users: [String: UserTraffic] = [:]
-        for case .users(let some) in answers {
-            for (user, t) in some {
-                users[user, default: UserTraffic(user: user, allocations: 0, traffic: TrafficCounters())].allocations +=
-                    t.allocations
-                users[user]!.traffic += t.traffic
-            }
-        }
-        return Array(users.values)
+        var parts: [UserTraffic] = []
+        for case .users(let some) in answers { parts += some.values }
+        return Array(UserTraffic.byUser(parts).values)
     }
 
     /// Posts `operation` to every loop thread and waits for all the answers (on the main

@@ -90,7 +90,7 @@ public final class RelayServer {
     static func resolve(_ configuration: RelayConfiguration, interfaces: [IPAddress]) -> RelayConfiguration {
         var c = configuration
         if c.listeningIPs.isEmpty { c.listeningIPs = interfaces }
-        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !($0 == .ipv4Any || $0 == .ipv6Any) } }
+        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !$0.isWildcard } }
         return c
     }
 
@@ -248,13 +248,6 @@ public final class RelayServer {
         fastPath?.detachAll()
     }
 
-    /// Seconds on CLOCK_MONOTONIC, as the HTTP listener hands the router.
-    static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1_000_000_000
-    }
-
     func stopLoops() {
         for raw in loops.value {
             event_base_loopexit(OpaquePointer(bitPattern: raw), nil)
@@ -272,7 +265,7 @@ public final class RelayServer {
             LoopEvent(base: base, signal: SIGHUP) { [unowned self] in reload() },
             // The status page's rates (docs/admin.md).
             LoopEvent(base: base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in
-                http?.router.sampleTraffic(monotonic: Self.monotonicSeconds())
+                http?.router.sampleTraffic(monotonic: HTTPListener.monotonicSeconds())
             },
         ]
         if let interval = notifier.watchdogInterval {

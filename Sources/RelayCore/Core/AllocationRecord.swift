@@ -76,4 +76,15 @@ public struct UserTraffic: Sendable, Equatable {
 
     /// Bytes in both directions.
     public var bytes: UInt64 { traffic.bytesToPeer &+ traffic.bytesToClient }
+
+    /// `parts` summed by user: allocations and traffic added up.
+    public static func byUser(_ parts: some Sequence<UserTraffic>) -> [String: UserTraffic] {
+        var users: [String: UserTraffic] = [:]
+        for part in parts {
+            users[part.user, default: UserTraffic(user: part.user, allocations: 0, traffic: TrafficCounters())]
+                .allocations += part.allocations
+            users[part.user]!.traffic += part.traffic
+        }
+        return users
+    }
 }

@@ -4,19 +4,19 @@ import StunCodec
 /// the request came in on Da:Dp; Ca is the other listening IP of its family and scope (loopback
 /// pairs only with loopback: an internet client must never be told 127.0.0.1), Cp the other
 /// listening port. Built from this loop's UDP listeners, so each address is a socket the loop
-/// can send from; wildcard listeners take no part (docs/nat-discovery.md).
-struct BehaviourDiscovery {
+/// can send from; wildcard listeners take no part (docs/nat-discovery.md). The core builds one
+/// per listener as the listeners are added, not per request.
+public struct BehaviourDiscovery: Sendable {
     /// Ca:Cp, the OTHER-ADDRESS.
-    let other: TransportAddress
-    private let listeners: [(address: TransportAddress, socket: ClientSocket)]
-    private let received: TransportAddress
+    public let other: TransportAddress
+    /// The four sources of Table 1, indexed by `index(changeIP:changePort:)`.
+    private let sources: [(address: TransportAddress, socket: ClientSocket)]
 
-    /// nil when the loop lacks an alternate IP of `received`'s family or a second port.
-    init?(received: TransportAddress, listeners: [(address: TransportAddress, socket: ClientSocket)]) {
-        guard !Self.isWildcard(received.ip) else { return nil }
+    /// nil when the loop lacks an alternate IP of `received`'s family and scope, or a second port.
+    public init?(received: TransportAddress, listeners: [(address: TransportAddress, socket: ClientSocket)]) {
+        guard !received.ip.isWildcard else { return nil }
         let sameFamily = listeners.map(\.address).filter {
-            $0.ip.family == received.ip.family && !Self.isWildcard($0.ip)
-                && Self.isLoopback($0.ip) == Self.isLoopback(received.ip)
+            $0.ip.family == received.ip.family && !$0.ip.isWildcard && $0.ip.isLoopback == received.ip.isLoopback
         }
         var ips: [IPAddress] = []
         var ports: [UInt16] = []
@@ -24,34 +24,25 @@ struct BehaviourDiscovery {
             if !ips.contains(address.ip) { ips.append(address.ip) }
             if !ports.contains(address.port) { ports.append(address.port) }
         }
-        guard ips.count >= 2, ports.count >= 2, ips.contains(received.ip), ports.contains(received.port),
+        guard ips.contains(received.ip), ports.contains(received.port),
             let otherIP = ips.first(where: { $0 != received.ip }),
             let otherPort = ports.first(where: { $0 != received.port })
         else { return nil }
-        let other = TransportAddress(ip: otherIP, port: otherPort)
         // Every combination must be a listener of this loop, or the flags cannot all be honoured.
+        var sources: [(address: TransportAddress, socket: ClientSocket)] = []
         for ip in [received.ip, otherIP] {
-            for port in [received.port, otherPort]
-            where !listeners.contains(where: { $0.address == TransportAddress(ip: ip, port: port) }) {
-                return nil
+            for port in [received.port, otherPort] {
+                guard let listener = listeners.first(where: { $0.address == TransportAddress(ip: ip, port: port) })
+                else { return nil }
+                sources.append(listener)
             }
         }
-        self.other = other
-        self.listeners = listeners
-        self.received = received
+        self.other = TransportAddress(ip: otherIP, port: otherPort)
+        self.sources = sources
     }
 
     /// The address and socket the response leaves from for these flags (RFC 5780 Table 1).
     func source(changeIP: Bool, changePort: Bool) -> (address: TransportAddress, socket: ClientSocket) {
-        let address = TransportAddress(
-            ip: changeIP ? other.ip : received.ip, port: changePort ? other.port : received.port)
-        return listeners.first { $0.address == address }!
-    }
-
-    static func isWildcard(_ ip: IPAddress) -> Bool { ip == .ipv4Any || ip == .ipv6Any }
-
-    static func isLoopback(_ ip: IPAddress) -> Bool {
-        if let v4 = ip.ipv4Value { return v4 >> 24 == 127 }
-        return ip == .ipv6Loopback
+        sources[(changeIP ? 2 : 0) + (changePort ? 1 : 0)]
     }
 }

@@ -56,12 +56,10 @@ extension RelayCore {
 
     /// This thread's live allocations summed by user.
     public func userTraffic() -> [String: UserTraffic] {
-        var users: [String: UserTraffic] = [:]
-        for allocation in byFiveTuple.values {
-            let user = String(context.credentials.userID(of: allocation.username))
-            users[user, default: UserTraffic(user: user, allocations: 0, traffic: TrafficCounters())].allocations += 1
-            users[user]!.traffic += allocation.traffic
-        }
-        return users
+        UserTraffic.byUser(
+            byFiveTuple.values.lazy.map {
+                UserTraffic(
+                    user: String(self.context.credentials.userID(of: $0.username)), allocations: 1, traffic: $0.traffic)
+            })
     }
 }

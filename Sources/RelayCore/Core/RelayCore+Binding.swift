@@ -19,7 +19,8 @@ extension RelayCore {
         }
         let changes = change.map { $0.changeIP || $0.changePort } ?? false
         // A CHANGE-REQUEST without flags is what some clients always send: a plain Binding.
-        guard changes || responsePort != nil || padding != nil || settings.rfc5780 else {
+        let asksDiscovery = changes || responsePort != nil || padding != nil
+        guard asksDiscovery || settings.rfc5780 else {
             return answerBinding(message, origin: origin, discovery: nil)
         }
         guard settings.rfc5780 else {
@@ -32,14 +33,12 @@ extension RelayCore {
             }
         }
         // RFC 5780 §6.1, §7.5: these only make sense over UDP, and not together.
-        if (changes || responsePort != nil || padding != nil) && origin.fiveTuple.transport != .udp {
+        if asksDiscovery && origin.fiveTuple.transport != .udp {
             return sendError(.badRequest, to: message, origin: origin, key: nil)
         }
         if responsePort != nil && padding != nil { return sendError(.badRequest, to: message, origin: origin, key: nil) }
         // Over TCP or TLS there is nothing to change: no alternate address is offered.
-        let discovery =
-            origin.fiveTuple.transport == .udp
-            ? BehaviourDiscovery(received: origin.fiveTuple.server, listeners: udpListeners) : nil
+        let discovery = origin.fiveTuple.transport == .udp ? discoveries[origin.fiveTuple.server] : nil
         if changes && discovery == nil {
             return sendError(.unknownAttribute, to: message, origin: origin, key: nil) { w throws(StunEncodeError) in
                 try w.append(UnknownAttributes(types: [.changeRequest]))
@@ -48,7 +47,7 @@ extension RelayCore {
         // A response from another address or to another port is the one a spoofed request could
         // aim elsewhere, and a padded one the largest: it only ever goes to the requester's IP,
         // and is rate-limited per IP.
-        if changes || responsePort != nil || padding != nil {
+        if asksDiscovery {
             guard context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
                 counters.drop(.rateLimited)
                 return
@@ -91,7 +90,7 @@ extension RelayCore {
             try w.append(XORMappedAddress(address: mapped))
             if settings.stunBackwardCompatibility || inDiscovery { try w.append(MappedAddress(address: mapped)) }
             if inDiscovery {
-                if !BehaviourDiscovery.isWildcard(route.fiveTuple.server.ip) {
+                if !route.fiveTuple.server.ip.isWildcard {
                     try w.append(ResponseOrigin(address: advertisedForm(of: route.fiveTuple.server)))
                 }
                 if let discovery { try w.append(OtherAddress(address: advertisedForm(of: discovery.other))) }

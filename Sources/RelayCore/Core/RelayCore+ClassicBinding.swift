@@ -14,8 +14,7 @@ extension RelayCore {
             return
         }
         counters.bindingRequests += 1
-        let discovery =
-            settings.rfc5780 ? BehaviourDiscovery(received: origin.fiveTuple.server, listeners: udpListeners) : nil
+        let discovery = settings.rfc5780 ? discoveries[origin.fiveTuple.server] : nil
         var from = (address: origin.fiveTuple.server, socket: origin.socket)
         if let change = request.changeRequest, change.changeIP || change.changePort {
             // Without an alternate address the classic client hears nothing, as from an RFC 3489

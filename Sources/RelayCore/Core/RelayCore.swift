@@ -26,6 +26,9 @@ public final class RelayCore {
     /// This thread's UDP listener socket for each listening address: where packets handed across
     /// threads leave from (the same address the target's client talks to).
     public internal(set) var udpListeners: [(address: TransportAddress, socket: ClientSocket)] = []
+    /// NAT behaviour discovery's alternate addresses (RFC 5780), by the UDP listener a request
+    /// came in on; rebuilt as listeners are added (docs/nat-discovery.md).
+    var discoveries: [TransportAddress: BehaviourDiscovery] = [:]
     var ports: [IPAddress: PortAllocator] = [:]
     /// The EVEN-PORT reservations this thread made (RFC 8656 §7.2, §18.10): their ports are in this
     /// thread's allocator until they expire, whichever thread's Allocate takes the token from the
@@ -118,7 +121,13 @@ public final class RelayCore {
     }
 
     /// Registers this thread's UDP listener on `address` (called by the I/O layer as it opens it).
-    public func addUDPListener(_ address: TransportAddress, socket: ClientSocket) { udpListeners.append((address, socket)) }
+    public func addUDPListener(_ address: TransportAddress, socket: ClientSocket) {
+        udpListeners.append((address, socket))
+        discoveries = [:]
+        for listener in udpListeners {
+            discoveries[listener.address] = BehaviourDiscovery(received: listener.address, listeners: udpListeners)
+        }
+    }
 
     /// Live allocations on this thread.
     public var allocationCount: Int { byFiveTuple.count }

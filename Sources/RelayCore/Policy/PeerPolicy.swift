@@ -47,7 +47,7 @@ public struct PeerPolicy: Sendable, Equatable {
         for range in denied where range.contains(ip) || range.contains(peer.ip) { return .deniedByConfiguration }
         for range in allowed where range.contains(ip) || range.contains(peer.ip) { return .allowed }
         if relayPorts.contains(peer.port) && relayAddresses.contains(ip) { return .allowed }
-        if allowLoopback && isLoopback(ip) { return .allowed }
+        if allowLoopback && ip.isLoopback { return .allowed }
         if SpecialPurposeRanges.contains(ip) || SpecialPurposeRanges.contains(peer.ip) { return .deniedSpecialPurpose }
         return .allowed
     }
@@ -56,12 +56,6 @@ public struct PeerPolicy: Sendable, Equatable {
     public func isAllowed(_ peer: TransportAddress) -> Bool { verdict(for: peer) == .allowed }
 
     func isOwn(_ ip: IPAddress) -> Bool {
-        ownAddresses.contains(ip) || isLoopback(ip) || ip == .ipv4Any || ip == .ipv6Any
-            || ip.ipv4Value.map { $0 >> 24 == 0 } == true
-    }
-
-    func isLoopback(_ ip: IPAddress) -> Bool {
-        if let v4 = ip.ipv4Value { return v4 >> 24 == 127 }
-        return ip == .ipv6Loopback
+        ownAddresses.contains(ip) || ip.isLoopback || ip.isWildcard || ip.ipv4Value.map { $0 >> 24 == 0 } == true
     }
 }

@@ -76,6 +76,17 @@ public struct IPAddress: Hashable, Sendable, Comparable {
     public static let ipv6Any = IPAddress(ipv6High: 0, low: 0)
     public static let ipv4Loopback = IPAddress(ipv4: 0x7F00_0001)
     public static let ipv6Loopback = IPAddress(ipv6High: 0, low: 1)
+
+    /// 127.0.0.0/8 or ::1 (RFC 6890 §2.2.2, §2.2.3).
+    @inlinable
+    public var isLoopback: Bool {
+        if let v4 = ipv4Value { return v4 >> 24 == 127 }
+        return self == .ipv6Loopback
+    }
+
+    /// 0.0.0.0 or :: : "every address of this host" as a listening address.
+    @inlinable
+    public var isWildcard: Bool { self == .ipv4Any || self == .ipv6Any }
 }
 
 extension IPAddress: CustomStringConvertible {
