@@ -55,6 +55,10 @@ public final class FuzzSession {
     /// always equal the tracker's own count.
     var cluster: ClusterLink? = nil
     var pendingAdmissions: [AdmissionRequest] = []
+    /// Connects of TCP allocations the core asked for (RFC 6062), and the connection ids it
+    /// handed out, for ConnectionBinds to name.
+    var pendingConnects: [PeerConnect] = []
+    var offeredConnections: [UInt32] = []
     /// The tuple whose packet the core is handling: the only one a Binding answer may be sent
     /// to from another listener or to another port (RFC 5780).
     var asking: Int? = nil
@@ -100,6 +104,7 @@ public final class FuzzSession {
             case 3: peerPacket(socket: r.byte(), peer: r.byte(), r.chunk())
             case 4: let k = Int64(r.byte()); now += k < 200 ? k : (k - 199) * 60
             case 5 where op & 8 != 0 && cluster != nil: answerAdmission(r.byte())
+            case 5 where op & 8 != 0: finishConnect(r.byte(), peer: r.byte())
             case 5: core.sweep(now: now)
             case 6: core.connectionClosed(origin(tuple(r.byte())), now: now)
             default:
@@ -123,6 +128,8 @@ public final class FuzzSession {
             require(redisCount == 0, "Redis would still count \(redisCount) allocations of this node after shutdown")
         }
         require(sockets.bound.isEmpty, "\(sockets.bound.count) relay sockets open after shutdown")
+        require(core.context.tcpConnections.count == 0, "peer connections listed after shutdown")
+        require(sockets.parked.isEmpty, "\(sockets.parked.count) peer sockets parked after shutdown")
         require(core.relayPortsInUse == 0, "\(core.relayPortsInUse) relay ports in use after shutdown and sweep")
         require(quota.total == 0, "quota still counts \(quota.total) allocations after shutdown")
         return failures
@@ -145,6 +152,28 @@ public final class FuzzSession {
         var context = core.context
         context.cluster = link
         core.update(context: context)
+    }
+
+    /// Ends the oldest connect as the I/O layer would (connected or not, by `b`), or with none
+    /// waiting, has a peer connect in to a TCP allocation's relayed address; a peer socket the
+    /// core keeps is parked under a made-up descriptor.
+    func finishConnect(_ b: UInt8, peer: UInt8) {
+        let fd = Int32(1000 + offeredConnections.count)
+        let id: UInt32?
+        if !pendingConnects.isEmpty {
+            let request = pendingConnects.removeFirst()
+            let kept = core.peerConnectFinished(request.id, relaySocket: request.relaySocket, connected: b & 1 == 0, now: now)
+            id = kept ? request.id : nil
+        } else if let socket = sockets.tcp.sorted().first {
+            id = core.peerConnectionArrived(on: socket, from: Self.peers[Int(peer) % Self.peers.count], now: now)
+        } else {
+            id = nil
+        }
+        guard let id, core.context.tcpConnections.park(id, peerSocket: fd, deadline: now + 30) else { return }
+        sockets.parked.insert(fd)
+        offeredConnections.append(id)
+        checkCommands(Array(core.allocations))
+        core.outbox.reset()
     }
 
     /// Answers the oldest waiting Allocate as Redis would: granted (counted), refused, or
@@ -239,7 +268,7 @@ public final class FuzzSession {
     /// CreatePermission, ChannelBind or Binding, with fuzzed fields and extra attributes before
     /// MESSAGE-INTEGRITY.
     func signed(tuple t: Int, method: UInt8, peer: UInt8, channel: UInt8, lifetime: UInt16, extra: [UInt8]) {
-        let methods: [Method] = [.allocate, .refresh, .createPermission, .channelBind, .binding]
+        let methods: [Method] = [.allocate, .refresh, .createPermission, .channelBind, .binding, .connect, .connectionBind]
         let m = methods[Int(method & 7) % methods.count]
         // A Refresh with the last ticket is signed as the ticket's owner: a move can succeed.
         let ticket = m == .refresh && lifetime & 0x4000 != 0 ? lastTicket : nil
@@ -276,6 +305,12 @@ public final class FuzzSession {
                 case .channelBind:
                     try w.append(ChannelNumber(value: 0x4000 &+ UInt16(channel) &* (method & 0x80 != 0 ? 0x101 : 1)))
                     try w.append(XORPeerAddress(address: target))
+                case .connect:
+                    try w.append(XORPeerAddress(address: target))
+                case .connectionBind:
+                    // The id of a connection the core offered, or a made-up one.
+                    try w.append(ConnectionID(value: offeredConnections.isEmpty || method & 0x80 != 0
+                        ? UInt32(lifetime) : offeredConnections[Int(channel) % offeredConnections.count]))
                 default: break
                 }
                 extra.withUnsafeBytes { value in
@@ -415,6 +450,10 @@ public final class FuzzSession {
             switch command {
             case .closeRelaySocket(let socket):
                 require(!allocations.contains { $0.relaySocket == socket }, "closing the socket of a live allocation")
+                // As the I/O layer does for a TCP allocation's listener: its peer connections end.
+                for entry in core.context.tcpConnections.removeAll(thread: 0, relaySocket: socket) {
+                    if case .ready(let fd) = entry.state { sockets.parked.remove(fd) }
+                }
                 require(sockets.close(socket), "closing relay socket \(socket) that is not open")
             case .installChannel(let route):
                 let owner = allocations.first {
@@ -452,6 +491,15 @@ public final class FuzzSession {
                 require(
                     to.map { t in allocations.contains { $0.origin.fiveTuple == t && $0.mobile } || endedInBatch } ?? true,
                     "steering a 5-tuple no mobile allocation has")
+            case .connectPeer(let request):
+                let owner = allocations.first { $0.relaySocket == request.relaySocket }
+                require(owner?.tcpRelay != nil, "a connect for no TCP allocation")
+                require(owner?.hasPermission(for: request.peer.ip, now: now) == true, "a connect without a permission")
+                pendingConnects.append(request)
+            case .bindDataConnection(let bind):
+                require(bind.origin.fiveTuple.transport.isStream, "a data connection over UDP")
+                require(!allocations.contains { $0.origin == bind.origin }, "a data connection that holds an allocation")
+                require(sockets.parked.remove(bind.peerSocket) != nil, "binding a peer socket that was not parked")
             case .removeChannel, .deliverToStream, .sessionStarted, .sessionEnded:
                 break
             }
@@ -469,6 +517,10 @@ final class FuzzSockets: RelaySocketProvider {
     private(set) var bound: [RelaySocket: TransportAddress] = [:]
     private var next: Int32 = 100
 
+    /// TCP allocations' listeners among them, and the peer sockets parked for a ConnectionBind.
+    private(set) var tcp: Set<RelaySocket> = []
+    var parked: Set<Int32> = []
+
     func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
         if address.port == 50003 || bound.values.contains(address) { return nil }
         next += 1
@@ -476,8 +528,17 @@ final class FuzzSockets: RelaySocketProvider {
         return RelaySocket(descriptor: next)
     }
 
+    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocket? {
+        let socket = openRelaySocket(bound: address)
+        if let socket { tcp.insert(socket) }
+        return socket
+    }
+
     /// False when `socket` was not open.
-    func close(_ socket: RelaySocket) -> Bool { bound.removeValue(forKey: socket) != nil }
+    func close(_ socket: RelaySocket) -> Bool {
+        tcp.remove(socket)
+        return bound.removeValue(forKey: socket) != nil
+    }
 }
 
 /// Reads operations; past the end every read is zero.

@@ -32,6 +32,7 @@ enum ConfigKeyTable {
         .flag("no-udp", \.noUDP).needsRestart(),
         .flag("no-tcp", \.noTCP).needsRestart(),
         .flag("no-tls", \.noTLS).needsRestart(),
+        .flag("no-tcp-relay", \.noTCPRelay),
     ]
 
     private static let relay: [ConfigKey] = [
@@ -180,6 +181,7 @@ enum ConfigKeyTable {
             }),
         .integer("drain-timeout", 0...Int(Int32.max), \.drainTimeout),
         .integer("max-permissions-per-allocation", positiveCount, \.maxPermissionsPerAllocation),
+        .integer("max-tcp-relay-connections", positiveCount, \.maxTCPRelayConnections),
         .integer("unauth-rate-limit", 0...Int(Int32.max), \.unauthRateLimit),
         .integer("unauth-rate-burst", positiveCount, \.unauthRateBurst),
         .integer("auth-failure-rate-limit", 0...Int(Int32.max), \.authFailureRateLimit),

@@ -36,7 +36,7 @@ extension ConfigKeyTable {
     private static let withoutValue: [ConfigKey] =
         [
             "prometheus-username-labels", "prometheus-tls", "no-auth-pings", "no-dynamic-ip-list",
-            "no-dynamic-realms", "check-origin-consistency", "no-udp-relay", "no-tcp-relay",
+            "no-dynamic-realms", "check-origin-consistency", "no-udp-relay",
             "raw-public-keys", "no-stdout-log", "new-log-timestamp", "udp-self-balance", "secure-stun",
             "server-relay", "dh566", "dh1066", "dh2066", "keep-address-family", "log-binding",
             "response-origin-only-with-rfc5780",

@@ -14,6 +14,8 @@ extension CoreSettings {
         channelLifetime = c.channelLifetime
         permissionLifetime = c.permissionLifetime
         maxPermissionsPerAllocation = c.maxPermissionsPerAllocation
+        tcpRelay = !c.noTCPRelay
+        maxTCPConnectionsPerAllocation = c.maxTCPRelayConnections
         maxBPS = c.maxBPS
         noAuth = c.noAuth
         stunOnly = c.stunOnly

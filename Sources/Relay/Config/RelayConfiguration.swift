@@ -137,6 +137,10 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Seconds a draining server waits for allocations to end before it stops.
     public var drainTimeout = 3600
     public var maxPermissionsPerAllocation = 32
+    /// `no-tcp-relay` (coturn's key): TCP allocations (RFC 6062) get 442.
+    public var noTCPRelay = false
+    /// Peer connections one TCP allocation may hold at once, pending or piped (docs/tcp-relay.md).
+    public var maxTCPRelayConnections = 16
     /// 401/438 challenges per second per source IP that are not answered with valid credentials,
     /// over all loop threads (0: unlimited); docs/rate-limits.md.
     public var unauthRateLimit = 20

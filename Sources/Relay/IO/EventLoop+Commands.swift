@@ -1,3 +1,4 @@
+import Glibc
 import Logging
 import RelayCore
 
@@ -54,6 +55,13 @@ extension EventLoop {
                     admissionForwarder(request)
                 } else {
                     mailbox.post(AdmittedRequest(request: request, admission: .local))
+                }
+            case .connectPeer(let request):
+                tcpRelay.connect(request)
+            case .bindDataConnection(let bind):
+                if dataConnectionBinder?(bind) != true {
+                    close(bind.peerSocket)
+                    core.context.tcpConnections.remove(bind.id)
                 }
             case .sessionEnded(let summary):
                 var relayed = ended.removeValue(forKey: summary.relaySocket)

@@ -49,6 +49,17 @@ final class EventLoop: RelaySocketProvider {
     var flushEvent: LoopEvent?
     /// The kernel fast path's routes of this loop (`kernel-offload`); nil: the core relays every packet.
     var fastPath: FastPathRoutes?
+    /// TCP allocations' listeners and connects (RFC 6062, docs/tcp-relay.md).
+    lazy var tcpRelay = TCPRelaySockets(loop: self)
+    /// Tells loop thread `thread` to end the pipe of peer connection `id` (its allocation ended
+    /// here); set by the server.
+    var pipeCloser: ((Int, UInt32) -> Void)?
+    /// Turns a data connection of this loop into a pipe (`CoreCommand.bindDataConnection`);
+    /// false when the connection is gone. Set by the stream transport layer.
+    var dataConnectionBinder: ((DataConnectionBind) -> Bool)?
+    /// Ends the pipe of peer connection `id` on this loop, if it runs here. Set by the stream
+    /// transport layer.
+    var pipeTerminator: ((UInt32) -> Void)?
 
     init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
         base = EventLoop.makeBase()
@@ -115,6 +126,7 @@ final class EventLoop: RelaySocketProvider {
         mailbox.detach()
         core.shutdown(now: EventLoop.now())
         flush()
+        tcpRelay.shutdown()
         onPublish?(core)
     }
 
@@ -153,6 +165,7 @@ final class EventLoop: RelaySocketProvider {
             flush()
         }
         for task in mailbox.takeAdminTasks() { serve(task) }
+        for id in mailbox.takePipesToClose() { pipeTerminator?(id) }
         let requests = mailbox.takeRequests()
         let admitted = mailbox.takeAdmitted()
         guard !requests.isEmpty || !admitted.isEmpty else { return }
@@ -176,6 +189,7 @@ final class EventLoop: RelaySocketProvider {
         core.wallOffset = EventLoop.wallOffset()
         collectFastPathTraffic()
         core.sweep(now: EventLoop.now())
+        tcpRelay.sweep(now: EventLoop.now())
         flush()
         onTick?(core)
     }
@@ -325,9 +339,13 @@ final class EventLoop: RelaySocketProvider {
         return RelaySocket(descriptor: fd)
     }
 
+    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocket? { tcpRelay.openListener(bound: address) }
+
     /// Unregisters at once; the descriptor closes at the end of this flush, so packets already
-    /// queued for it never go out on a reused descriptor.
+    /// queued for it never go out on a reused descriptor. A TCP allocation's listener takes its
+    /// peer connections with it.
     func closeRelaySocket(_ socket: RelaySocket) {
+        if tcpRelay.endRelay(socket) { return pendingClose.append(socket.descriptor) }
         if let event = relayEvents.removeValue(forKey: socket.descriptor) { event_free(event) }
         pendingClose.append(socket.descriptor)
     }

@@ -15,6 +15,8 @@ final class LoopMailbox: Sendable {
         var admitted: [AdmittedRequest] = []
         /// The admin API's requests: list or end allocations (docs/admin.md).
         var adminTasks: [AdminTask] = []
+        /// Pipes of TCP allocations another loop ended (RFC 6062, docs/tcp-relay.md), by connection id.
+        var pipesToClose: [UInt32] = []
         /// The loop's wake-up event (an `event*` as an integer), 0 while no loop is attached.
         var event: UInt = 0
     }
@@ -66,6 +68,22 @@ final class LoopMailbox: Sendable {
         state.withLock { s in
             s.adminTasks.append(task)
             if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
+        }
+    }
+
+    /// From any loop thread: the allocation of peer connection `id`, piped on this loop, ended.
+    func post(closingPipe id: UInt32) {
+        state.withLock { s in
+            s.pipesToClose.append(id)
+            if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
+        }
+    }
+
+    /// On the loop thread: the pipes to end posted since the last call.
+    func takePipesToClose() -> [UInt32] {
+        state.withLock { s in
+            defer { s.pipesToClose.removeAll() }
+            return s.pipesToClose
         }
     }
 

@@ -18,6 +18,8 @@ public final class RelayServer {
     let quota: QuotaTracker
     let bandwidth: BandwidthCapacity
     let reservations = ReservationTable()
+    /// The peer connections of TCP allocations, shared by the loops (docs/tcp-relay.md).
+    let tcpConnections = TCPConnectionTable()
     let directory = RelayedAddressDirectory()
     let nonceKey: [UInt8]
     /// Mobility tickets' keys and owners (docs/mobility.md); the key rotates on SIGHUP.
@@ -103,6 +105,7 @@ public final class RelayServer {
         context.draining = drain.active
         context.cluster = clusterLink
         context.blocklist = blocklist
+        context.tcpConnections = tcpConnections
         return context
     }
 
@@ -158,6 +161,9 @@ public final class RelayServer {
             let inbox = admissionInbox
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
+                loop.pipeCloser = { thread, id in
+                    if mailboxes.indices.contains(thread) { mailboxes[thread].post(closingPipe: id) }
+                }
                 loop.requestForwarder = { request in
                     if mailboxes.indices.contains(request.thread) { mailboxes[request.thread].post(request) }
                 }

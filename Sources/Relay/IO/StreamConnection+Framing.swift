@@ -24,7 +24,7 @@ extension StreamConnection {
                 if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return }
                 return close(.error, detail: String(cString: strerror(error)))
             }
-            return clientClosed()
+            return pipe == nil ? clientClosed() : pipeClientEnded()
         }
         lastInputAt = EventLoop.now()
         if let ssl {
@@ -39,6 +39,7 @@ extension StreamConnection {
     /// Hands each whole frame in `buffer[..<count]` to the core, writes what it queued (relayed
     /// payloads are sent straight from these bytes), and keeps a trailing part frame.
     func deliverFrames(in buffer: UnsafeMutableRawBufferPointer, count: Int) {
+        if pipe != nil { return pipeToPeer(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
         let loop = owner.loop
         let now = EventLoop.now()
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
@@ -64,6 +65,12 @@ extension StreamConnection {
                 owner.connectionAllocated(self)
             }
             consumed += frame.length
+            // A ConnectionBind that succeeded turns the connection into a pipe at the flush
+            // (RFC 6062 §5.4): what follows it in this read is the client's first data.
+            if frame.kind == .stun && !hasAllocated && Self.isConnectionBind(message) {
+                loop.flush()
+                if pipe != nil { return pipeToPeer(UnsafeRawBufferPointer(rebasing: bytes[consumed...])) }
+            }
             if loop.core.outbox.needsFlush { loop.flush() }
         }
         loop.flush()
@@ -90,5 +97,12 @@ extension StreamConnection {
             partial = .allocate(byteCount: capacity, alignment: 8)
         }
         partial.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+    }
+}
+
+extension StreamConnection {
+    /// Whether a STUN frame is a ConnectionBind request (RFC 6062 §6.1: method 0x00B, class request).
+    static func isConnectionBind(_ message: UnsafeRawBufferPointer) -> Bool {
+        message.count >= 2 && message[0] == 0x00 && message[1] == 0x0B
     }
 }

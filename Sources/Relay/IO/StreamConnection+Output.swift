@@ -93,6 +93,8 @@ extension StreamConnection {
             closeIfRefusing()
         } else if drained {
             close(.clientClosed)
+        } else if pipe != nil {
+            resumePeerIfDrained()
         }
     }
 

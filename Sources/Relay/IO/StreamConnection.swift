@@ -71,6 +71,9 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// owning loop closes the connection for this reason (at once, or at its next sweep when
     /// another loop found it).
     var refusal: (reason: StreamCloseReason, detail: String)?
+    /// The peer connection this data connection carries after its ConnectionBind (RFC 6062
+    /// §5.4); nil for a control connection.
+    var pipe: TCPPipe?
 
     /// A frame is at most a STUN header plus a 16-bit length (ChannelData: 4 + 65535 + padding).
     static let maxFrameLength = StunConstants.headerLength + 65536
@@ -157,7 +160,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         case .handshaking:
             if limits.handshake > 0, now - acceptedAt >= limits.handshake { close(.tlsHandshakeTimeout) }
         case .open:
-            guard limits.idle > 0 else { return }
+            // A data connection's pipe lives as long as its allocation (RFC 6062 §5.5).
+            guard limits.idle > 0, pipe == nil else { return }
             if !sawValidStun {
                 if now - readyAt >= limits.idle { close(.idleTimeout, detail: "no STUN message") }
             } else if now - lastInputAt >= limits.idle, !hasAllocation(origin) {

@@ -16,6 +16,10 @@ public enum StreamCloseReason: Int, CaseIterable, Sendable {
     /// A client that does not read: its pending output passed the per-connection bound.
     case slowReader
     case shutdown
+    /// A data connection's peer connection failed (RFC 6062 §5.5).
+    case peerClosed
+    /// A data connection's TCP allocation ended (RFC 6062 §5.5).
+    case relayEnded
 
     public var label: String {
         switch self {
@@ -27,6 +31,8 @@ public enum StreamCloseReason: Int, CaseIterable, Sendable {
         case .idleTimeout: return "idle_timeout"
         case .slowReader: return "slow_reader"
         case .shutdown: return "shutdown"
+        case .peerClosed: return "peer_closed"
+        case .relayEnded: return "relay_ended"
         }
     }
 }

@@ -17,6 +17,8 @@ final class StreamTransport {
     let limits: (idle: Int64, handshake: Int64)
     private(set) var listeners: [StreamListener] = []
     private(set) var connections: [Int32: StreamConnection] = [:]
+    /// Data connections piped to peer connections, by connection id (RFC 6062, docs/tcp-relay.md).
+    private var pipes: [UInt32: StreamConnection] = [:]
     /// Closed connections waiting to be freed at the start of the next loop iteration.
     private var released: [(connection: StreamConnection, detail: String?)] = []
     private var sweepTimer: OpaquePointer?
@@ -69,6 +71,8 @@ final class StreamTransport {
         loop.streamDeliverer = { [unowned self] delivery in
             queue(delivery.bytes, on: unsafeDowncast(delivery.sink, to: StreamConnection.self))
         }
+        loop.dataConnectionBinder = { [unowned self] bind in startPipe(bind) }
+        loop.pipeTerminator = { [unowned self] id in pipes[id]?.close(.relayEnded) }
         writeEvent = LoopEvent(base: loop.base) { [unowned self] in writeUnflushed() }
         sweepTimer = event_new(
             loop.base, -1, Int16(EV_PERSIST),
@@ -143,6 +147,26 @@ final class StreamTransport {
     /// `max-pending-connections-per-ip`.
     func connectionAllocated(_ connection: StreamConnection) {
         service.limiter.allocated(connection.origin.fiveTuple.client.ip)
+    }
+
+    /// `CoreCommand.bindDataConnection`: the data connection becomes a pipe (RFC 6062 §5.4); it
+    /// no longer counts as pending against its source's limit. False when it is gone.
+    private func startPipe(_ bind: DataConnectionBind) -> Bool {
+        guard let connection = connections[bind.origin.socket.descriptor], connection.origin == bind.origin,
+            connection.state == .open, connection.pipe == nil
+        else { return false }
+        guard connection.startPipe(id: bind.id, peerSocket: bind.peerSocket) else {
+            // The pipe owns the socket now: it closes with the connection.
+            pipes[bind.id] = connection
+            connection.close(.error, detail: "cannot register the peer connection")
+            return true
+        }
+        pipes[bind.id] = connection
+        if !connection.hasAllocated {
+            connection.hasAllocated = true
+            connectionAllocated(connection)
+        }
+        return true
     }
 
     // MARK: Sending
@@ -227,6 +251,11 @@ final class StreamTransport {
     private func release(_ connection: StreamConnection, now: Int64, detail: String?) {
         let origin = connection.origin
         connections[origin.socket.descriptor] = nil
+        if let pipe = connection.pipe {
+            pipes[pipe.id] = nil
+            loop.core.context.tcpConnections.remove(pipe.id)
+            pipe.free()
+        }
         loop.core.connectionClosed(origin, now: now)
         let reason = connection.closeReason ?? .error
         connection.free()
@@ -246,6 +275,8 @@ final class StreamTransport {
 
     /// Loop exit: closes every listener and connection before the `event_base` goes away.
     func shutdown() {
+        loop.dataConnectionBinder = nil
+        loop.pipeTerminator = nil
         loop.streamSender = nil
         loop.streamDeliverer = nil
         loop.core.streamHooks = StreamSinkHooks()

@@ -32,6 +32,8 @@ public final class Allocation {
     public internal(set) var traffic = TrafficCounters()
     /// The `max-bps` budget granted at Allocate; nil when `max-bps` is 0 (unlimited).
     public internal(set) var bandwidth: BandwidthBudget?
+    /// A TCP allocation's peer connections (RFC 6062); nil for a UDP allocation.
+    public internal(set) var tcpRelay: TCPRelayState?
     /// The Allocate carried DONT-FRAGMENT (RFC 8656 §7.2): the relay socket never fragments.
     public internal(set) var dontFragment = false
     /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.

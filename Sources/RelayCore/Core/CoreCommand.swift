@@ -38,6 +38,12 @@ public enum CoreCommand {
     /// the I/O layer asks Redis and hands the request back with the answer
     /// (`RelayCore.handleAdmittedRequest`).
     case admitAllocation(AdmissionRequest)
+    /// A Connect of a TCP allocation (RFC 6062 §5.2): the I/O layer connects from the relayed
+    /// address to the peer and reports with `RelayCore.peerConnectFinished`.
+    case connectPeer(PeerConnect)
+    /// A ConnectionBind succeeded (RFC 6062 §5.4): the data connection becomes a pipe to the
+    /// peer connection (docs/tcp-relay.md).
+    case bindDataConnection(DataConnectionBind)
 }
 
 /// A client's request handed from the loop thread that received it to the one that holds the

@@ -42,6 +42,9 @@ public struct CoreContext: Sendable {
     public var cluster: ClusterLink?
     /// Users an operator refused new allocations to (docs/admin.md); shared, kept across reloads.
     public var blocklist = UserBlocklist()
+    /// The peer connections of TCP allocations (RFC 6062), shared by all loop threads: a
+    /// ConnectionBind may reach any of them (docs/tcp-relay.md).
+    public var tcpConnections = TCPConnectionTable()
 
     public init(
         settings: CoreSettings, credentials: CredentialStore, nonces: NonceGenerator, policy: PeerPolicy,

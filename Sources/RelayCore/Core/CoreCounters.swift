@@ -117,6 +117,12 @@ public struct CoreCounters: Sendable {
     public var auth = [UInt64](repeating: 0, count: AuthOutcome.allCases.count)
     /// Error responses sent, indexed like `RelayError.allCases`.
     public var errorResponses = [UInt64](repeating: 0, count: RelayError.allCases.count)
+    /// Peer connections of TCP allocations by outcome, indexed like `TCPConnectionOutcome.allCases` (RFC 6062).
+    public var tcpConnections = [UInt64](repeating: 0, count: TCPConnectionOutcome.allCases.count)
+    /// Bytes piped between data connections and peer connections (RFC 6062 §5.5), each way;
+    /// counted by the loop thread that runs the pipe.
+    public var tcpBytesToPeer: UInt64 = 0
+    public var tcpBytesToClient: UInt64 = 0
 
     public init() {}
 
@@ -148,5 +154,8 @@ public struct CoreCounters: Sendable {
         for i in drops.indices { drops[i] &+= other.drops[i] }
         for i in auth.indices { auth[i] &+= other.auth[i] }
         for i in errorResponses.indices { errorResponses[i] &+= other.errorResponses[i] }
+        for i in tcpConnections.indices { tcpConnections[i] &+= other.tcpConnections[i] }
+        tcpBytesToPeer &+= other.tcpBytesToPeer
+        tcpBytesToClient &+= other.tcpBytesToClient
     }
 }

@@ -26,6 +26,10 @@ public struct CoreSettings: Sendable, Equatable {
     /// NAT behaviour discovery on Binding (RFC 5780); effective only where this loop listens on
     /// two IPs of the client's family and two ports (docs/nat-discovery.md).
     public var rfc5780 = false
+    /// TCP allocations (RFC 6062): REQUESTED-TRANSPORT 6 over TCP or TLS; off with `no-tcp-relay`.
+    public var tcpRelay = true
+    /// Peer connections one TCP allocation may have at once, pending or piped (`max-tcp-relay-connections`).
+    public var maxTCPConnectionsPerAllocation = 16
     /// Answer RFC 3489 Binding requests (no magic cookie).
     public var rfc3489Compatibility = false
     /// MAPPED-ADDRESS in every Binding response.

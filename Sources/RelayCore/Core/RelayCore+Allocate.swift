@@ -1,7 +1,7 @@
 import StunCodec
 
 extension RelayCore {
-    /// Allocate request (RFC 8656 §7.2, RFC 6156 §4).
+    /// Allocate request (RFC 8656 §7.2, RFC 6156 §4, RFC 6062 §5.1).
     func handleAllocate(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         let fiveTuple = origin.fiveTuple
         if let existing = byFiveTuple[fiveTuple] {
@@ -30,9 +30,12 @@ extension RelayCore {
         }
         if context.draining { return refuseOrRedirect(.insufficientCapacity) }
         guard let transport = try? message.decode(RequestedTransport.self) else { return reply(.badRequest) }
-        guard transport.protocolNumber == RequestedTransport.udp.protocolNumber else {
+        // UDP, or TCP (RFC 6062 §5.1) asked for over a TCP or TLS connection (else 400).
+        let tcp = transport.protocolNumber == RequestedTransport.tcp.protocolNumber && settings.tcpRelay
+        guard transport.protocolNumber == RequestedTransport.udp.protocolNumber || tcp else {
             return reply(.unsupportedTransportProtocol)
         }
+        if tcp && !fiveTuple.transport.isStream { return reply(.badRequest) }
         let evenPort: EvenPort?
         let token: ReservationToken?
         let requestedFamily: RequestedAddressFamily?
@@ -62,6 +65,8 @@ extension RelayCore {
         case .success(let asked): mobile = asked
         case .failure(let error): return reply(error)
         }
+        // A TCP allocation has one relayed address, with no port pairing (RFC 6062 §5.1).
+        if tcp && (evenPort != nil || token != nil || dual) { return reply(.badRequest) }
 
         // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so
         // not a reflector. A request back from the cluster's quota check was charged already.
@@ -98,7 +103,7 @@ extension RelayCore {
         let opened =
             dual
             ? openDualRelay(evenPort: evenPort, now: now)
-            : openRelay(family: family, evenPort: evenPort, token: token, now: now).map { ($0, nil, nil) }
+            : openRelay(family: family, evenPort: evenPort, token: token, tcp: tcp, now: now).map { ($0, nil, nil) }
         guard let (first, second, addressError) = opened else {
             context.quota.release(user: userID)
             if granted > 0 { context.bandwidth.release(granted) }
@@ -118,10 +123,11 @@ extension RelayCore {
                 relayedAddress: relay, advertisedAddress: advertisedForm(of: relay), relaySocket: socket,
                 expiry: allocation.expiry)
         }
+        if tcp { allocation.tcpRelay = TCPRelayState() }
         allocation.credentials = auth.credentials
         counters.allocationsByCredentials[auth.credentials.index] &+= 1
         if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
-        if message.contains(.dontFragment) {
+        if message.contains(.dontFragment) && !tcp {
             allocation.dontFragment = true
             outbox.emit(.setDontFragment(socket))
             if let additional = allocation.additional { outbox.emit(.setDontFragment(additional.relaySocket)) }
@@ -141,8 +147,10 @@ extension RelayCore {
         if mobile { registerMobile(allocation) }
         byFiveTuple[fiveTuple] = allocation
         bySocket[socket] = allocation
-        byRelayedAddress[relay] = allocation
-        byRelayedAddress[advertised] = allocation
+        if !tcp {
+            byRelayedAddress[relay] = allocation
+            byRelayedAddress[advertised] = allocation
+        }
         if let additional = allocation.additional {
             bySocket[additional.relaySocket] = allocation
             byRelayedAddress[additional.relayedAddress] = allocation
@@ -224,10 +232,11 @@ extension RelayCore {
         return max(defaultLifetime, min(Int64(requested.seconds), maximum))
     }
 
-    /// Chooses a relay address and port and opens its socket: the reserved port for a
+    /// Chooses a relay address and port and opens its socket (a TCP listener for a TCP
+    /// allocation, RFC 6062 §5.1): the reserved port for a
     /// RESERVATION-TOKEN, an even port for EVEN-PORT (RFC 8656 §18.7), otherwise any free port
     /// on the next relay address of the family, round robin.
-    func openRelay(family: IPAddress.Family, evenPort: EvenPort?, token: ReservationToken?, now: Int64)
+    func openRelay(family: IPAddress.Family, evenPort: EvenPort?, token: ReservationToken?, tcp: Bool = false, now: Int64)
         -> (TransportAddress, RelaySocket)?
     {
         if let token {
@@ -248,7 +257,9 @@ extension RelayCore {
             let ip = candidates[(relayCursor + attempt) % candidates.count].bound
             var socket = RelaySocket(descriptor: -1)
             let port = ports[ip]?.acquire(even: evenPort != nil, pair: evenPort?.reservePair == true) { port in
-                guard let fd = sockets.openRelaySocket(bound: TransportAddress(ip: ip, port: port)) else { return false }
+                let address = TransportAddress(ip: ip, port: port)
+                guard let fd = tcp ? sockets.openTCPRelaySocket(bound: address) : sockets.openRelaySocket(bound: address)
+                else { return false }
                 socket = fd
                 return true
             }

@@ -9,7 +9,9 @@ extension RelayCore {
         guard let allocation = existing else {
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
         }
-        guard let number = try? message.decode(ChannelNumber.self), let peer = try? message.decode(XORPeerAddress.self),
+        // A TCP allocation has no channels (RFC 6062 §5.5: data flows on its data connections).
+        guard allocation.tcpRelay == nil, let number = try? message.decode(ChannelNumber.self),
+            let peer = try? message.decode(XORPeerAddress.self),
             ChannelDataMessage.channelRange.contains(number.value)
         else {
             return sendError(.badRequest, to: message, origin: origin, key: auth.key)

@@ -5,6 +5,8 @@ extension RelayCore {
     /// exists and the peer policy allows the exact transport address. Failures are silent drops.
     func handleSendIndication(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         guard let allocation = byFiveTuple[origin.fiveTuple] else { return counters.drop(.noAllocation) }
+        // A TCP allocation relays over its data connections only (RFC 6062 §5.5).
+        guard allocation.tcpRelay == nil else { return counters.drop(.unexpectedMessage) }
         // An indication with unknown comprehension-required attributes is discarded (RFC 8489 §6.3.2).
         guard unknownComprehensionRequired(in: message) == nil else { return counters.drop(.malformed) }
         guard let peerAttribute = message.attribute(.xorPeerAddress), let data = message.attribute(.data),

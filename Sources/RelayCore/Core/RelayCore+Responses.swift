@@ -10,6 +10,15 @@ extension RelayCore {
         to request: StunMessage, origin: ClientOrigin, messageClass: MessageClass, key: IntegrityKey?,
         _ body: (inout StunMessageWriter) throws(StunEncodeError) -> Void
     ) -> UnsafeRawBufferPointer? {
+        respond(to: ReplyTarget(request), origin: origin, messageClass: messageClass, key: key, body)
+    }
+
+    /// `respond` for a request answered later than it was handled (a Connect, RFC 6062 §5.2).
+    @discardableResult
+    func respond(
+        to request: ReplyTarget, origin: ClientOrigin, messageClass: MessageClass, key: IntegrityKey?,
+        _ body: (inout StunMessageWriter) throws(StunEncodeError) -> Void
+    ) -> UnsafeRawBufferPointer? {
         guard outbox.hasRoomForResponse else {
             counters.drop(.outboxFull)
             return nil
@@ -17,7 +26,7 @@ extension RelayCore {
         let buffer = outbox.scratch()
         do {
             var w = try StunMessageWriter(
-                into: buffer, type: MessageType(method: request.type.method, messageClass: messageClass),
+                into: buffer, type: MessageType(method: request.method, messageClass: messageClass),
                 transactionID: request.transactionID)
             try body(&w)
             if let key, key.sha256 {
@@ -25,7 +34,7 @@ extension RelayCore {
             } else if let key {
                 try w.appendMessageIntegrity(key: key.bytes)
             }
-            if request.fingerprintOffset != nil || settings.fingerprint { try w.appendFingerprint() }
+            if request.fingerprinted || settings.fingerprint { try w.appendFingerprint() }
             let length = w.count
             outbox.commitScratch(length: length, route: .client(origin))
             return UnsafeRawBufferPointer(rebasing: buffer[0..<length])
@@ -38,6 +47,13 @@ extension RelayCore {
     /// An error response (RFC 8489 §6.3.4) with ERROR-CODE and whatever `extra` adds.
     func sendError(
         _ error: RelayError, to request: StunMessage, origin: ClientOrigin, key: IntegrityKey?,
+        _ extra: (inout StunMessageWriter) throws(StunEncodeError) -> Void = { _ in }
+    ) {
+        sendError(error, to: ReplyTarget(request), origin: origin, key: key, extra)
+    }
+
+    func sendError(
+        _ error: RelayError, to request: ReplyTarget, origin: ClientOrigin, key: IntegrityKey?,
         _ extra: (inout StunMessageWriter) throws(StunEncodeError) -> Void = { _ in }
     ) {
         counters.errorResponses[RelayError.allCases.firstIndex(of: error)!] += 1
@@ -91,5 +107,19 @@ extension RelayCore {
     /// SOFTWARE for success responses, when configured (RFC 8489 §14.14).
     func appendSoftware(_ w: inout StunMessageWriter) throws(StunEncodeError) {
         if let software = settings.softwareAttribute { try w.append(Software(value: software)) }
+    }
+}
+
+/// What a response needs of its request: the method, the transaction ID and whether the
+/// request carried FINGERPRINT (RFC 8489 §6.3, §14.7).
+struct ReplyTarget {
+    var method: Method
+    var transactionID: TransactionID
+    var fingerprinted: Bool
+
+    init(_ request: StunMessage) {
+        method = request.type.method
+        transactionID = request.transactionID
+        fingerprinted = request.fingerprintOffset != nil
     }
 }

@@ -211,6 +211,8 @@ public final class RelayCore {
         case .refresh: handleRefresh(message, from: origin, now: now)
         case .createPermission: handleCreatePermission(message, from: origin, now: now)
         case .channelBind: handleChannelBind(message, from: origin, now: now)
+        case .connect where settings.tcpRelay: handleConnect(message, from: origin, now: now)
+        case .connectionBind where settings.tcpRelay: handleConnectionBind(message, from: origin, now: now)
         default: sendError(.badRequest, to: message, origin: origin, key: nil)
         }
     }
@@ -270,7 +272,8 @@ public final class RelayCore {
     /// permissions, channels or expiry); nothing to do with a single loop.
     /// A TCP/TLS client's allocation is listed with its connection, or not at all.
     func publish(_ allocation: Allocation) {
-        guard context.threadCount > 1 else { return }
+        // A TCP allocation's relayed address takes connections, not datagrams (RFC 6062).
+        guard context.threadCount > 1, allocation.tcpRelay == nil else { return }
         var sink: (any StreamSink)? = nil
         if allocation.origin.fiveTuple.transport.isStream {
             guard let found = streamHooks.sink?(allocation.origin) else { return }

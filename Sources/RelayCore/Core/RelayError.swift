@@ -1,5 +1,5 @@
 /// Why the server refuses a request; each case knows its STUN error code
-/// (RFC 8489 §14.8, RFC 8656 §19, RFC 6156 §10.2).
+/// (RFC 8489 §14.8, RFC 8656 §19, RFC 6156 §10.2, RFC 6062 §6.3).
 public enum RelayError: Error, Hashable, Sendable {
     case tryAlternate
     case badRequest
@@ -14,6 +14,10 @@ public enum RelayError: Error, Hashable, Sendable {
     case wrongCredentials
     case unsupportedTransportProtocol
     case peerAddressFamilyMismatch
+    /// RFC 6062 §6.3: a Connect to a peer the allocation is connected or connecting to already.
+    case connectionAlreadyExists
+    /// RFC 6062 §6.3: the connect to the peer failed or timed out.
+    case connectionTimeoutOrFailure
     case allocationQuotaReached
     case serverError
     case insufficientCapacity
@@ -33,6 +37,8 @@ public enum RelayError: Error, Hashable, Sendable {
         case .wrongCredentials: return 441
         case .unsupportedTransportProtocol: return 442
         case .peerAddressFamilyMismatch: return 443
+        case .connectionAlreadyExists: return 446
+        case .connectionTimeoutOrFailure: return 447
         case .allocationQuotaReached: return 486
         case .serverError: return 500
         case .insufficientCapacity: return 508
@@ -54,6 +60,8 @@ public enum RelayError: Error, Hashable, Sendable {
         case .wrongCredentials: return "Wrong Credentials"
         case .unsupportedTransportProtocol: return "Unsupported Transport Protocol"
         case .peerAddressFamilyMismatch: return "Peer Address Family Mismatch"
+        case .connectionAlreadyExists: return "Connection Already Exists"
+        case .connectionTimeoutOrFailure: return "Connection Timeout or Failure"
         case .allocationQuotaReached: return "Allocation Quota Reached"
         case .serverError: return "Server Error"
         case .insufficientCapacity: return "Insufficient Capacity"
@@ -63,6 +71,6 @@ public enum RelayError: Error, Hashable, Sendable {
     public static let allCases: [RelayError] = [
         .tryAlternate, .badRequest, .unauthorized, .forbidden, .mobilityForbidden, .unknownAttribute, .allocationMismatch,
         .staleNonce, .addressFamilyNotSupported, .wrongCredentials, .unsupportedTransportProtocol,
-        .peerAddressFamilyMismatch, .allocationQuotaReached, .serverError, .insufficientCapacity,
+        .peerAddressFamilyMismatch, .connectionAlreadyExists, .connectionTimeoutOrFailure, .allocationQuotaReached, .serverError, .insufficientCapacity,
     ]
 }

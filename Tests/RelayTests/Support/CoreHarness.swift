@@ -176,11 +176,19 @@ final class CoreHarness {
                 steering.append(Steering(from: from, to: to))
             case .admitAllocation(let request):
                 admissions.append(request)
+            case .connectPeer(let request):
+                connects.append(request)
+            case .bindDataConnection(let bind):
+                dataBinds.append(bind)
             }
         }
         core.outbox.reset()
         return packets
     }
+
+    /// Connects and ConnectionBinds of TCP allocations the core asked the I/O layer for (RFC 6062), in order.
+    var connects: [PeerConnect] = []
+    var dataBinds: [DataConnectionBind] = []
 
     /// Allocates the core held for the cluster's quota check, in order.
     var admissions: [AdmissionRequest] = []

@@ -31,11 +31,21 @@ final class FakeRelaySocketProvider: RelaySocketProvider {
         return socket
     }
 
+    /// TCP allocations' listeners (RFC 6062) among the live descriptors.
+    private(set) var tcpListeners: Set<RelaySocket> = []
+
+    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocket? {
+        let socket = openRelaySocket(bound: address)
+        if let socket { tcpListeners.insert(socket) }
+        return socket
+    }
+
     /// Executes a `closeRelaySocket` command.
     func closeRelaySocket(_ socket: RelaySocket) {
         precondition(bound[socket] != nil, "closing relay socket \(socket) that is not open")
         closes += 1
         bound[socket] = nil
+        tcpListeners.remove(socket)
         closed.append(socket)
     }
 

@@ -1,0 +1,112 @@
+import RelayCore
+import CLibevent
+import Glibc
+
+// A data connection joined with a peer connection by ConnectionBind (RFC 6062 §5.4, §5.5):
+// from then on it carries raw bytes both ways, no STUN. What the client sends (decrypted, for
+// TLS) goes to the peer's socket; what the peer sends is queued on the connection like any
+// output (one TLS record per read). Each side's buffered bytes are bounded: past
+// `TCPPipe.pauseBytes` the other side's reads stop until they drain (docs/tcp-relay.md).
+// The owning loop's thread only.
+extension StreamConnection {
+    /// Starts piping to `peerSocket`; false if its events cannot be registered.
+    func startPipe(id: UInt32, peerSocket: Int32) -> Bool {
+        let pipe = TCPPipe(id: id, socket: peerSocket)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        pipe.readEvent = event_new(owner.loop.base, peerSocket, Int16(EV_READ | EV_PERSIST), { _, _, arg in
+            Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerReadable()
+        }, me)
+        pipe.writeEvent = event_new(owner.loop.base, peerSocket, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
+            Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerWritable()
+        }, me)
+        self.pipe = pipe
+        guard pipe.readEvent != nil, pipe.writeEvent != nil else { return false }
+        event_add(pipe.readEvent, nil)
+        return true
+    }
+
+    /// Client bytes to the peer: written at once when nothing waits, else kept; past
+    /// `pauseBytes` kept, the client is not read until the peer takes them.
+    func pipeToPeer(_ bytes: UnsafeRawBufferPointer) {
+        guard let pipe, bytes.count > 0 else { return }
+        owner.loop.core.counters.tcpBytesToPeer &+= UInt64(bytes.count)
+        var rest = bytes
+        if pipe.pending == 0 {
+            let written = send(pipe.socket, bytes.baseAddress!, bytes.count, Int32(MSG_NOSIGNAL))
+            if written < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+                return close(.peerClosed, detail: String(cString: strerror(errno)))
+            }
+            rest = UnsafeRawBufferPointer(rebasing: bytes[max(0, written)...])
+        }
+        guard rest.count > 0 else { return }
+        pipe.keep(rest)
+        event_add(pipe.writeEvent, nil)
+        if pipe.pending > TCPPipe.pauseBytes && !pipe.clientPaused {
+            pipe.clientPaused = true
+            event_del(readEvent)
+        }
+    }
+
+    /// The peer's socket can take more: the kept client bytes go; below `resumeBytes` the client
+    /// is read again; a client that closed its side is closed once all is written.
+    func peerWritable() {
+        guard let pipe, state == .open else { return }
+        guard pipe.writeBacklog() else { return close(.peerClosed, detail: String(cString: strerror(errno))) }
+        if pipe.pending == 0 {
+            event_del(pipe.writeEvent)
+            if pipe.clientEnded { return close(.clientClosed) }
+        }
+        if pipe.clientPaused && pipe.pending < TCPPipe.resumeBytes {
+            pipe.clientPaused = false
+            event_add(readEvent, nil)
+        }
+    }
+
+    /// The client closed its side: what it sent still goes to the peer, then both close.
+    func pipeClientEnded() {
+        guard let pipe else { return }
+        if pipe.pending == 0 { return close(.clientClosed) }
+        pipe.clientEnded = true
+        event_del(readEvent)
+    }
+
+    /// Peer bytes to the client, one read(2) at a time, while the client's queued output stays
+    /// under `pauseBytes`; the peer closing ends the connection once its output is written.
+    func peerReadable() {
+        guard let pipe, state == .open else { return }
+        if pendingOutput > TCPPipe.pauseBytes { return pausePeer(pipe) }
+        let buffer = owner.cipherBuffer
+        let count = read(pipe.socket, buffer.baseAddress!, buffer.count)
+        if count <= 0 {
+            if count < 0 {
+                let error = errno
+                if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return }
+                return close(.peerClosed, detail: String(cString: strerror(error)))
+            }
+            event_del(pipe.readEvent)
+            return clientClosed()
+        }
+        owner.loop.core.counters.tcpBytesToClient &+= UInt64(count)
+        switch enqueue(UnsafeRawBufferPointer(rebasing: buffer[..<count])) {
+        case .queued(let schedule):
+            if schedule { owner.noteUnflushed(self) }
+        case .refused:
+            return closeIfRefusing()
+        }
+        if pendingOutput > TCPPipe.pauseBytes { pausePeer(pipe) }
+    }
+
+    private func pausePeer(_ pipe: TCPPipe) {
+        guard !pipe.peerPaused else { return }
+        pipe.peerPaused = true
+        event_del(pipe.readEvent)
+    }
+
+    /// After a write to the client: a paused peer is read again once the output drained below
+    /// `resumeBytes`.
+    func resumePeerIfDrained() {
+        guard let pipe, pipe.peerPaused, state == .open, pendingOutput < TCPPipe.resumeBytes else { return }
+        pipe.peerPaused = false
+        event_add(pipe.readEvent, nil)
+    }
+}

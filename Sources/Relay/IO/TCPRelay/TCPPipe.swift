@@ -1,0 +1,67 @@
+import RelayCore
+import CLibevent
+import Glibc
+
+/// The peer side of a data connection after its ConnectionBind (RFC 6062 §5.4, §5.5): the peer
+/// connection's socket and events, and the client's bytes the peer's socket has not taken yet.
+/// Owned by the data connection's loop thread (docs/tcp-relay.md).
+final class TCPPipe {
+    let id: UInt32
+    let socket: Int32
+    var readEvent: OpaquePointer?
+    var writeEvent: OpaquePointer?
+    /// Client bytes waiting for the peer's socket, from `backlogStart` on.
+    var backlog: [UInt8] = []
+    var backlogStart = 0
+    /// Client reads stopped: the backlog passed `pauseBytes`.
+    var clientPaused = false
+    /// Peer reads stopped: the client's queued output passed `pauseBytes`.
+    var peerPaused = false
+    /// The client closed its side: the connection ends once the backlog is written.
+    var clientEnded = false
+
+    /// Buffered bytes one side may hold for the other before the other's reads stop (the
+    /// backpressure: a slow reader stalls its sender instead of growing memory).
+    static let pauseBytes = 256 * 1024
+    /// Reads resume once the buffered bytes fall below this.
+    static let resumeBytes = 64 * 1024
+
+    init(id: UInt32, socket: Int32) {
+        self.id = id
+        self.socket = socket
+    }
+
+    var pending: Int { backlog.count - backlogStart }
+
+    /// Keeps `bytes` behind what is waiting.
+    func keep(_ bytes: UnsafeRawBufferPointer) {
+        if backlogStart > 0 && backlogStart == backlog.count {
+            backlog.removeAll(keepingCapacity: true)
+            backlogStart = 0
+        }
+        backlog.append(contentsOf: bytes)
+    }
+
+    /// Writes what waits; false on a socket error other than a full buffer.
+    func writeBacklog() -> Bool {
+        while pending > 0 {
+            let written = backlog.withUnsafeBytes { raw in
+                send(socket, raw.baseAddress! + backlogStart, pending, Int32(MSG_NOSIGNAL))
+            }
+            if written < 0 { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
+            backlogStart += written
+        }
+        backlog.removeAll(keepingCapacity: backlog.capacity <= TCPPipe.pauseBytes)
+        backlogStart = 0
+        return true
+    }
+
+    /// Frees the events and closes the peer's socket.
+    func free() {
+        if let readEvent { event_free(readEvent) }
+        if let writeEvent { event_free(writeEvent) }
+        readEvent = nil
+        writeEvent = nil
+        close(socket)
+    }
+}

@@ -1,0 +1,121 @@
+import StunCodec
+
+/// The peer connections of every loop thread's TCP allocations, by CONNECTION-ID (RFC 6062
+/// §5.2, §5.3, §5.4). The ConnectionBind that claims a peer connection arrives on a new data
+/// connection, which SO_REUSEPORT may hand to any loop thread; so the ids and the parked peer
+/// sockets are shared, and the data connection's thread takes the peer socket and runs the pipe
+/// (docs/tcp-relay.md). Touched by Connect, inbound peer connections, ConnectionBind, the end
+/// of a pipe or allocation, and the once-a-second sweep: never per relayed byte.
+public final class TCPConnectionTable: Sendable {
+    /// Where a peer connection is.
+    public enum State: Sendable, Equatable {
+        /// The server's connect to the peer is in progress (Connect), or an inbound peer
+        /// connection was just accepted and its socket is being parked.
+        case connecting
+        /// Connected, waiting for the client's ConnectionBind (at most until `deadline`); the
+        /// socket is not read meanwhile, so the peer's data waits in the kernel.
+        case ready(peerSocket: Int32)
+        /// Joined with a data connection on loop thread `thread`, which owns the socket now.
+        case bound(thread: Int)
+    }
+
+    public struct Entry: Sendable, Equatable {
+        public let id: UInt32
+        /// The loop thread that holds the allocation.
+        public let thread: Int
+        /// The allocation's relay socket (its TCP listener) on that thread.
+        public let relaySocket: RelaySocket
+        /// The allocation's USERNAME: a ConnectionBind must carry the same (RFC 6062 §5.4).
+        public let username: String
+        public let peer: TransportAddress
+        public internal(set) var state: State
+        /// Monotonic seconds by which a connecting or ready entry must move on, else it is closed.
+        public internal(set) var deadline: Int64
+    }
+
+    /// What a ConnectionBind found.
+    public enum Claim: Sendable, Equatable {
+        /// The peer socket, now the claiming thread's; the entry is `bound` to it.
+        case peer(Int32, Entry)
+        /// No such id, or not ready (connecting, or bound already).
+        case unknown
+        /// Another user's connection; the entry stays as it was.
+        case wrongUser
+    }
+
+    private let entries = Locked<[UInt32: Entry]>([:])
+
+    public init() {}
+
+    /// A new entry in `connecting` state under an id no other entry has.
+    func reserve(
+        thread: Int, relaySocket: RelaySocket, username: String, peer: TransportAddress, deadline: Int64,
+        random: inout FastRandom
+    ) -> UInt32 {
+        var candidate = UInt32(truncatingIfNeeded: random.next())
+        return entries.withLock { table in
+            while candidate == 0 || table[candidate] != nil { candidate &+= 0x9E37_79B9 }
+            table[candidate] = Entry(
+                id: candidate, thread: thread, relaySocket: relaySocket, username: username, peer: peer,
+                state: .connecting, deadline: deadline)
+            return candidate
+        }
+    }
+
+    /// The connect finished (or an inbound connection was accepted): the entry holds `peerSocket`
+    /// until a ConnectionBind or `deadline`. False when the entry is gone (its allocation ended):
+    /// the caller closes the socket.
+    public func park(_ id: UInt32, peerSocket: Int32, deadline: Int64) -> Bool {
+        entries.withLock { table in
+            guard var entry = table[id], entry.state == .connecting else { return false }
+            entry.state = .ready(peerSocket: peerSocket)
+            entry.deadline = deadline
+            table[id] = entry
+            return true
+        }
+    }
+
+    /// ConnectionBind: hands the ready peer socket of `id` to `thread` if `username` matches.
+    func claim(_ id: UInt32, username: String, thread: Int) -> Claim {
+        entries.withLock { table in
+            guard var entry = table[id], case .ready(let socket) = entry.state else { return .unknown }
+            guard entry.username == username else { return .wrongUser }
+            entry.state = .bound(thread: thread)
+            table[id] = entry
+            return .peer(socket, entry)
+        }
+    }
+
+    /// Removes `id` (its pipe or connect ended); the entry as it was, nil if it was gone.
+    @discardableResult
+    public func remove(_ id: UInt32) -> Entry? { entries.withLock { $0.removeValue(forKey: id) } }
+
+    /// Removes every entry of the allocation with `relaySocket` on `thread` (it ended), for the
+    /// caller to close their sockets and pipes.
+    public func removeAll(thread: Int, relaySocket: RelaySocket) -> [Entry] {
+        entries.withLock { table in
+            let ended = table.values.filter { $0.thread == thread && $0.relaySocket == relaySocket }
+            for entry in ended { table[entry.id] = nil }
+            return ended
+        }
+    }
+
+    /// Removes the ready entries of `thread` past their deadline (no ConnectionBind in time,
+    /// RFC 6062 §5.3), for the caller to close their peer sockets.
+    public func expire(thread: Int, now: Int64) -> [Entry] {
+        entries.withLock { table in
+            let ended = table.values.filter {
+                guard $0.thread == thread, $0.deadline <= now, case .ready = $0.state else { return false }
+                return true
+            }
+            for entry in ended { table[entry.id] = nil }
+            return ended
+        }
+    }
+
+    /// Whether `id` is still listed (its connection is pending or piped).
+    func contains(_ id: UInt32) -> Bool { entries.withLock { $0[id] != nil } }
+
+    /// Entries listed now, for metrics and tests.
+    public var count: Int { entries.withLock { $0.count } }
+}
