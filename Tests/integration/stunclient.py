@@ -35,6 +35,9 @@ class Method:
     DATA = 0x007
     CREATE_PERMISSION = 0x008
     CHANNEL_BIND = 0x009
+    CONNECT = 0x00A             # RFC 6062 §6.1
+    CONNECTION_BIND = 0x00B
+    CONNECTION_ATTEMPT = 0x00C
 
 
 class Class:
@@ -67,12 +70,14 @@ class Attr:
     PASSWORD_ALGORITHMS = 0x8002
     ICMP = 0x8004
     XOR_MAPPED_ADDRESS = 0x0020
+    CONNECTION_ID = 0x002A      # RFC 6062 §6.2.1
     SOFTWARE = 0x8022
     ALTERNATE_SERVER = 0x8023
     FINGERPRINT = 0x8028
 
 
 UDP_TRANSPORT = 17  # RFC 8656 §18.8: protocol number of UDP
+TCP_TRANSPORT = 6   # RFC 6062 §6.2: protocol number of TCP
 
 
 class StunDecodeError(ValueError):
@@ -507,10 +512,13 @@ class TurnClient:
 
     # -- TURN (RFC 8656)
 
+    # REQUESTED-TRANSPORT of this client's Allocates: UDP, or TCP for RFC 6062.
+    transport = UDP_TRANSPORT
+
     def allocate_unauthenticated(self, lifetime: int | None = None) -> StunMessage:
         """The first Allocate of §7.2, without credentials; the server answers 401."""
         req = StunMessage(Method.ALLOCATE, Class.REQUEST)
-        req.add(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", UDP_TRANSPORT))
+        req.add(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", self.transport))
         if lifetime is not None:
             req.add(Attr.LIFETIME, struct.pack("!I", lifetime))
         return self.transact(req)
@@ -532,7 +540,7 @@ class TurnClient:
             self.key = hashlib.sha256(f"{username}:{self.realm}:{password}".encode()).digest()
         else:
             self.key = long_term_key(username, self.realm, password)
-        attrs = [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", UDP_TRANSPORT))]
+        attrs = [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", self.transport))]
         if lifetime is not None:
             attrs.append((Attr.LIFETIME, struct.pack("!I", lifetime)))
         attrs.extend(extra)

@@ -115,6 +115,17 @@ public enum RelaydMetrics {
         for error in RelayError.allCases {
             p.sample("relayd_error_responses_total", [("code", "\(error.code)")], c.errors(error))
         }
+        p.family(
+            "relayd_tcp_peer_connections_total", .counter,
+            help: "Peer connections of TCP allocations (RFC 6062), by outcome.")
+        for outcome in TCPConnectionOutcome.allCases {
+            p.sample("relayd_tcp_peer_connections_total", [("outcome", outcome.label)], c.tcpConnections[outcome.rawValue])
+        }
+        p.family(
+            "relayd_tcp_relayed_bytes_total", .counter,
+            help: "Bytes piped between data connections and peer connections of TCP allocations (RFC 6062).")
+        p.sample("relayd_tcp_relayed_bytes_total", [("direction", "to_peer")], c.tcpBytesToPeer)
+        p.sample("relayd_tcp_relayed_bytes_total", [("direction", "to_client")], c.tcpBytesToClient)
         p.family("relayd_stun_binding_requests_total", .counter, help: "STUN Binding requests answered.")
         p.sample("relayd_stun_binding_requests_total", [], c.bindingRequests)
 

@@ -1,0 +1,398 @@
+"""TCP allocations (RFC 6062) end to end.
+
+A client on a TCP or TLS control connection allocates with REQUESTED-TRANSPORT TCP. Connect
+makes relayd connect from the relayed address to a peer (CONNECTION-ID); a peer connecting to
+the relayed address is announced with a ConnectionAttempt. Either way the client opens a new
+data connection and sends ConnectionBind, after which that connection carries raw bytes to and
+from the peer. relayd runs two loop threads, so data connections land on either loop while
+the allocation stays on one (docs/tcp-relay.md).
+
+coturn's turnutils_uclient -T relays client to client through TCP allocations; it is run
+against whichever server the suite tests (coturn is the reference). The rest uses the
+Python client in tcprelay.py against a plain TCP echo server and raw peer sockets, against
+relayd only: coturn differs where RFC 6062 leaves room (it connects without a permission,
+keeps a peer without one, and answers Connect on a UDP allocation with 403).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import socketserver
+import threading
+import time
+
+import pytest
+
+import stunclient
+from conftest import RelayServer, free_port, running, server_kind
+from stunclient import TurnError
+from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
+from test_http_metrics import scrape, value
+from test_uclient import _tool, parse_report
+
+WAIT = 5.0
+UCLIENT_TIMEOUT = 120
+# RFC 6062 §5.3: a peer connection not bound within 30 s is closed; relayd's sweep runs once a second.
+BIND_DEADLINE = 30
+relayd_only = pytest.mark.skipif(
+    server_kind() != "relayd",
+    reason="relayd's behaviour: coturn differs where RFC 6062 leaves room (docs/tcp-relay.md)")
+
+
+class EchoHandler(socketserver.BaseRequestHandler):
+    def handle(self):
+        while True:
+            try:
+                data = self.request.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.request.sendall(data)
+
+
+class EchoServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+@pytest.fixture
+def echo():
+    """A TCP echo server on a free loopback port."""
+    server = EchoServer(("127.0.0.1", free_port()), EchoHandler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def start(tmp_path, *extra) -> RelayServer:
+    return RelayServer(server_kind(), tmp_path, streams=True, extra_args=["--relay-threads=2", *extra]
+                       if server_kind() == "relayd" else list(extra))
+
+
+def control(server: RelayServer, transport: str, user: str = "alice") -> TCPRelayClient:
+    client = TCPRelayClient(server.tls_address if transport == "tls" else server.address, tls=transport == "tls")
+    client.allocate(*server.credentials(user=user))
+    return client
+
+
+def connected_pipe(client: TCPRelayClient, peer) -> tuple[socket.socket, int]:
+    """Connect to `peer`, then a data connection bound to it: the data socket and the id."""
+    client.create_permission(peer)
+    response = TCPRelayClient.check(client.connect_peer(peer), "Connect")
+    cid = connection_id(response)
+    sock, bound, rest = client.open_data_connection(cid)
+    TCPRelayClient.check(bound, "ConnectionBind")
+    assert rest == b""
+    return sock, cid
+
+
+def metric(server: RelayServer, name: str, **labels) -> float:
+    time.sleep(0.4)  # loops publish every 250 ms
+    return value(scrape(server), name, **labels)
+
+
+# -- coturn's client
+
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_uclient_relays_client_to_client_over_tcp_allocations(tmp_path, processes, transport):
+    """turnutils_uclient -T: pairs of clients Connect to each other's relayed addresses (one side
+    gets a ConnectionAttempt), bind data connections, and exchange 4 x 100 messages of 120 bytes."""
+    server = start(tmp_path)
+    with running(server) as s:
+        port = s.tls_port if transport == "tls" else s.port
+        cmd = [_tool("turnutils_uclient"), "-T", *(["-S"] if transport == "tls" else []),
+               "-m", "4", "-n", "100", "-l", "120", "-z", "10",
+               "-W", s.secret, "-u", "uclient", "-p", str(port), "-L", "127.0.0.1", s.host]
+        proc, log = processes.start("turnutils_uclient", cmd)
+        proc.wait(timeout=UCLIENT_TIMEOUT)
+        output = log.read_text(errors="replace")
+        assert proc.returncode == 0, output[-3000:]
+        report = parse_report(output)
+        assert report.send_msgs == 400 and report.recv_msgs == 400, output[-2000:]
+        assert report.send_bytes == report.recv_bytes == 400 * 120
+        assert report.lost == 0 and report.send_dropped == 0
+        if s.kind == "relayd":
+            # Both directions of every pair went through relayd's pipes (ChannelData is not used).
+            assert metric(s, "relayd_tcp_relayed_bytes_total", direction="to_peer") >= 400 * 120
+            assert metric(s, "relayd_tcp_peer_connections_total", outcome="bound") >= 4
+
+
+# -- Connect (RFC 6062 §5.2)
+
+@relayd_only
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_connect_to_a_tcp_echo_server_is_byte_exact(tmp_path, echo, transport):
+    server = start(tmp_path)
+    with running(server) as s, control(s, transport) as client:
+        data, _ = connected_pipe(client, echo)
+        with data:
+            payload = os.urandom(300_000)
+            sender = threading.Thread(target=data.sendall, args=(payload,))
+            sender.start()
+            got = recv_exactly(data, len(payload), timeout=20)
+            sender.join(timeout=20)
+            assert got == payload
+        if s.kind == "relayd":
+            assert metric(s, "relayd_tcp_relayed_bytes_total", direction="to_client") >= len(payload)
+
+
+@relayd_only
+def test_connect_errors(tmp_path, echo):
+    """403 without a permission (relayd's deny-first policy: coturn connects), 446 for a peer
+    connected already, 447 for a peer that refuses, 400 on a UDP allocation."""
+    server = start(tmp_path)
+    with running(server) as s, control(s, "tcp") as client:
+        if s.kind == "relayd":
+            assert client.connect_peer(echo).error_code()[0] == 403
+        data, _ = connected_pipe(client, echo)
+        with data:
+            assert client.connect_peer(echo).error_code()[0] == 446
+        closed_port = free_port()
+        assert client.connect_peer(("127.0.0.1", closed_port)).error_code()[0] == 447
+    with running(start(tmp_path / "udp")) as s, stunclient.TurnClient(s.address) as udp:
+        udp.allocate(*s.credentials())
+        udp.create_permission(echo)
+        assert udp.authenticated_request(
+            stunclient.Method.CONNECT,
+            lambda tid: [(stunclient.Attr.XOR_PEER_ADDRESS, stunclient.encode_xor_address(echo, tid))],
+        ).error_code()[0] == 400
+
+
+@relayd_only
+def test_tcp_allocate_over_udp_is_refused(tmp_path):
+    with running(start(tmp_path)) as s, stunclient.TurnClient(s.address) as udp:
+        udp.transport = stunclient.TCP_TRANSPORT
+        with pytest.raises(TurnError) as refused:
+            udp.allocate(*s.credentials())
+        assert refused.value.code == 400
+
+
+@relayd_only
+def test_no_tcp_relay_answers_442(tmp_path):
+    with running(start(tmp_path, "--no-tcp-relay")) as s:
+        client = TCPRelayClient(s.address)
+        with client, pytest.raises(TurnError) as refused:
+            client.allocate(*s.credentials())
+        assert refused.value.code == 442
+
+
+# -- peers connecting in (RFC 6062 §5.3)
+
+@relayd_only
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_a_peer_connecting_in_gets_announced_and_piped(tmp_path, transport):
+    server = start(tmp_path)
+    with running(server) as s, control(s, transport) as client:
+        client.create_permission(("127.0.0.1", 9))
+        peer = socket.create_connection(client.relayed, timeout=WAIT)
+        with peer:
+            attempt = client.wait_connection_attempt(WAIT)
+            assert attempt is not None, "no ConnectionAttempt"
+            cid, announced = attempt
+            assert announced == peer.getsockname()[:2]
+            # The peer's first bytes wait in the kernel until the client binds.
+            peer.sendall(b"hello before bind")
+            data, bound, rest = client.open_data_connection(cid)
+            with data:
+                TCPRelayClient.check(bound, "ConnectionBind")
+                got = rest + recv_exactly(data, len(b"hello before bind") - len(rest), timeout=WAIT)
+                assert got == b"hello before bind"
+                data.sendall(b"and back")
+                assert recv_exactly(peer, 8, timeout=WAIT) == b"and back"
+                # The client closing its data connection closes the peer's.
+                data.close()
+                assert wait_eof(peer, WAIT)
+
+
+@relayd_only
+def test_a_peer_without_permission_is_closed_unannounced(tmp_path):
+    server = start(tmp_path)
+    with running(server) as s, control(s, "tcp") as client:
+        client.create_permission(("127.0.0.2", 9))
+        peer = socket.create_connection(client.relayed, timeout=WAIT)
+        with peer:
+            assert wait_eof(peer, WAIT), "relayd kept a connection from a peer without permission"
+        assert client.wait_connection_attempt(1.0) is None
+
+
+# -- ConnectionBind (RFC 6062 §5.4) and limits
+
+@relayd_only
+def test_connection_bind_checks_id_and_user(tmp_path):
+    server = start(tmp_path)
+    with running(server) as s, control(s, "tcp") as alice, control(s, "tcp", user="bob") as bob:
+        alice.create_permission(("127.0.0.1", 9))
+        peer = socket.create_connection(alice.relayed, timeout=WAIT)
+        with peer:
+            cid, _ = alice.wait_connection_attempt(WAIT)
+            # Another user's credentials: 441, and the connection stays for its owner.
+            sock, refused, _ = bob.open_data_connection(cid)
+            sock.close()
+            assert refused.error_code()[0] == 441
+            sock, unknown, _ = alice.open_data_connection(cid ^ 0x5A5A5A5A)
+            sock.close()
+            assert unknown.error_code()[0] == 400
+            data, bound, _ = alice.open_data_connection(cid)
+            with data:
+                TCPRelayClient.check(bound, "ConnectionBind")
+                # Bound once: a second ConnectionBind for it is 400.
+                sock, again, _ = alice.open_data_connection(cid)
+                sock.close()
+                assert again.error_code()[0] == 400
+
+
+@relayd_only
+def test_connections_per_allocation_are_limited(tmp_path, echo):
+    server = start(tmp_path, "--max-tcp-relay-connections=2")
+    with running(server) as s, control(s, "tcp") as client:
+        client.create_permission(echo)
+        peers = []
+        try:
+            for _ in range(2):
+                peers.append(socket.create_connection(client.relayed, timeout=WAIT))
+                assert client.wait_connection_attempt(WAIT) is not None
+            assert client.connect_peer(echo).error_code()[0] == 508
+            third = socket.create_connection(client.relayed, timeout=WAIT)
+            peers.append(third)
+            assert wait_eof(third, WAIT)
+            assert metric(s, "relayd_tcp_peer_connections_total", outcome="refused") >= 2
+        finally:
+            for p in peers:
+                p.close()
+
+
+@relayd_only
+def test_an_unbound_peer_connection_is_closed_after_30_s(tmp_path):
+    server = start(tmp_path)
+    with running(server) as s, control(s, "tcp") as client:
+        client.create_permission(("127.0.0.1", 9))
+        peer = socket.create_connection(client.relayed, timeout=WAIT)
+        with peer:
+            started = time.monotonic()
+            cid, _ = client.wait_connection_attempt(WAIT)
+            assert not wait_eof(peer, BIND_DEADLINE - 5), "closed before the 30 s"
+            assert wait_eof(peer, 10), "still open 35 s after the ConnectionAttempt"
+            assert BIND_DEADLINE - 1 <= time.monotonic() - started <= BIND_DEADLINE + 5
+            sock, late, _ = client.open_data_connection(cid)
+            sock.close()
+            assert late.error_code()[0] == 400
+        assert metric(s, "relayd_tcp_peer_connections_total", outcome="expired") == 1
+
+
+@relayd_only
+def test_the_allocation_ending_closes_its_pipes(tmp_path, echo):
+    server = start(tmp_path)
+    with running(server) as s, control(s, "tcp") as client:
+        pipes = [connected_pipe(client, echo)[0]]
+        peer = None
+        try:
+            client.create_permission(("127.0.0.1", 9))
+            peer = socket.create_connection(client.relayed, timeout=WAIT)
+            cid, _ = client.wait_connection_attempt(WAIT)
+            data, bound, _ = client.open_data_connection(cid)
+            pipes.append(data)
+            TCPRelayClient.check(bound, "ConnectionBind")
+            TCPRelayClient.check(client.refresh(0), "Refresh")
+            for data in pipes:
+                assert wait_eof(data, WAIT), "a data connection outlived its allocation"
+            assert wait_eof(peer, WAIT), "a peer connection outlived its allocation"
+        finally:
+            for p in pipes:
+                p.close()
+            if peer:
+                peer.close()
+
+
+# -- backpressure
+
+def rss_kib(pid: int) -> int:
+    status = open(f"/proc/{pid}/status").read()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
+
+
+@relayd_only
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_a_slow_client_stalls_the_peer_instead_of_growing_memory(tmp_path, transport):
+    """The peer sends 24 MB to a client that does not read for 3 s: relayd stops reading the
+    peer (its memory stays flat; the kernel's loopback buffers hold about 10 MB), and once the
+    client reads, all 24 MB arrive in order."""
+    server = start(tmp_path)
+    size = 24 << 20
+    with running(server) as s, control(s, transport) as client:
+        client.create_permission(("127.0.0.1", 9))
+        peer = socket.create_connection(client.relayed, timeout=WAIT)
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        with peer:
+            cid, _ = client.wait_connection_attempt(WAIT)
+            data, bound, _ = client.open_data_connection(cid, rcvbuf=64 * 1024)
+            with data:
+                TCPRelayClient.check(bound, "ConnectionBind")
+                payload = os.urandom(size)
+                before = rss_kib(s.proc.pid)
+                peer.setblocking(False)
+                sent = 0
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline and sent < size:
+                    try:
+                        sent += peer.send(payload[sent:sent + 65536])
+                    except BlockingIOError:
+                        time.sleep(0.01)
+                grown = rss_kib(s.proc.pid) - before
+                assert sent < size, "the peer could write 24 MB to a client that reads nothing"
+                assert grown < 4096, f"relayd grew by {grown} KiB while the client did not read"
+                reader = threading.Thread(target=lambda: received.append(recv_exactly(data, size, timeout=60)))
+                received: list[bytes] = []
+                reader.start()
+                peer.setblocking(True)
+                peer.settimeout(60)
+                peer.sendall(payload[sent:])
+                reader.join(timeout=60)
+                assert received and received[0] == payload
+
+
+@relayd_only
+def test_a_slow_peer_stalls_the_client_instead_of_growing_memory(tmp_path, echo):
+    """The client sends 24 MB to a peer that does not read: relayd stops reading the client, then
+    the peer reads everything in order."""
+    server = start(tmp_path)
+    size = 24 << 20
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, running(server) as s, control(s, "tcp") as client:
+        listener.settimeout(WAIT)
+        peer_address = listener.getsockname()
+        client.create_permission(peer_address)
+        cid = connection_id(TCPRelayClient.check(client.connect_peer(peer_address), "Connect"))
+        peer, _ = listener.accept()
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        data, bound, _ = client.open_data_connection(cid)
+        with peer, data:
+            TCPRelayClient.check(bound, "ConnectionBind")
+            payload = os.urandom(size)
+            before = rss_kib(s.proc.pid)
+            data.setblocking(False)
+            sent = 0
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline and sent < size:
+                try:
+                    sent += data.send(payload[sent:sent + 65536])
+                except BlockingIOError:
+                    time.sleep(0.01)
+            grown = rss_kib(s.proc.pid) - before
+            assert sent < size, "the client could write 24 MB to a peer that reads nothing"
+            assert grown < 4096, f"relayd grew by {grown} KiB while the peer did not read"
+            received: list[bytes] = []
+            reader = threading.Thread(target=lambda: received.append(recv_exactly(peer, size, timeout=60)))
+            reader.start()
+            data.setblocking(True)
+            data.settimeout(60)
+            data.sendall(payload[sent:])
+            reader.join(timeout=60)
+            assert received and received[0] == payload
