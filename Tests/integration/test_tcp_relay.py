@@ -318,15 +318,41 @@ def rss_kib(pid: int) -> int:
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
 
 
+SLOW_PAYLOAD = 24 << 20  # the kernel's loopback buffers on the way hold about 10 MB
+
+
+def stall_then_drain(server: RelayServer, sender: socket.socket, receiver: socket.socket) -> None:
+    """`sender` writes SLOW_PAYLOAD for 3 s while `receiver` reads nothing: it must stall before
+    the end, with relayd's memory flat; then `receiver` reads and gets every byte in order."""
+    payload = os.urandom(SLOW_PAYLOAD)
+    before = rss_kib(server.proc.pid)
+    sender.setblocking(False)
+    sent = 0
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and sent < len(payload):
+        try:
+            sent += sender.send(payload[sent:sent + 65536])
+        except BlockingIOError:
+            time.sleep(0.01)
+    grown = rss_kib(server.proc.pid) - before
+    assert sent < len(payload), "24 MB could be written to a side that reads nothing"
+    assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(recv_exactly(receiver, len(payload), timeout=60)))
+    reader.start()
+    sender.setblocking(True)
+    sender.settimeout(60)
+    sender.sendall(payload[sent:])
+    reader.join(timeout=60)
+    assert received and received[0] == payload
+
+
 @relayd_only
 @pytest.mark.parametrize("transport", ["tcp", "tls"])
 def test_a_slow_client_stalls_the_peer_instead_of_growing_memory(tmp_path, transport):
-    """The peer sends 24 MB to a client that does not read for 3 s: relayd stops reading the
-    peer (its memory stays flat; the kernel's loopback buffers hold about 10 MB), and once the
-    client reads, all 24 MB arrive in order."""
-    server = start(tmp_path)
-    size = 24 << 20
-    with running(server) as s, control(s, transport) as client:
+    """The peer writes to a client that does not read: relayd stops reading the peer instead of
+    buffering, and once the client reads, everything arrives in order."""
+    with running(start(tmp_path)) as s, control(s, transport) as client:
         client.create_permission(("127.0.0.1", 9))
         peer = socket.create_connection(client.relayed, timeout=WAIT)
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
@@ -335,37 +361,15 @@ def test_a_slow_client_stalls_the_peer_instead_of_growing_memory(tmp_path, trans
             data, bound, _ = client.open_data_connection(cid, rcvbuf=64 * 1024)
             with data:
                 TCPRelayClient.check(bound, "ConnectionBind")
-                payload = os.urandom(size)
-                before = rss_kib(s.proc.pid)
-                peer.setblocking(False)
-                sent = 0
-                deadline = time.monotonic() + 3
-                while time.monotonic() < deadline and sent < size:
-                    try:
-                        sent += peer.send(payload[sent:sent + 65536])
-                    except BlockingIOError:
-                        time.sleep(0.01)
-                grown = rss_kib(s.proc.pid) - before
-                assert sent < size, "the peer could write 24 MB to a client that reads nothing"
-                assert grown < 4096, f"relayd grew by {grown} KiB while the client did not read"
-                reader = threading.Thread(target=lambda: received.append(recv_exactly(data, size, timeout=60)))
-                received: list[bytes] = []
-                reader.start()
-                peer.setblocking(True)
-                peer.settimeout(60)
-                peer.sendall(payload[sent:])
-                reader.join(timeout=60)
-                assert received and received[0] == payload
+                stall_then_drain(s, sender=peer, receiver=data)
 
 
 @relayd_only
-def test_a_slow_peer_stalls_the_client_instead_of_growing_memory(tmp_path, echo):
-    """The client sends 24 MB to a peer that does not read: relayd stops reading the client, then
-    the peer reads everything in order."""
-    server = start(tmp_path)
-    size = 24 << 20
+def test_a_slow_peer_stalls_the_client_instead_of_growing_memory(tmp_path):
+    """The client writes to a peer that does not read: relayd stops reading the client, then the
+    peer reads everything in order."""
     listener = socket.create_server(("127.0.0.1", 0))
-    with listener, running(server) as s, control(s, "tcp") as client:
+    with listener, running(start(tmp_path)) as s, control(s, "tcp") as client:
         listener.settimeout(WAIT)
         peer_address = listener.getsockname()
         client.create_permission(peer_address)
@@ -375,24 +379,4 @@ def test_a_slow_peer_stalls_the_client_instead_of_growing_memory(tmp_path, echo)
         data, bound, _ = client.open_data_connection(cid)
         with peer, data:
             TCPRelayClient.check(bound, "ConnectionBind")
-            payload = os.urandom(size)
-            before = rss_kib(s.proc.pid)
-            data.setblocking(False)
-            sent = 0
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline and sent < size:
-                try:
-                    sent += data.send(payload[sent:sent + 65536])
-                except BlockingIOError:
-                    time.sleep(0.01)
-            grown = rss_kib(s.proc.pid) - before
-            assert sent < size, "the client could write 24 MB to a peer that reads nothing"
-            assert grown < 4096, f"relayd grew by {grown} KiB while the peer did not read"
-            received: list[bytes] = []
-            reader = threading.Thread(target=lambda: received.append(recv_exactly(peer, size, timeout=60)))
-            reader.start()
-            data.setblocking(True)
-            data.settimeout(60)
-            data.sendall(payload[sent:])
-            reader.join(timeout=60)
-            assert received and received[0] == payload
+            stall_then_drain(s, sender=data, receiver=peer)
