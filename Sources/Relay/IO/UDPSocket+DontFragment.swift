@@ -17,8 +17,8 @@ extension UDPSocket {
         if Int32(storage.ss_family) == AF_INET6 {
             var one: Int32 = 1
             var probe = Int32(IPV6_PMTUDISC_DO)
-            return setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_DONTFRAG, &one, 4) == 0
-                && setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_MTU_DISCOVER, &probe, 4) == 0
+            return setsockopt(fd, ipv6OptionLevel, IPV6_DONTFRAG, &one, 4) == 0
+                && setsockopt(fd, ipv6OptionLevel, IPV6_MTU_DISCOVER, &probe, 4) == 0
         }
         var discover = Int32(IP_PMTUDISC_DO)
         return setsockopt(fd, Int32(IPPROTO_IP), IP_MTU_DISCOVER, &discover, 4) == 0

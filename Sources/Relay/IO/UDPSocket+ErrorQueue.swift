@@ -14,7 +14,7 @@ extension UDPSocket {
     @discardableResult
     static func enableErrorQueue(_ fd: Int32, family: IPAddress.Family) -> Bool {
         var one: Int32 = 1
-        if family == .ipv6 { return setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_RECVERR, &one, 4) == 0 }
+        if family == .ipv6 { return setsockopt(fd, ipv6OptionLevel, IPV6_RECVERR, &one, 4) == 0 }
         return setsockopt(fd, Int32(IPPROTO_IP), IP_RECVERR, &one, 4) == 0
     }
 

@@ -12,7 +12,7 @@ enum UDPSocket {
         guard fd >= 0 else { return nil }
         var one: Int32 = 1
         var size = bufferBytes
-        if address.ip.family == .ipv6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, 4) }
+        if address.ip.family == .ipv6 { setsockopt(fd, ipv6OptionLevel, IPV6_V6ONLY, &one, 4) }
         if reusePort {
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, 4)
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, 4)

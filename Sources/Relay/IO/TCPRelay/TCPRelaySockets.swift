@@ -52,7 +52,7 @@ final class TCPRelaySockets {
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, 4)
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, 4)
-        if family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, 4) }
+        if family == AF_INET6 { setsockopt(fd, ipv6OptionLevel, IPV6_V6ONLY, &one, 4) }
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
         var storage = sockaddr_storage()
         let bound = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
