@@ -18,7 +18,7 @@ import Testing
             "alternate-server", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "verbose", "pidfile", "api-listening-ip", "api-listening-port", "api-key",
             "credential-ttl", "credential-max-ttl", "advertised-uri", "log-format", "log-level", "drain-timeout",
-            "max-permissions-per-allocation", "max-tcp-relay-connections", "no-tcp-relay", "unauth-rate-limit",
+            "max-permissions-per-allocation", "max-tcp-relay-connections", "no-tcp-relay", "no-dtls", "unauth-rate-limit",
             "unauth-rate-burst", "auth-failure-rate-limit",
             "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
             "max-pending-connections-per-ip", "max-connections", "kernel-offload", "kernel-offload-object",
@@ -35,7 +35,7 @@ import Testing
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "log-format", "pidfile", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
             "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name",
-            "node-labels", "cluster-node-ttl", "api-tls", "rfc5780", "no-rfc5780",
+            "node-labels", "cluster-node-ttl", "api-tls", "rfc5780", "no-rfc5780", "no-dtls",
         ]))
     }
 

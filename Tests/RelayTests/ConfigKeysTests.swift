@@ -43,7 +43,7 @@ import Testing
         "mongo-userdb=mongodb://db", "userdb=/var/db/turndb", "oauth", "dh-file=dh.pem", "ec-curve-name=prime256v1",
         "check-origin-consistency", "allocation-default-address-family=ipv6", "aux-server=10.0.0.1:3478",
         "udp-self-balance", "response-origin-only-with-rfc5780", "keep-address-family",
-        "no-dtls", "dtls-listening-port=5350", "tcp-proxy-port=5555", "daemon", "CA-file=ca.pem", "cpus=4",
+        "dtls-listening-port=5350", "tcp-proxy-port=5555", "daemon", "CA-file=ca.pem", "cpus=4",
     ])
     func unimplementedCoturnKeyWarns(line: String) throws {
         let key = String(line.prefix { $0 != "=" })

@@ -56,8 +56,9 @@ def credentials(server):
         coturn_differs("coturn answers an unknown REQUESTED-TRANSPORT with 400, not 442")])
     for p in range(256)])
 def test_requested_transport_other_than_udp_is_442(server, credentials, protocol):
-    """RFC 8656 §7.2: REQUESTED-TRANSPORT names the relay transport; relayd relays UDP only
-    (no RFC 6062 TCP allocations), so any other protocol number -> 442, UDP (17) -> success."""
+    """RFC 8656 §7.2: REQUESTED-TRANSPORT names the relay transport; relayd relays UDP, and TCP
+    (RFC 6062) only for clients on TCP or TLS, so over UDP: UDP (17) -> success, TCP (6) -> 400
+    (RFC 6062 §5.1; test_tcp_relay.py), any other protocol number -> 442."""
     with TurnClient(server.address) as client:
         client.username, client.realm, client.nonce, client.key = credentials
         resp = client.authenticated_request(Method.ALLOCATE,
@@ -65,8 +66,8 @@ def test_requested_transport_other_than_udp_is_442(server, credentials, protocol
         if protocol == 17:
             assert code(resp) is None
             client.refresh(0)
-        elif protocol == 6 and IS_COTURN:
-            pytest.xfail("coturn supports RFC 6062 TCP allocations")
+        elif protocol == 6:
+            assert code(resp) == 400
         else:
             assert code(resp) == 442
 
@@ -121,14 +122,14 @@ def test_even_port_churn_leaks_no_port(server):
 
 @relayd_only
 def test_reservation_token_survives_a_refused_allocate(server):
-    """A RESERVATION-TOKEN in an Allocate refused for another reason (442) is not used up."""
+    """A RESERVATION-TOKEN in an Allocate refused for another reason (442: SCTP) is not used up."""
     base = baseline_metric(server, "relayd_relay_ports_in_use")
     with TurnClient(server.address) as a, TurnClient(server.address) as b:
         resp = allocate(server, a, user="keep", extra=[even_port(True)])
         token = resp.get(RESERVATION_TOKEN)
         assert token is not None
         assert code(allocate(server, b, user="keep2", extra=[(RESERVATION_TOKEN, token)],
-                             transport=6)) == 442
+                             transport=132)) == 442
         assert code(b.authenticated_request(Method.ALLOCATE, [(Attr.REQUESTED_TRANSPORT, requested_transport(17)),
                                                              (RESERVATION_TOKEN, token)])) is None
         b.refresh(0)

@@ -94,6 +94,12 @@ def connected_pipe(client: TCPRelayClient, peer) -> tuple[socket.socket, int]:
     return sock, cid
 
 
+def peer_connecting(client: TCPRelayClient, permitted_ip: str) -> socket.socket:
+    """A permission for `permitted_ip`, then a peer from 127.0.0.1 connecting to the relayed address."""
+    client.create_permission((permitted_ip, 9))
+    return socket.create_connection(client.relayed, timeout=WAIT)
+
+
 def metric(server: RelayServer, name: str, **labels) -> float:
     time.sleep(0.4)  # loops publish every 250 ms
     return value(scrape(server), name, **labels)
@@ -214,12 +220,8 @@ def test_a_peer_connecting_in_gets_announced_and_piped(tmp_path, transport):
 
 @relayd_only
 def test_a_peer_without_permission_is_closed_unannounced(tmp_path):
-    server = start(tmp_path)
-    with running(server) as s, control(s, "tcp") as client:
-        client.create_permission(("127.0.0.2", 9))
-        peer = socket.create_connection(client.relayed, timeout=WAIT)
-        with peer:
-            assert wait_eof(peer, WAIT), "relayd kept a connection from a peer without permission"
+    with running(start(tmp_path)) as s, control(s, "tcp") as client, peer_connecting(client, "127.0.0.2") as peer:
+        assert wait_eof(peer, WAIT), "relayd kept a connection from a peer without permission"
         assert client.wait_connection_attempt(1.0) is None
 
 
@@ -271,19 +273,15 @@ def test_connections_per_allocation_are_limited(tmp_path, echo):
 
 @relayd_only
 def test_an_unbound_peer_connection_is_closed_after_30_s(tmp_path):
-    server = start(tmp_path)
-    with running(server) as s, control(s, "tcp") as client:
-        client.create_permission(("127.0.0.1", 9))
-        peer = socket.create_connection(client.relayed, timeout=WAIT)
-        with peer:
-            started = time.monotonic()
-            cid, _ = client.wait_connection_attempt(WAIT)
-            assert not wait_eof(peer, BIND_DEADLINE - 5), "closed before the 30 s"
-            assert wait_eof(peer, 10), "still open 35 s after the ConnectionAttempt"
-            assert BIND_DEADLINE - 1 <= time.monotonic() - started <= BIND_DEADLINE + 5
-            sock, late, _ = client.open_data_connection(cid)
-            sock.close()
-            assert late.error_code()[0] == 400
+    with running(start(tmp_path)) as s, control(s, "tcp") as client, peer_connecting(client, "127.0.0.1") as peer:
+        started = time.monotonic()
+        cid, _ = client.wait_connection_attempt(WAIT)
+        assert not wait_eof(peer, BIND_DEADLINE - 5), "closed before the 30 s"
+        assert wait_eof(peer, 10), "still open 35 s after the ConnectionAttempt"
+        assert BIND_DEADLINE - 1 <= time.monotonic() - started <= BIND_DEADLINE + 5
+        sock, late, _ = client.open_data_connection(cid)
+        sock.close()
+        assert late.error_code()[0] == 400
         assert metric(s, "relayd_tcp_peer_connections_total", outcome="expired") == 1
 
 

@@ -20,7 +20,7 @@ import pytest
 import stunclient
 from conftest import RelayServer, running, server_kind
 from streamclient import StreamTurnClient
-from stunclient import Attr, Class, Method, TurnError, recv_from, udp_socket
+from stunclient import Attr, Class, Method, recv_from, udp_socket
 from test_uclient import UclientReport, parse_report, start_peer
 
 CLIENTS = 4
@@ -243,19 +243,3 @@ def test_allocate_over_stream_answers_like_udp(stream_relay, transport):
         again = client.authenticated_request(
             Method.ALLOCATE, [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", stunclient.UDP_TRANSPORT))])
         assert again.cls == Class.ERROR and again.error_code()[0] == 437
-
-
-def test_tcp_relaying_is_refused_with_442(stream_relay):
-    """REQUESTED-TRANSPORT TCP (RFC 6062) is not offered: 442 Unsupported Transport Protocol."""
-    if stream_relay.kind == "coturn":
-        pytest.skip("coturn implements RFC 6062")
-    client = StreamTurnClient(stream_relay.address)
-    with client:
-        challenge = client.allocate_unauthenticated()
-        client.realm, client.nonce = challenge.text(Attr.REALM), challenge.get(Attr.NONCE)
-        client.username, password = stream_relay.credentials()
-        client.key = stunclient.long_term_key(client.username, client.realm, password)
-        resp = client.authenticated_request(Method.ALLOCATE, [(Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 6))])
-        assert resp.cls == Class.ERROR and resp.error_code()[0] == 442
-        with pytest.raises(TurnError):
-            client.check(resp, "Allocate")

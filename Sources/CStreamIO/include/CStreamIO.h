@@ -58,4 +58,18 @@ struct event_base;
 /// `ssl_ctx` (an `SSL_CTX *`); NULL when OpenSSL or libevent cannot make one.
 struct bufferevent *relayd_https_bufferevent(struct event_base *base, void *ssl_ctx);
 
+/// DTLS (docs/dtls.md). Sets the HelloVerifyRequest cookie callbacks on `ctx` (RFC 6347
+/// §4.2.1): HMAC-SHA-256 of the client's address and port under a random per-process secret.
+/// 0 on success.
+int relayd_dtls_configure(SSL_CTX *ctx);
+
+/// DTLSv1_listen on `ssl`, whose BIO reads the listener socket: 1 when a ClientHello with a valid
+/// cookie came, with the client's address in `client` (a `sockaddr_storage`); 0 when nothing more can be read now
+/// (ClientHellos without a cookie were answered, anything else dropped); negative on an error.
+int relayd_dtls_listen(SSL *ssl, void *client);
+
+/// Gives `ssl` a datagram BIO on `fd` (not closed with the BIO), connected to `peer` (a `sockaddr_storage`) when given.
+/// 0 on success.
+int relayd_dtls_use_socket(SSL *ssl, int fd, const void *peer);
+
 #endif

@@ -33,6 +33,7 @@ enum ConfigKeyTable {
         .flag("no-tcp", \.noTCP).needsRestart(),
         .flag("no-tls", \.noTLS).needsRestart(),
         .flag("no-tcp-relay", \.noTCPRelay),
+        .flag("no-dtls", \.noDTLS).needsRestart(),
     ]
 
     private static let relay: [ConfigKey] = [

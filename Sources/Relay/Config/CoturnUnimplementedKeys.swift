@@ -3,7 +3,7 @@ extension ConfigKeyTable {
     static let unimplementedCoturnKeys: [ConfigKey] = withValue + withoutValue
 
     private static let noUserDB = "relayd has no user database; use 'user' or 'use-auth-secret'"
-    private static let noDTLS = "relayd does not serve DTLS"
+    private static let noDTLS = "relayd serves DTLS on the TLS ports (tls-listening-port, alt-tls-listening-port); no-dtls turns it off"
     private static let noCLI = "relayd has no telnet CLI or web admin"
 
     private static let withValue: [ConfigKey] =
@@ -47,7 +47,6 @@ extension ConfigKeyTable {
             .unimplemented("oauth", hint: "use 'use-auth-secret'"),
             .unimplemented("daemon", hint: "run relayd under a service manager"),
             .unimplemented("dtls", hint: noDTLS),
-            .unimplemented("no-dtls", hint: noDTLS),
             .unimplemented("cli", hint: noCLI),
             .unimplemented("web-admin", hint: noCLI),
             .unimplemented("web-admin-listen-on-workers", hint: noCLI),

@@ -137,6 +137,8 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Seconds a draining server waits for allocations to end before it stops.
     public var drainTimeout = 3600
     public var maxPermissionsPerAllocation = 32
+    /// `no-dtls` (coturn's key): no DTLS listener on the TLS ports (docs/dtls.md).
+    public var noDTLS = false
     /// `no-tcp-relay` (coturn's key): TCP allocations (RFC 6062) get 442.
     public var noTCPRelay = false
     /// Peer connections one TCP allocation may hold at once, pending or piped (docs/tcp-relay.md).

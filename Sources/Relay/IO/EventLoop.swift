@@ -290,7 +290,11 @@ final class EventLoop: RelaySocketProvider {
             switch packet.route {
             case .client(let origin):
                 guard origin.fiveTuple.transport == .udp else {
-                    streamSender?(origin, packet.bytes)
+                    if origin.fiveTuple.transport == .dtls {
+                        dtlsSender?(origin, packet.bytes)
+                    } else {
+                        streamSender?(origin, packet.bytes)
+                    }
                     continue
                 }
                 fd = origin.socket.descriptor
@@ -319,6 +323,8 @@ final class EventLoop: RelaySocketProvider {
 
     /// Writes packets for TCP/TLS clients; set by the stream transport layer.
     var streamSender: ((ClientOrigin, UnsafeRawBufferPointer) -> Void)?
+    /// Writes packets for DTLS clients; set by the DTLS transport (docs/dtls.md).
+    var dtlsSender: ((ClientOrigin, UnsafeRawBufferPointer) -> Void)?
     /// Queues a `deliverToStream` packet on a connection of any loop; false when the connection
     /// refuses it (closing, or over its output bound). Set by the stream transport layer.
     var streamDeliverer: ((StreamDelivery) -> Bool)?

@@ -175,12 +175,14 @@ public final class RelayServer {
                 }
                 loop.fastPath = fastPath.map(FastPathRoutes.init)
                 let transport = StreamTransport(loop: loop, service: streams)
+                let dtls = DTLSTransport(loop: loop, service: streams)
                 let routes = loop.fastPath
                 let sender = loop.sender
                 loop.onPublish = { core in
                     var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
                     snapshot.sendFailures = sender.failed
                     transport.contribute(to: &snapshot)
+                    dtls.contribute(to: &snapshot)
                     routes?.contribute(to: &snapshot, isFirstLoop: index == 0)
                     slot.publish(snapshot)
                 }
@@ -191,12 +193,14 @@ public final class RelayServer {
                     break
                 }
                 if failure == nil { failure = transport.start() }
+                if failure == nil { failure = dtls.start() }
                 loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
                 started.withLock {
                     $0.ready += 1
                     if $0.failure == nil { $0.failure = failure }
                 }
                 if failure == nil { loop.run() }
+                dtls.shutdown()
                 transport.shutdown()
                 // OpenSSL keeps per-thread state (error queue, DRBG) that it frees when the thread
                 // exits. Free it here instead: once the main thread is let go, the process may

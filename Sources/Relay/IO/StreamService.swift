@@ -15,6 +15,10 @@ final class StreamService: Sendable {
     let limiter: ConnectionLimiter
     /// The context new TLS connections use; nil while TLS is not served.
     let tls = SharedState<TLSContext?>(nil)
+    /// DTLS over UDP (docs/dtls.md) on the TLS ports, unless `no-dtls`.
+    let configuredDTLSAddresses: [TransportAddress]
+    /// The context new DTLS sessions use; nil while DTLS is not served.
+    let dtls = SharedState<TLSContext?>(nil)
 
     init(configuration c: RelayConfiguration, logger: Logger) {
         configuration = c
@@ -25,8 +29,13 @@ final class StreamService: Sendable {
             c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }
         configuredTLSAddresses =
             c.noTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
+        configuredDTLSAddresses =
+            c.noDTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
         limiter = ConnectionLimiter(ConnectionLimiter.Limits(configuration: c))
     }
+
+    /// DTLS listener addresses: the configured ones once a certificate is loaded, else none.
+    var dtlsAddresses: [TransportAddress] { dtls.value == nil ? [] : configuredDTLSAddresses }
 
     /// TLS listener addresses: the configured ones once a certificate is loaded, else none.
     var tlsAddresses: [TransportAddress] { tls.value == nil ? [] : configuredTLSAddresses }
@@ -35,6 +44,11 @@ final class StreamService: Sendable {
     /// a warning (as coturn does); a certificate that does not load stops the start.
     func prepare() throws(RelayServer.StartError) {
         raiseDescriptorLimit()
+        try prepareTLS()
+        try prepareDTLS()
+    }
+
+    private func prepareTLS() throws(RelayServer.StartError) {
         guard !configuredTLSAddresses.isEmpty else { return }
         guard configuration.cert != nil else {
             logger.warning(
@@ -61,6 +75,7 @@ final class StreamService: Sendable {
     func reloadTLS(using configuration: RelayConfiguration) {
         var logger = logger
         logger.logLevel = configuration.logLevel
+        reloadDTLS(using: configuration, logger: logger)
         guard tls.value != nil else {
             logger.info("SIGHUP: TLS is not served, nothing to reload", metadata: ["event": "tls_reload_skipped"])
             return
@@ -82,7 +97,7 @@ final class StreamService: Sendable {
 
     /// Lifts the soft descriptor limit towards the hard one so `max-connections` can be reached.
     private func raiseDescriptorLimit() {
-        guard !tcpAddresses.isEmpty || !configuredTLSAddresses.isEmpty else { return }
+        guard !tcpAddresses.isEmpty || !configuredTLSAddresses.isEmpty || !configuredDTLSAddresses.isEmpty else { return }
         var limit = rlimit()
         guard getrlimit(RLIMIT_NOFILE_RESOURCE, &limit) == 0 else { return }
         let wanted = rlim_t(configuration.maxConnections) + rlim_t(configuration.maxPort - configuration.minPort) + 1024

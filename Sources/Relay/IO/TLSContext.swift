@@ -1,4 +1,5 @@
 import COpenSSL
+import CStreamIO
 import Glibc
 
 /// An OpenSSL server context built from the TLS keys (`cert`, `pkey`, `pkey-pwd`, `cipher-list`,
@@ -27,17 +28,25 @@ final class TLSContext: @unchecked Sendable {
     static let alpnProtocols: [[UInt8]] = [Array("stun.turn".utf8), Array("stun.nat-discovery".utf8)]
 
     /// Loads `cert` (a PEM chain, leaf first) and `pkey` (PEM; defaults to the `cert` file).
-    init(configuration c: RelayConfiguration) throws(LoadError) {
+    init(configuration c: RelayConfiguration, datagram: Bool = false) throws(LoadError) {
         guard let certPath = c.cert else { throw LoadError(description: "no 'cert' configured") }
         let keyPath = c.pkey ?? certPath
         ERR_clear_error()
-        guard let ctx = SSL_CTX_new(TLS_server_method()) else {
+        guard let ctx = SSL_CTX_new(datagram ? DTLS_server_method() : TLS_server_method()) else {
             throw LoadError(description: "SSL_CTX_new: \(TLSContext.drainErrors())")
         }
         do throws(LoadError) {
-            let version = TLSContext.minimumVersion(c)
+            // DTLS: 1.2 only (RFC 8656 §3.1; DTLS 1.0 is TLS 1.1's counterpart), with the cookie
+            // exchange of RFC 6347 §4.2.1 (docs/dtls.md).
+            let version = datagram ? (value: DTLS1_2_VERSION, name: "DTLSv1.2") : TLSContext.minimumVersion(c)
             minimumVersion = version.name
             try TLSContext.configure(ctx, configuration: c, minimumVersion: version.value)
+            if datagram {
+                guard relayd_dtls_configure(ctx) == 0 else {
+                    throw LoadError(description: "cannot set up DTLS cookies: \(TLSContext.drainErrors())")
+                }
+                SSL_CTX_ctrl(ctx, SSL_CTRL_SET_READ_AHEAD, 1, nil)
+            }
             try TLSContext.loadCredentials(ctx, certPath: certPath, keyPath: keyPath, password: c.pkeyPassword)
             fingerprint = TLSContext.fingerprint(of: ctx)
             notAfter = TLSContext.notAfter(of: ctx)

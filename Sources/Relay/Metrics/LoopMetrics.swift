@@ -16,6 +16,9 @@ public struct LoopMetrics: Sendable {
     /// TLS handshakes completed and failed; the stream transport layer fills these in.
     public var tlsHandshakesOK: UInt64 = 0
     public var tlsHandshakesFailed: UInt64 = 0
+    /// DTLS handshakes after the cookie exchange, completed and not (docs/dtls.md).
+    public var dtlsHandshakesOK: UInt64 = 0
+    public var dtlsHandshakesFailed: UInt64 = 0
     /// TCP/TLS connections closed at accept, by `StreamRefusal`; the stream transport fills these in.
     public var connectionsRefused = [UInt64](repeating: 0, count: StreamRefusal.allCases.count)
     /// What the kernel fast path relayed for this loop's allocations (also in `counters`); the
@@ -72,6 +75,8 @@ public struct LoopMetrics: Sendable {
         lifetimes.add(other.lifetimes)
         tlsHandshakesOK &+= other.tlsHandshakesOK
         tlsHandshakesFailed &+= other.tlsHandshakesFailed
+        dtlsHandshakesOK &+= other.dtlsHandshakesOK
+        dtlsHandshakesFailed &+= other.dtlsHandshakesFailed
         for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
         kernelRelayed += other.kernelRelayed
         kernelRoutes &+= other.kernelRoutes

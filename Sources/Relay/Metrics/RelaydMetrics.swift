@@ -137,6 +137,11 @@ public enum RelaydMetrics {
         p.family("relayd_tls_handshakes_total", .counter, help: "TLS handshakes on TURN-over-TLS listeners, by result.")
         p.sample("relayd_tls_handshakes_total", [("result", "ok")], m.tlsHandshakesOK)
         p.sample("relayd_tls_handshakes_total", [("result", "failed")], m.tlsHandshakesFailed)
+        p.family(
+            "relayd_dtls_handshakes_total", .counter,
+            help: "DTLS handshakes of clients that passed the cookie exchange, by result.")
+        p.sample("relayd_dtls_handshakes_total", [("result", "ok")], m.dtlsHandshakesOK)
+        p.sample("relayd_dtls_handshakes_total", [("result", "failed")], m.dtlsHandshakesFailed)
 
         p.family(
             "relayd_stream_connections_refused_total", .counter,

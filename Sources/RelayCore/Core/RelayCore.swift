@@ -272,8 +272,10 @@ public final class RelayCore {
     /// permissions, channels or expiry); nothing to do with a single loop.
     /// A TCP/TLS client's allocation is listed with its connection, or not at all.
     func publish(_ allocation: Allocation) {
-        // A TCP allocation's relayed address takes connections, not datagrams (RFC 6062).
-        guard context.threadCount > 1, allocation.tcpRelay == nil else { return }
+        // A TCP allocation's relayed address takes connections, not datagrams (RFC 6062); a DTLS
+        // client is reached through its session on this loop only.
+        guard context.threadCount > 1, allocation.tcpRelay == nil, allocation.origin.fiveTuple.transport != .dtls
+        else { return }
         var sink: (any StreamSink)? = nil
         if allocation.origin.fiveTuple.transport.isStream {
             guard let found = streamHooks.sink?(allocation.origin) else { return }

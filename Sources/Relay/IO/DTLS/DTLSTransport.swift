@@ -1,0 +1,239 @@
+import RelayCore
+import CLibevent
+import COpenSSL
+import CStreamIO
+import Glibc
+import Logging
+import StunCodec
+
+/// TURN over DTLS on one loop thread (docs/dtls.md): its listeners on the TLS ports (UDP,
+/// SO_REUSEPORT), the cookie exchange on them (RFC 6347 §4.2.1: a ClientHello without a valid
+/// cookie gets a HelloVerifyRequest and costs no state), and a `DTLSSession` per client that
+/// came back with its cookie. Sessions count against the TCP/TLS connection limits
+/// (`max-connections-per-ip`, `max-pending-connections-per-ip`, `max-connections`); a handshake
+/// that does not finish within `tls-handshake-timeout` ends, and so does a session idle for
+/// `tcp-idle-timeout` without an allocation.
+final class DTLSTransport {
+    unowned let loop: EventLoop
+    let service: StreamService
+    private var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
+    /// The session DTLSv1_listen is using on each listener, kept between readable events.
+    private var listening: [Int32: OpaquePointer] = [:]
+    private var sessions: [Int32: DTLSSession] = [:]
+    private var sweepTimer: LoopEvent?
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
+    private(set) var handshakes = (completed: UInt64(0), failed: UInt64(0))
+
+    var logger: Logger { loop.core.logger }
+    private var limits: (idle: Int64, handshake: Int64) {
+        (Int64(service.configuration.tcpIdleTimeout), Int64(service.configuration.tlsHandshakeTimeout))
+    }
+
+    init(loop: EventLoop, service: StreamService) {
+        self.loop = loop
+        self.service = service
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// Opens this thread's DTLS listeners; the failure to report, if any.
+    func start() -> String? {
+        for address in service.dtlsAddresses {
+            guard let fd = UDPSocket.open(bound: address, reusePort: true) else {
+                return "cannot bind DTLS (UDP) \(address): \(String(cString: strerror(errno)))"
+            }
+            let event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+                Unmanaged<DTLSTransport>.fromOpaque(arg!).takeUnretainedValue().listenerReadable(fd)
+            }, Unmanaged.passUnretained(self).toOpaque())!
+            event_add(event, nil)
+            listeners.append((fd, address, event))
+        }
+        guard !listeners.isEmpty else { return nil }
+        loop.dtlsSender = { [unowned self] origin, bytes in send(bytes, to: origin) }
+        sweepTimer = LoopEvent(base: loop.base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in sweep() }
+        return nil
+    }
+
+    // MARK: The cookie exchange
+
+    /// Runs DTLSv1_listen over what the listener holds: ClientHellos without a cookie are
+    /// answered statelessly, anything else that is not a ClientHello is dropped, and a
+    /// ClientHello with a valid cookie starts a session.
+    private func listenerReadable(_ fd: Int32) {
+        guard let listener = listeners.first(where: { $0.fd == fd }) else { return }
+        for _ in 0..<64 {
+            guard let ssl = currentListening(fd) else { return drain(fd) }
+            var client = sockaddr_storage()
+            ERR_clear_error()
+            let result = relayd_dtls_listen(ssl, &client)
+            if result == 0 { return }
+            listening[fd] = nil
+            guard result == 1, let address = withUnsafeBytes(of: &client, { SocketAddress.read($0.baseAddress!) }) else {
+                SSL_free(ssl)
+                continue
+            }
+            accept(ssl, client: address, raw: &client, on: listener.address)
+        }
+    }
+
+    /// The listening session of `fd`, made anew when the context was reloaded since (SIGHUP):
+    /// the next client gets the new certificate.
+    private func currentListening(_ fd: Int32) -> OpaquePointer? {
+        guard let context = service.dtls.value else { return nil }
+        if let ssl = listening[fd] {
+            if SSL_get_SSL_CTX(ssl) == context.context { return ssl }
+            SSL_free(ssl)
+            listening[fd] = nil
+        }
+        guard let ssl = SSL_new(context.context) else { return nil }
+        guard relayd_dtls_use_socket(ssl, fd, nil) == 0 else {
+            SSL_free(ssl)
+            return nil
+        }
+        listening[fd] = ssl
+        return ssl
+    }
+
+    /// Without a context or memory: what the listener holds is read and dropped.
+    private func drain(_ fd: Int32) {
+        while recv(fd, buffer.baseAddress!, buffer.count, Int32(MSG_DONTWAIT)) >= 0 {}
+    }
+
+    /// A client came back with its cookie: its own socket, connected to it, takes its datagrams
+    /// from here on, and the handshake goes on there.
+    private func accept(
+        _ ssl: OpaquePointer, client: TransportAddress, raw: inout sockaddr_storage, on address: TransportAddress
+    ) {
+        if let refusal = service.limiter.admit(client.ip) {
+            SSL_free(ssl)
+            logger.debug(
+                "DTLS session refused",
+                metadata: ["event": "connection_refused", "client": "\(client)", "reason": "\(refusal.label)"])
+            return
+        }
+        guard let fd = UDPSocket.open(bound: address, reusePort: true, bufferBytes: 256 * 1024),
+            withUnsafeBytes(of: &raw, { connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self),
+                                                socklen_t(MemoryLayout<sockaddr_storage>.size)) }) == 0
+        else {
+            SSL_free(ssl)
+            service.limiter.release(client.ip, pending: true)
+            return
+        }
+        guard relayd_dtls_use_socket(ssl, fd, &raw) == 0 else {
+            SSL_free(ssl)
+            close(fd)
+            service.limiter.release(client.ip, pending: true)
+            return
+        }
+        let origin = ClientOrigin(
+            fiveTuple: FiveTuple(client: client, server: address, transport: .dtls), socket: ClientSocket(descriptor: fd))
+        let session = DTLSSession(socket: fd, ssl: ssl, origin: origin, now: EventLoop.now())
+        session.readEvent = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+            Unmanaged<DTLSTransport>.fromOpaque(arg!).takeUnretainedValue().sessionReadable(fd)
+        }, Unmanaged.passUnretained(self).toOpaque())
+        sessions[fd] = session
+        event_add(session.readEvent, nil)
+        // The ServerHello flight: DTLSv1_listen took the ClientHello already.
+        sessionReadable(fd)
+    }
+
+    // MARK: Sessions
+
+    /// Every record the session's socket holds: the handshake, then one STUN message or
+    /// ChannelData per record to the core.
+    private func sessionReadable(_ fd: Int32) {
+        guard let session = sessions[fd] else { return }
+        let now = EventLoop.now()
+        while true {
+            ERR_clear_error()
+            let count = SSL_read(session.ssl, buffer.baseAddress!, Int32(buffer.count))
+            if !session.handshakeDone, SSL_is_init_finished(session.ssl) == 1 {
+                session.handshakeDone = true
+                handshakes.completed &+= 1
+            }
+            guard count > 0 else {
+                switch SSL_get_error(session.ssl, count) {
+                case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+                    break
+                case SSL_ERROR_ZERO_RETURN:
+                    end(session, reason: "close_notify")
+                default:
+                    end(session, reason: session.handshakeDone ? "error" : "handshake failed")
+                }
+                loop.flush()
+                return
+            }
+            session.lastInputAt = now
+            loop.core.handleClientPacket(
+                UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)]), from: session.origin, now: now)
+            if !session.hasAllocated, loop.core.allocation(for: session.origin.fiveTuple) != nil {
+                session.hasAllocated = true
+                service.limiter.allocated(session.origin.fiveTuple.client.ip)
+            }
+            if loop.core.outbox.needsFlush { loop.flush() }
+        }
+    }
+
+    /// `EventLoop.dtlsSender`: one record per packet, sent at once on the session's socket (a
+    /// full socket drops it, as UDP would).
+    private func send(_ bytes: UnsafeRawBufferPointer, to origin: ClientOrigin) {
+        guard let session = sessions[origin.socket.descriptor], session.origin == origin, session.handshakeDone,
+            let base = bytes.baseAddress
+        else { return }
+        ERR_clear_error()
+        _ = SSL_write(session.ssl, base, Int32(bytes.count))
+    }
+
+    /// Ends a session and its allocation (the allocation lives as long as the session).
+    private func end(_ session: DTLSSession, reason: String) {
+        guard sessions.removeValue(forKey: session.socket) != nil else { return }
+        if !session.handshakeDone { handshakes.failed &+= 1 }
+        loop.core.connectionClosed(session.origin, now: EventLoop.now())
+        service.limiter.release(session.origin.fiveTuple.client.ip, pending: !session.hasAllocated)
+        session.free()
+        logger.debug(
+            "DTLS session closed",
+            metadata: ["event": "connection_closed", "five_tuple": "\(session.origin.fiveTuple)", "reason": "\(reason)"])
+    }
+
+    /// Once a second: handshake retransmissions (RFC 6347 §4.2.4) and timeout, idle sessions.
+    private func sweep() {
+        let now = EventLoop.now()
+        let core = loop.core!
+        for session in Array(sessions.values) {
+            if !session.handshakeDone {
+                if limits.handshake > 0 && now - session.acceptedAt >= limits.handshake {
+                    end(session, reason: "handshake timeout")
+                } else {
+                    _ = SSL_ctrl(session.ssl, DTLS_CTRL_HANDLE_TIMEOUT, 0, nil)
+                }
+            } else if limits.idle > 0, now - session.lastInputAt >= limits.idle,
+                core.allocation(for: session.origin.fiveTuple) == nil
+            {
+                end(session, reason: "idle")
+            }
+        }
+        loop.flush()
+    }
+
+    /// Adds this thread's DTLS handshake counts to its metrics snapshot.
+    func contribute(to metrics: inout LoopMetrics) {
+        metrics.dtlsHandshakesOK = handshakes.completed
+        metrics.dtlsHandshakesFailed = handshakes.failed
+    }
+
+    /// Loop exit: every session and listener.
+    func shutdown() {
+        loop.dtlsSender = nil
+        sweepTimer = nil
+        for session in Array(sessions.values) { end(session, reason: "shutdown") }
+        for (_, ssl) in listening { SSL_free(ssl) }
+        listening.removeAll()
+        for listener in listeners {
+            event_free(listener.event)
+            close(listener.fd)
+        }
+        listeners.removeAll()
+        loop.flush()
+    }
+}

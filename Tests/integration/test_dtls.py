@@ -1,0 +1,222 @@
+"""TURN over DTLS (RFC 8656 §3.1, RFC 6347): `turns:` over UDP on the TLS port.
+
+coturn's turnutils_uclient -S over UDP relays through DTLS allocations to turnutils_peer
+(against whichever server the suite tests; coturn is the reference), and `openssl s_client
+-dtls1_2` completes a handshake. The rest is relayd's: DTLS 1.0 refused, the cookie exchange
+answered without state and never larger than the ClientHello, the handshake retransmitted and
+timed out, the per-IP limit on sessions in progress, a garbage flood that leaves the server
+answering, SIGHUP reloading the certificate, and `no-dtls`. dtlsprobe.py speaks the
+handshake's first messages by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from contextlib import closing
+
+import pytest
+
+import stunclient
+from conftest import RelayServer, make_test_cert, running, server_kind
+from dtlsprobe import SERVER_HELLO, DTLSProbe, handshake_messages
+from test_http_metrics import scrape, value
+from test_tcp_relay import rss_kib
+from test_tls import cert_fingerprint, wait_for_log
+from test_uclient import _tool, parse_report, start_peer
+
+UCLIENT_TIMEOUT = 120
+S_CLIENT_TIMEOUT = 15
+relayd_only = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's DTLS limits, metrics and options")
+
+
+def start(tmp_path, *extra) -> RelayServer:
+    if server_kind() == "relayd":
+        return RelayServer("relayd", tmp_path, streams=True, extra_args=["--relay-threads=2", "--verbose", *extra])
+    # coturn: the common arguments turn DTLS off; the last value wins.
+    server = RelayServer("coturn", tmp_path, streams=True, extra_args=list(extra))
+    server.command = _without_no_dtls(server.command)
+    return server
+
+
+def _without_no_dtls(command):
+    return lambda: [arg for arg in command() if arg != "--no-dtls"]
+
+
+def s_client_dtls(server: RelayServer, *args: str) -> tuple[int, str]:
+    openssl = shutil.which("openssl")
+    assert openssl, "openssl not found (Debian package openssl; run scripts/install-test-deps.sh)"
+    proc = subprocess.run(
+        [openssl, "s_client", "-connect", f"{server.host}:{server.tls_port}", *args],
+        input=b"", capture_output=True, timeout=S_CLIENT_TIMEOUT)
+    return proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
+
+
+def handshake_completed(out: str) -> bool:
+    """Whether s_client's output shows a negotiated cipher over DTLS 1.2 (it prints a session
+    summary with "Protocol : DTLSv1.2" even when the handshake failed)."""
+    return bool(re.search(r"Cipher is (?!\(NONE\))", out)) and bool(re.search(r"Protocol\s*: DTLSv1\.2", out))
+
+
+def dtls_handshakes(server: RelayServer, result: str) -> float:
+    time.sleep(0.4)  # loops publish every 250 ms
+    return value(scrape(server), "relayd_dtls_handshakes_total", result=result)
+
+
+def test_uclient_relays_over_dtls(tmp_path, processes):
+    """turnutils_uclient -S over UDP: 4 clients x 100 messages of 120 bytes to turnutils_peer
+    over channels, each allocation made and used over its own DTLS session."""
+    server = start(tmp_path)
+    with running(server) as s:
+        peer_port = start_peer(processes)
+        cmd = [_tool("turnutils_uclient"), "-S", "-m", "4", "-n", "100", "-l", "120", "-z", "10",
+               "-W", s.secret, "-u", "uclient", "-p", str(s.tls_port), "-L", "127.0.0.1",
+               "-e", "127.0.0.1", "-r", str(peer_port), s.host]
+        proc, log = processes.start("turnutils_uclient", cmd)
+        proc.wait(timeout=UCLIENT_TIMEOUT)
+        output = log.read_text(errors="replace")
+        assert proc.returncode == 0, output[-3000:]
+        report = parse_report(output)
+        assert report.send_msgs == report.recv_msgs == 400, output[-2000:]
+        assert report.send_bytes == report.recv_bytes == 400 * 120
+        assert report.lost == 0 and report.send_dropped == 0
+        if s.kind == "relayd":
+            assert dtls_handshakes(s, "ok") >= 4
+            assert re.search(r"event=allocation_created five_tuple=dtls ", s.log_text())
+
+
+def test_openssl_s_client_completes_a_dtls_1_2_handshake(tmp_path):
+    with running(start(tmp_path)) as s:
+        rc, out = s_client_dtls(s, "-dtls1_2", "-msg")
+        assert rc == 0 and handshake_completed(out), out[-2000:]
+        # The trace's handshake records (content type 22): the first ClientHello is answered with
+        # a shorter HelloVerifyRequest, and the ClientHello sent again is longer by the cookie
+        # (RFC 6347 §4.2.1). This openssl prints DTLS records without naming their messages.
+        records = [(way, int(length, 16)) for way, length in
+                   re.findall(r"^(>>>|<<<) .*content_type=22\) \[length ([0-9a-f]+)\]", out, re.M)]
+        assert [way for way, _ in records[:3]] == [">>>", "<<<", ">>>"], records
+        (_, hello), (_, verify), (_, again) = records[:3]
+        assert verify < hello < again, records
+
+
+@relayd_only
+def test_dtls_1_0_is_refused(tmp_path):
+    with running(start(tmp_path)) as s:
+        rc, out = s_client_dtls(s, "-dtls1", "-cipher", "DEFAULT@SECLEVEL=0")
+        assert rc != 0 and not re.search(r"Cipher is (?!\(NONE\))", out), out[-2000:]
+        rc, out = s_client_dtls(s, "-dtls1_2")
+        assert rc == 0 and handshake_completed(out)
+
+
+@relayd_only
+def test_the_cookie_exchange_keeps_no_state_and_never_amplifies(tmp_path):
+    """A ClientHello without a cookie gets a HelloVerifyRequest no larger than itself, and no
+    session: 2,000 of them from 2,000 ports leave the handshake counters at zero and the
+    server's memory flat."""
+    with running(start(tmp_path)) as s:
+        with closing(DTLSProbe(s.tls_address)) as probe:
+            hello, cookie = probe.first_hello()
+            assert cookie is not None and 16 <= len(cookie) <= 255
+        before = rss_kib(s.proc.pid)
+        for _ in range(2000):
+            with closing(DTLSProbe(s.tls_address)) as probe:
+                probe.sock.send(hello)
+        time.sleep(0.5)
+        assert rss_kib(s.proc.pid) - before < 4096
+        assert dtls_handshakes(s, "ok") == 0 and dtls_handshakes(s, "failed") == 0
+        with closing(DTLSProbe(s.tls_address)) as probe:
+            sent, _ = probe.first_hello()
+            probe.sock.send(sent)
+            answer = probe.receive(2.0)
+            assert answer is not None and len(answer) <= len(sent)
+
+
+@relayd_only
+def test_a_stalled_handshake_is_retransmitted_then_timed_out(tmp_path):
+    """After the cookie, the server's first flight; the client goes silent: the flight comes
+    again (RFC 6347 §4.2.4), and after tls-handshake-timeout the session is gone."""
+    with running(start(tmp_path, "--tls-handshake-timeout=4")) as s, closing(DTLSProbe(s.tls_address)) as probe:
+        flight = probe.start_handshake()
+        messages = [m for datagram in flight for m in handshake_messages(datagram)]
+        assert (SERVER_HELLO, 1) in messages, messages
+        again = probe.receive(3.5)
+        assert again is not None and (SERVER_HELLO, 1) in handshake_messages(again), "no retransmission"
+        deadline = time.monotonic() + 8
+        while dtls_handshakes(s, "failed") < 1 and time.monotonic() < deadline:
+            pass
+        assert dtls_handshakes(s, "failed") == 1
+        assert dtls_handshakes(s, "ok") == 0
+
+
+@relayd_only
+def test_sessions_in_progress_are_limited_per_ip(tmp_path):
+    """max-pending-connections-per-ip counts DTLS sessions without an allocation: the third
+    client from the same IP that comes back with its cookie gets no ServerHello."""
+    with running(start(tmp_path, "--max-pending-connections-per-ip=2")) as s:
+        probes = [DTLSProbe(s.tls_address) for _ in range(3)]
+        try:
+            flights = [probe.start_handshake() for probe in probes]
+            assert flights[0] and flights[1]
+            assert flights[2] == [], "a third session in progress from one IP got a ServerHello"
+        finally:
+            for probe in probes:
+                probe.close()
+
+
+@relayd_only
+def test_a_garbage_flood_leaves_the_server_answering(tmp_path):
+    """30,000 datagrams of random bytes, truncated records and records of every content type to
+    the DTLS port: the server keeps answering STUN on UDP and DTLS handshakes, with flat memory."""
+    with running(start(tmp_path)) as s:
+        before = rss_kib(s.proc.pid)
+        flood = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with flood:
+            flood.bind((s.host, 0))
+            for i in range(30_000):
+                kind = i % 3
+                if kind == 0:
+                    payload = os.urandom(1 + i % 1400)
+                elif kind == 1:
+                    payload = bytes([20 + i % 5, 0xFE, 0xFD]) + os.urandom(i % 40)
+                else:
+                    payload = bytes([22, 0xFE, 0xFD, 0, 0]) + os.urandom(6) + (200).to_bytes(2, "big") + b"\x01"
+                try:
+                    flood.sendto(payload, s.tls_address)
+                except BlockingIOError:
+                    pass
+        with stunclient.TurnClient(s.address) as client:
+            assert client.binding().cls == stunclient.Class.SUCCESS
+        rc, out = s_client_dtls(s, "-dtls1_2")
+        assert rc == 0 and handshake_completed(out), out[-2000:]
+        assert s.proc.poll() is None
+        assert rss_kib(s.proc.pid) - before < 8192
+
+
+@relayd_only
+def test_sighup_reloads_the_dtls_certificate(tmp_path):
+    with running(start(tmp_path)) as s:
+        rc, out = s_client_dtls(s, "-dtls1_2")
+        assert rc == 0 and handshake_completed(out) and "CN = localhost" in out
+        new_cert, new_key = make_test_cert(tmp_path / "new", "relay-reloaded.test")
+        os.replace(new_key, s.pkey_path)
+        os.replace(new_cert, s.cert_path)
+        s.proc.send_signal(signal.SIGHUP)
+        wait_for_log(s, r"event=dtls_reloaded")
+        logged = re.findall(r"event=dtls_reloaded sha256=([0-9A-F:]+)", s.log_text())[-1]
+        assert logged.replace(":", "").lower() == cert_fingerprint(s.cert_path)
+        rc, out = s_client_dtls(s, "-dtls1_2")
+        assert rc == 0 and handshake_completed(out) and "CN = relay-reloaded.test" in out, out[-2000:]
+
+
+@relayd_only
+def test_no_dtls_leaves_the_udp_port_alone(tmp_path):
+    with running(start(tmp_path, "--no-dtls")) as s:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.bind((s.host, s.tls_port))  # nothing of relayd's holds it
+        rc, out = s_client_dtls(s, "-dtls1_2", "-timeout")
+        assert rc != 0 and not handshake_completed(out)
