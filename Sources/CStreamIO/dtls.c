@@ -4,7 +4,9 @@
 #include "CStreamIO.h"
 
 #include <netinet/in.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -14,34 +16,47 @@
 
 static unsigned char cookie_secret[32];
 
-// HMAC-SHA-256 under the process's secret over the client's address and port: a client gets the
-// same cookie for as long as the process runs, and nobody can make one for an address they do
-// not receive at.
-static int cookie_for(SSL *ssl, unsigned char *out, unsigned int *out_length) {
+// Seconds a cookie is made for; one from the period before is still accepted (RFC 6347
+// §4.2.1: the secret changes, and cookies made under the previous one stay good for a while).
+#define COOKIE_PERIOD 60
+
+// HMAC-SHA-256 under the process's secret over the client's address, port and the period: nobody
+// can make one for an address they do not receive at, and one seen on the wire is good for two
+// periods at most.
+static int cookie_for(SSL *ssl, uint64_t period, unsigned char *out, unsigned int *out_length) {
     BIO_ADDR *peer = BIO_ADDR_new();
     if (peer == NULL) return 0;
     int ok = 0;
-    unsigned char material[18];
+    unsigned char material[16 + 2 + 8];
     size_t length = 16;
     if (BIO_dgram_get_peer(SSL_get_rbio(ssl), peer) > 0 && BIO_ADDR_rawaddress(peer, material, &length) == 1
         && length <= 16) {
         unsigned short port = BIO_ADDR_rawport(peer);
         memcpy(material + length, &port, 2);
-        ok = HMAC(EVP_sha256(), cookie_secret, sizeof cookie_secret, material, length + 2, out, out_length) != NULL;
+        memcpy(material + length + 2, &period, 8);
+        ok = HMAC(EVP_sha256(), cookie_secret, sizeof cookie_secret, material, length + 10, out, out_length) != NULL;
     }
     BIO_ADDR_free(peer);
     return ok;
 }
 
+static uint64_t current_period(void) { return (uint64_t)time(NULL) / COOKIE_PERIOD; }
+
 static int generate_cookie(SSL *ssl, unsigned char *cookie, unsigned int *length) {
-    return cookie_for(ssl, cookie, length);
+    return cookie_for(ssl, current_period(), cookie, length);
 }
 
 static int verify_cookie(SSL *ssl, const unsigned char *cookie, unsigned int length) {
-    unsigned char expected[EVP_MAX_MD_SIZE];
-    unsigned int expected_length = 0;
-    return cookie_for(ssl, expected, &expected_length) && expected_length == length
-        && CRYPTO_memcmp(expected, cookie, length) == 0;
+    uint64_t now = current_period();
+    for (uint64_t period = now - 1; period <= now; period++) {
+        unsigned char expected[EVP_MAX_MD_SIZE];
+        unsigned int expected_length = 0;
+        if (cookie_for(ssl, period, expected, &expected_length) && expected_length == length
+            && CRYPTO_memcmp(expected, cookie, length) == 0) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int relayd_dtls_configure(SSL_CTX *ctx) {

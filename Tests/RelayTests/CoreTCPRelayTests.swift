@@ -31,7 +31,7 @@ import Testing
         return (kept, try ReceivedStun(answer.bytes))
     }
 
-    @Test("A TCP Allocate over UDP, or with EVEN-PORT, gets 400; with no-tcp-relay, 442 (RFC 6062 §5.1)")
+    @Test("A TCP Allocate over UDP, or with EVEN-PORT or DONT-FRAGMENT, gets 400; with no-tcp-relay, 442 (RFC 6062 §5.1)")
     func allocateChecks() throws {
         let harness = CoreHarness()
         let udp = harness.restClient(at: CoreFixture.clientA)
@@ -41,6 +41,11 @@ import Testing
             try tcp.request(.allocate) { w in
                 try w.append(RequestedTransport.tcp)
                 try w.append(EvenPort(reservePair: false))
+            }.errorCode == 400)
+        #expect(
+            try tcp.request(.allocate) { w in
+                try w.append(RequestedTransport.tcp)
+                try w.append(DontFragment())
             }.errorCode == 400)
         let off = CoreHarness(configuration: CoreFixture.configuration { $0.noTCPRelay = true })
         let refused = off.restClient(at: CoreFixture.clientA, transport: .tls)

@@ -92,7 +92,7 @@ extension StreamConnection {
         if failure != nil {
             closeIfRefusing()
         } else if drained {
-            close(.clientClosed)
+            close(drainReason)
         } else if pipe != nil {
             resumePeerIfDrained()
         }

@@ -32,7 +32,7 @@ extension StreamConnection {
         owner.loop.core.counters.tcpBytesToPeer &+= UInt64(bytes.count)
         var rest = bytes
         if pipe.pending == 0 {
-            let written = send(pipe.socket, bytes.baseAddress!, bytes.count, Int32(MSG_NOSIGNAL))
+            let written = send(pipe.socket, bytes.baseAddress!, bytes.count, sendWithoutSignal)
             if written < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
                 return close(.peerClosed, detail: String(cString: strerror(errno)))
             }
@@ -50,7 +50,13 @@ extension StreamConnection {
     /// The peer's socket can take more: the kept client bytes go; below `resumeBytes` the client
     /// is read again; a client that closed its side is closed once all is written.
     func peerWritable() {
-        guard let pipe, state == .open else { return }
+        guard let pipe else { return }
+        // Draining towards the client (the peer closed) or closed: nothing more goes to the peer,
+        // and a persistent write event left added would fire on every loop iteration.
+        guard state == .open else {
+            event_del(pipe.writeEvent)
+            return
+        }
         guard pipe.writeBacklog() else { return close(.peerClosed, detail: String(cString: strerror(errno))) }
         if pipe.pending == 0 {
             event_del(pipe.writeEvent)
@@ -73,7 +79,11 @@ extension StreamConnection {
     /// Peer bytes to the client, one read(2) at a time, while the client's queued output stays
     /// under `pauseBytes`; the peer closing ends the connection once its output is written.
     func peerReadable() {
-        guard let pipe, state == .open else { return }
+        guard let pipe else { return }
+        guard state == .open else {
+            event_del(pipe.readEvent)
+            return
+        }
         if pendingOutput > TCPPipe.pauseBytes { return pausePeer(pipe) }
         let buffer = owner.cipherBuffer
         let count = read(pipe.socket, buffer.baseAddress!, buffer.count)
@@ -83,8 +93,9 @@ extension StreamConnection {
                 if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return }
                 return close(.peerClosed, detail: String(cString: strerror(error)))
             }
+            // The peer is done: what it sent still goes to the client, then both close.
             event_del(pipe.readEvent)
-            return clientClosed()
+            return clientClosed(reason: .peerClosed)
         }
         owner.loop.core.counters.tcpBytesToClient &+= UInt64(count)
         switch enqueue(UnsafeRawBufferPointer(rebasing: buffer[..<count])) {

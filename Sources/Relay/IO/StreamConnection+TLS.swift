@@ -60,7 +60,7 @@ extension StreamConnection {
             if let detail {
                 close(.error, detail: detail)
             } else {
-                clientClosed()  // close_notify
+                if pipe == nil { clientClosed() } else { pipeClientEnded() }  // close_notify
             }
             return
         }

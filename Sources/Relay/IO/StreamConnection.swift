@@ -46,6 +46,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     var readyAt: Int64
     var lastInputAt: Int64
     private(set) var drainingSince: Int64 = 0
+    /// Why a draining connection closes once its output is written.
+    private(set) var drainReason = StreamCloseReason.clientClosed
     /// True once a well-formed STUN message arrived; until then `tcp-idle-timeout` runs from `readyAt`.
     var sawValidStun = false
     /// True once a request on this connection created an allocation (it is no longer pending).
@@ -138,11 +140,12 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     }
 
     /// End of the client's stream: write what is still queued, then close.
-    func clientClosed() {
+    func clientClosed(reason: StreamCloseReason = .clientClosed) {
         guard state == .open || state == .handshaking else { return }
         if state == .handshaking || pendingOutput == 0 {
-            return close(.clientClosed)
+            return close(reason)
         }
+        drainReason = reason
         transition(to: .draining)
         drainingSince = EventLoop.now()
         event_del(readEvent)
@@ -168,7 +171,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
                 close(.idleTimeout, detail: "idle without an allocation")
             }
         case .draining:
-            if pendingOutput == 0 || now - drainingSince >= StreamTransport.drainSeconds { close(.clientClosed) }
+            if pendingOutput == 0 || now - drainingSince >= StreamTransport.drainSeconds { close(drainReason) }
         case .closed:
             break
         }

@@ -129,7 +129,7 @@ public struct SystemdNotifier: Sendable {
         let sent = payload.withUnsafeBytes { bytes in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, length)
+                    sendto(fd, bytes.baseAddress, bytes.count, sendWithoutSignal, $0, length)
                 }
             }
         }

@@ -65,8 +65,11 @@ extension RelayCore {
         case .success(let asked): mobile = asked
         case .failure(let error): return reply(error)
         }
-        // A TCP allocation has one relayed address, with no port pairing (RFC 6062 §5.1).
-        if tcp && (evenPort != nil || token != nil || dual) { return reply(.badRequest) }
+        // A TCP allocation has one relayed address, with no port pairing and no DONT-FRAGMENT
+        // (RFC 6062 §5.1).
+        if tcp && (evenPort != nil || token != nil || dual || message.contains(.dontFragment)) {
+            return reply(.badRequest)
+        }
 
         // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so
         // not a reflector. A request back from the cluster's quota check was charged already.
@@ -127,7 +130,7 @@ extension RelayCore {
         allocation.credentials = auth.credentials
         counters.allocationsByCredentials[auth.credentials.index] &+= 1
         if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
-        if message.contains(.dontFragment) && !tcp {
+        if message.contains(.dontFragment) {
             allocation.dontFragment = true
             outbox.emit(.setDontFragment(socket))
             if let additional = allocation.additional { outbox.emit(.setDontFragment(additional.relaySocket)) }

@@ -42,9 +42,12 @@ final class DTLSTransport {
             guard let fd = UDPSocket.open(bound: address, reusePort: true) else {
                 return "cannot bind DTLS (UDP) \(address): \(String(cString: strerror(errno)))"
             }
-            let event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+            guard let event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
                 Unmanaged<DTLSTransport>.fromOpaque(arg!).takeUnretainedValue().listenerReadable(fd)
-            }, Unmanaged.passUnretained(self).toOpaque())!
+            }, Unmanaged.passUnretained(self).toOpaque()) else {
+                close(fd)
+                return "cannot register the DTLS listener on \(address)"
+            }
             event_add(event, nil)
             listeners.append((fd, address, event))
         }
@@ -62,11 +65,15 @@ final class DTLSTransport {
     private func listenerReadable(_ fd: Int32) {
         guard let listener = listeners.first(where: { $0.fd == fd }) else { return }
         for _ in 0..<64 {
+            // DTLSv1_listen answers 0 for each datagram it drops as well as when nothing is left:
+            // go on while the socket holds something.
+            var byte: UInt8 = 0
+            guard recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) >= 0 else { return }
             guard let ssl = currentListening(fd) else { return drain(fd) }
             var client = sockaddr_storage()
             ERR_clear_error()
             let result = relayd_dtls_listen(ssl, &client)
-            if result == 0 { return }
+            if result == 0 { continue }
             listening[fd] = nil
             guard result == 1, let address = withUnsafeBytes(of: &client, { SocketAddress.read($0.baseAddress!) }) else {
                 SSL_free(ssl)
@@ -104,6 +111,12 @@ final class DTLSTransport {
     private func accept(
         _ ssl: OpaquePointer, client: TransportAddress, raw: inout sockaddr_storage, on address: TransportAddress
     ) {
+        // The same client's ClientHello twice (duplicated or retransmitted while this loop was
+        // busy): the session it has already goes on.
+        if sessions.values.contains(where: { $0.origin.fiveTuple.client == client && $0.origin.fiveTuple.server == address }) {
+            SSL_free(ssl)
+            return
+        }
         if let refusal = service.limiter.admit(client.ip) {
             SSL_free(ssl)
             logger.debug(
@@ -111,15 +124,15 @@ final class DTLSTransport {
                 metadata: ["event": "connection_refused", "client": "\(client)", "reason": "\(refusal.label)"])
             return
         }
-        guard let fd = UDPSocket.open(bound: address, reusePort: true, bufferBytes: 256 * 1024),
-            withUnsafeBytes(of: &raw, { connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self),
-                                                socklen_t(MemoryLayout<sockaddr_storage>.size)) }) == 0
-        else {
+        guard let fd = UDPSocket.open(bound: address, reusePort: true, bufferBytes: 256 * 1024) else {
             SSL_free(ssl)
             service.limiter.release(client.ip, pending: true)
             return
         }
-        guard relayd_dtls_use_socket(ssl, fd, &raw) == 0 else {
+        let connected = withUnsafeBytes(of: &raw) {
+            connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(MemoryLayout<sockaddr_storage>.size))
+        }
+        guard connected == 0, relayd_dtls_use_socket(ssl, fd, &raw) == 0 else {
             SSL_free(ssl)
             close(fd)
             service.limiter.release(client.ip, pending: true)
@@ -132,6 +145,7 @@ final class DTLSTransport {
             Unmanaged<DTLSTransport>.fromOpaque(arg!).takeUnretainedValue().sessionReadable(fd)
         }, Unmanaged.passUnretained(self).toOpaque())
         sessions[fd] = session
+        guard session.readEvent != nil else { return end(session, reason: "cannot register the socket") }
         event_add(session.readEvent, nil)
         // The ServerHello flight: DTLSv1_listen took the ClientHello already.
         sessionReadable(fd)
@@ -144,7 +158,9 @@ final class DTLSTransport {
     private func sessionReadable(_ fd: Int32) {
         guard let session = sessions[fd] else { return }
         let now = EventLoop.now()
-        while true {
+        // At most 64 records a wake-up: a client that sends faster than this thread relays
+        // shares it with the others (its socket buffer takes the rest, or drops it).
+        for _ in 0..<64 {
             ERR_clear_error()
             let count = SSL_read(session.ssl, buffer.baseAddress!, Int32(buffer.count))
             if !session.handshakeDone, SSL_is_init_finished(session.ssl) == 1 {
@@ -172,6 +188,9 @@ final class DTLSTransport {
             }
             if loop.core.outbox.needsFlush { loop.flush() }
         }
+        // Records OpenSSL read ahead of the cap wait in the session, not the socket: come back.
+        if SSL_has_pending(session.ssl) == 1 { event_active(session.readEvent, Int32(EV_READ), 0) }
+        loop.flush()
     }
 
     /// `EventLoop.dtlsSender`: one record per packet, sent at once on the session's socket (a

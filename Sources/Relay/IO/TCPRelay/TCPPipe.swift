@@ -33,10 +33,12 @@ final class TCPPipe {
 
     var pending: Int { backlog.count - backlogStart }
 
-    /// Keeps `bytes` behind what is waiting.
+    /// Keeps `bytes` behind what is waiting; what the socket took already is dropped first once
+    /// it passes `resumeBytes`, so the array stays within a few hundred KB however long the
+    /// upload runs.
     func keep(_ bytes: UnsafeRawBufferPointer) {
-        if backlogStart > 0 && backlogStart == backlog.count {
-            backlog.removeAll(keepingCapacity: true)
+        if backlogStart > 0 && (backlogStart == backlog.count || backlogStart >= TCPPipe.resumeBytes) {
+            backlog.removeFirst(backlogStart)
             backlogStart = 0
         }
         backlog.append(contentsOf: bytes)
@@ -46,7 +48,7 @@ final class TCPPipe {
     func writeBacklog() -> Bool {
         while pending > 0 {
             let written = backlog.withUnsafeBytes { raw in
-                send(socket, raw.baseAddress! + backlogStart, pending, Int32(MSG_NOSIGNAL))
+                send(socket, raw.baseAddress! + backlogStart, pending, sendWithoutSignal)
             }
             if written < 0 { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
             backlogStart += written

@@ -15,6 +15,12 @@ final class TCPRelaySockets {
     private var listeners: [Int32: OpaquePointer] = [:]
     /// Connects in progress by socket descriptor.
     private var connecting: [Int32: (request: PeerConnect, event: OpaquePointer)] = [:]
+    /// Connects that failed at once, answered (447) from `failureEvent`: a Connect is started
+    /// while the loop executes the core's commands, after that flush's packets went out.
+    private var failedAtOnce: [PeerConnect] = []
+    /// Listeners resting after an accept error; the sweep adds them back.
+    private var paused: Set<Int32> = []
+    private lazy var failureEvent = LoopEvent(base: loop.base) { [unowned self] in answerFailures() }
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -76,7 +82,12 @@ final class TCPRelaySockets {
             let fd = withUnsafeMutableBytes(of: &storage) { raw in
                 accept(listener, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
             }
-            guard fd >= 0 else { break }
+            guard fd >= 0 else {
+                if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED {
+                    pause(listener)
+                }
+                break
+            }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let peer = withUnsafeBytes(of: &storage) { SocketAddress.read($0.baseAddress!) }
@@ -92,12 +103,20 @@ final class TCPRelaySockets {
         loop.flush()
     }
 
+    /// Out of descriptors or memory: the listener rests for a second instead of firing on every
+    /// loop iteration (the kernel keeps the peers in its backlog meanwhile).
+    private func pause(_ listener: Int32) {
+        guard let event = listeners[listener] else { return }
+        event_del(event)
+        paused.insert(listener)
+    }
+
     // MARK: Connecting out (RFC 6062 §5.2)
 
     /// The core's `connectPeer`: a non-blocking connect from the relayed address; its outcome
     /// goes back to the core when the socket turns writable, or after `tcpConnectSeconds`.
     func connect(_ request: PeerConnect) {
-        guard let fd = Self.socket(bound: request.relayed) else { return finish(request, socket: -1, connected: false) }
+        guard let fd = Self.socket(bound: request.relayed) else { return failAtOnce(request) }
         var storage = sockaddr_storage()
         let started = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
             let length = SocketAddress.write(request.peer, into: raw.baseAddress!)
@@ -109,11 +128,23 @@ final class TCPRelaySockets {
             }, Unmanaged.passUnretained(self).toOpaque())
         else {
             Glibc.close(fd)
-            return finish(request, socket: -1, connected: false)
+            return failAtOnce(request)
         }
         var timeout = timeval(tv_sec: Int(RelayCore.tcpConnectSeconds), tv_usec: 0)
         event_add(event, &timeout)
         connecting[fd] = (request, event)
+    }
+
+    private func failAtOnce(_ request: PeerConnect) {
+        if failedAtOnce.isEmpty { failureEvent.activate() }
+        failedAtOnce.append(request)
+    }
+
+    private func answerFailures() {
+        let failed = failedAtOnce
+        failedAtOnce.removeAll()
+        for request in failed { finish(request, socket: -1, connected: false) }
+        loop.flush()
     }
 
     private func connectEnded(_ fd: Int32, timedOut: Bool) {
@@ -143,6 +174,7 @@ final class TCPRelaySockets {
     func endRelay(_ socket: RelaySocket) -> Bool {
         guard let event = listeners.removeValue(forKey: socket.descriptor) else { return false }
         event_free(event)
+        paused.remove(socket.descriptor)
         for (fd, pending) in connecting where pending.request.relaySocket == socket {
             event_free(pending.event)
             connecting[fd] = nil
@@ -162,6 +194,10 @@ final class TCPRelaySockets {
 
     /// Once a second: peer connections that waited 30 s for a ConnectionBind are closed (RFC 6062 §5.3).
     func sweep(now: Int64) {
+        for listener in paused {
+            if let event = listeners[listener] { event_add(event, nil) }
+        }
+        paused.removeAll()
         for entry in table.expire(thread: thread, now: now) {
             loop.core.counters.tcpConnections[TCPConnectionOutcome.expired.rawValue] &+= 1
             release(entry)
