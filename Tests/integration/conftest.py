@@ -183,7 +183,8 @@ class RelayServer:
         while self.api_port == self.port:
             self.api_port = free_port(avoid=self.relay_ports)
         self.api_key_name = "itest"
-        self.api_token = secrets.token_urlsafe(24)
+        # Hex: a token_urlsafe may start with "-", which a command line takes for an option.
+        self.api_token = secrets.token_hex(24)
         # Options appended after the common ones (the command line's last value wins);
         # rest_auth=False replaces use-auth-secret with a static lt-cred-mech user.
         self.extra_args = list(extra_args or [])

@@ -63,7 +63,7 @@ def allocate(server: RelayServer, user: str) -> TurnClient:
 
 def cli(server: RelayServer, *args: str, token: str = ADMIN_TOKEN) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [server.binary, *args, "--api", server.api_url, "--token", token],
+        [server.binary, *args, "--api", server.api_url, f"--token={token}"],
         capture_output=True, text=True, timeout=30)
 
 

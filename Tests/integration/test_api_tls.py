@@ -107,11 +107,11 @@ def test_admin_cli_over_https_verifies_the_certificate(tmp_path):
         f"--api-cert={cert}", f"--api-pkey={key}", f"--api-key=ops:{token}:admin"])
     with running(server):
         api = f"https://localhost:{server.api_port}"
-        trusted = subprocess.run([server.binary, "sessions", "--api", api, "--token", token, "--cacert", str(cert)],
+        trusted = subprocess.run([server.binary, "sessions", "--api", api, f"--token={token}", "--cacert", str(cert)],
                                  capture_output=True, text=True, timeout=30)
         assert trusted.returncode == 0, trusted.stderr
         assert trusted.stdout.split()[:2] == ["SESSION", "USER"]
-        untrusted = subprocess.run([server.binary, "sessions", "--api", api, "--token", token],
+        untrusted = subprocess.run([server.binary, "sessions", "--api", api, f"--token={token}"],
                                    capture_output=True, text=True, timeout=30)
         assert untrusted.returncode == 1 and "TLS handshake" in untrusted.stderr
         conf = tmp_path / "admin.conf"
