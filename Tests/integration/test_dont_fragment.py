@@ -25,12 +25,14 @@ from test_kernel_fast_path_netns import (  # noqa: F401  (hosts is a fixture)
 )
 
 SIZES = [100, 1200, 1400]
-# Listens on the peer host and prints the sizes of the datagrams that arrived (whole, after
+# Listens on the peer host, says when it is bound (a datagram sent earlier would bring the client
+# a port-unreachable ICMP), and prints the sizes of the datagrams that arrived (whole, after
 # reassembly) as one JSON list.
 PEER = """
 import json, socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((sys.argv[1], int(sys.argv[2])))
+print("bound", flush=True)
 s.settimeout(0.2)
 end, sizes = time.monotonic() + float(sys.argv[3]), []
 while time.monotonic() < end:
@@ -52,6 +54,7 @@ def test_dont_fragment_keeps_oversized_datagrams_from_being_fragmented(hosts, tm
     wait_for(lambda: "relayd started" in log.read_text(errors="replace") or proc.poll() is not None, "relayd to start")
     assert proc.poll() is None, log.read_text(errors="replace")
     peer, peer_log = hosts.start(hosts.peer, "peer", ["python3", "-c", PEER, PEER_IP, "6000", "6"])
+    wait_for(lambda: "bound" in peer_log.read_text(errors="replace") or peer.poll() is not None, "the peer to bind")
     client = str(Path(__file__).with_name("netns_sizes_client.py"))
     sent = json.loads(hosts.run(hosts.client, [
         "python3", client, RELAY_CLIENT_SIDE, "3478", SECRET, PEER_IP, "6000",
