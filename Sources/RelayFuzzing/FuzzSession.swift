@@ -521,17 +521,17 @@ final class FuzzSockets: RelaySocketProvider {
     private(set) var tcp: Set<RelaySocket> = []
     var parked: Set<Int32> = []
 
-    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
-        if address.port == 50003 || bound.values.contains(address) { return nil }
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
+        if address.port == 50003 || bound.values.contains(address) { return .portInUse }
         next += 1
         bound[RelaySocket(descriptor: next)] = address
-        return RelaySocket(descriptor: next)
+        return .opened(RelaySocket(descriptor: next))
     }
 
-    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocket? {
-        let socket = openRelaySocket(bound: address)
-        if let socket { tcp.insert(socket) }
-        return socket
+    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
+        let opening = openRelaySocket(bound: address)
+        if case .opened(let socket) = opening { tcp.insert(socket) }
+        return opening
     }
 
     /// False when `socket` was not open.

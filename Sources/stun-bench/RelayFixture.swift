@@ -126,10 +126,10 @@ final class BenchSockets: RelaySocketProvider {
     var sockets: [RelaySocket: TransportAddress] = [:]
     var next: Int32 = 100
 
-    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
         next += 1
         sockets[RelaySocket(descriptor: next)] = address
-        return RelaySocket(descriptor: next)
+        return .opened(RelaySocket(descriptor: next))
     }
 }
 

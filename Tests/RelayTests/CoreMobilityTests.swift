@@ -150,8 +150,9 @@ import Testing
         let tickets = MobilityTickets()
         let directory = RelayedAddressDirectory()
         let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let ports = CoreFixture.portPool()
         func placement(_ index: Int) -> CoreHarness.LoopPlacement {
-            .init(index: index, count: 2, quota: quota, directory: directory, mobility: tickets)
+            .init(index: index, count: 2, quota: quota, directory: directory, mobility: tickets, ports: ports)
         }
         let (owner, _, socket, ticket) = try mobile(CoreHarness(loop: placement(0)))
         let other = CoreHarness(loop: placement(1))
@@ -199,8 +200,9 @@ import Testing
         let tickets = MobilityTickets()
         let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
         let directory = RelayedAddressDirectory()
+        let ports = CoreFixture.portPool()
         func placement(_ index: Int) -> CoreHarness.LoopPlacement {
-            .init(index: index, count: 2, quota: quota, directory: directory, mobility: tickets)
+            .init(index: index, count: 2, quota: quota, directory: directory, mobility: tickets, ports: ports)
         }
         let (_, _, _, ticket) = try mobile(CoreHarness(loop: placement(0)))
         let other = CoreHarness(loop: placement(1))

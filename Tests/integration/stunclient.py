@@ -384,11 +384,11 @@ class TurnClient:
     integrity = "sha1"
 
     def __init__(self, server: tuple[str, int], bind_host: str | None = None,
-                 rto: float = 0.5, attempts: int = 4):
+                 rto: float = 0.5, attempts: int = 4, bind_port: int = 0):
         self.server = server
         family = socket.AF_INET6 if ":" in server[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
-        self.sock.bind((bind_host or server[0], 0))
+        self.sock.bind((bind_host or server[0], bind_port))
         self.rto = rto
         self.attempts = attempts
         self.inbox: deque[bytes] = deque()

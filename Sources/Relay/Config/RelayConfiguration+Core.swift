@@ -40,7 +40,7 @@ extension CoreContext {
         reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
         threadIndex: Int = 0, threadCount: Int = 1, sourceLimits: SourceLimits? = nil,
-        bandwidth: BandwidthCapacity? = nil, mobility: MobilityTickets = MobilityTickets()
+        bandwidth: BandwidthCapacity? = nil, mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
     ) {
         self.init(
             settings: CoreSettings(configuration: configuration),
@@ -51,7 +51,7 @@ extension CoreContext {
             bandwidth: bandwidth ?? BandwidthCapacity(capacity: configuration.bpsCapacity),
             sourceLimits: sourceLimits ?? SourceLimits(configuration: configuration),
             reservationTable: reservationTable, directory: directory, threadIndex: threadIndex,
-            threadCount: threadCount, mobility: mobility)
+            threadCount: threadCount, mobility: mobility, ports: ports)
     }
 }
 

@@ -331,21 +331,25 @@ final class EventLoop: RelaySocketProvider {
 
     // MARK: RelaySocketProvider
 
-    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
-        guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: 256 * 1024) else { return nil }
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
+        guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: 256 * 1024) else {
+            return RelaySocketOpening(failure: errno)
+        }
         UDPSocket.enableErrorQueue(fd, family: address.ip.family)
         guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
         }, opaqueSelf) else {
             close(fd)
-            return nil
+            return .exhausted
         }
         event_add(event, nil)
         relayEvents[fd] = event
-        return RelaySocket(descriptor: fd)
+        return .opened(RelaySocket(descriptor: fd))
     }
 
-    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocket? { tcpRelay.openListener(bound: address) }
+    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
+        tcpRelay.openListener(bound: address)
+    }
 
     /// Unregisters at once; the descriptor closes at the end of this flush, so packets already
     /// queued for it never go out on a reused descriptor. A TCP allocation's listener takes its

@@ -1,6 +1,7 @@
 import CLibevent
 import Glibc
 import Logging
+import RelayCore
 
 extension RelayServer {
     /// SIGHUP: re-reads the configuration (`reloadArguments`: `-c FILE` plus the command line)
@@ -60,6 +61,7 @@ extension RelayServer {
         if let problem = http?.update(configuration: next) {
             logger.error("\(problem)", metadata: ["event": "reload_api_tls_failed"])
         }
+        ports.reconfigure(range: next.minPort...next.maxPort, addresses: RelayAddress.mappings(configuration: next).map(\.bound))
         // New mobility tickets are sealed under a new key; the ones already out still open.
         mobility.rotate()
         postContexts()

@@ -21,6 +21,8 @@ public final class RelayServer {
     /// The peer connections of TCP allocations, shared by the loops (docs/tcp-relay.md).
     let tcpConnections = TCPConnectionTable()
     let directory = RelayedAddressDirectory()
+    /// The node's relay ports, shared by the loops; reconfigured on reload.
+    let ports: RelayPortPool
     let nonceKey: [UInt8]
     /// Mobility tickets' keys and owners (docs/mobility.md); the key rotates on SIGHUP.
     let mobility = MobilityTickets()
@@ -73,6 +75,9 @@ public final class RelayServer {
         quota = QuotaTracker(userQuota: c.userQuota, totalQuota: c.totalQuota)
         bandwidth = BandwidthCapacity(capacity: c.bpsCapacity)
         sourceLimits = SourceLimits(configuration: c)
+        ports = RelayPortPool(
+            range: c.minPort...c.maxPort, addresses: RelayAddress.mappings(configuration: c).map(\.bound),
+            start: UInt64.random(in: 0...UInt64(UInt16.max)))
         var key = [UInt8](repeating: 0, count: 32)
         var g = SystemRandomNumberGenerator()
         for i in key.indices { key[i] = g.next() }
@@ -101,7 +106,7 @@ public final class RelayServer {
             configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, directory: directory,
             interfaceAddresses: interfaceAddresses,
             threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
-            bandwidth: bandwidth, mobility: mobility)
+            bandwidth: bandwidth, mobility: mobility, ports: ports)
         context.draining = drain.active
         context.cluster = clusterLink
         context.blocklist = blocklist

@@ -25,7 +25,9 @@ enum UDPSocket {
             return bind(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) == 0
         }
         guard ok else {
+            let failure = errno
             close(fd)
+            errno = failure
             return nil
         }
         return fd

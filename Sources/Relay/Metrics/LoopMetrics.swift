@@ -10,6 +10,7 @@ public struct LoopMetrics: Sendable {
     public var allocationsActive = [UInt64](repeating: 0, count: TransportProtocol.allCases.count * 2)
     public var permissionsActive: UInt64 = 0
     public var channelsActive: UInt64 = 0
+    /// Relay ports in use and free on the whole node: every loop reads the same pool.
     public var relayPortsInUse: UInt64 = 0
     public var relayPortsFree: UInt64 = 0
     public var lifetimes = LifetimeHistogram()
@@ -70,8 +71,11 @@ public struct LoopMetrics: Sendable {
         for i in allocationsActive.indices { allocationsActive[i] &+= other.allocationsActive[i] }
         permissionsActive &+= other.permissionsActive
         channelsActive &+= other.channelsActive
-        relayPortsInUse &+= other.relayPortsInUse
-        relayPortsFree &+= other.relayPortsFree
+        // The node's one port pool, read by every loop: the freshest reading, not a sum.
+        if other.relayPortsInUse + other.relayPortsFree > 0 {
+            relayPortsInUse = other.relayPortsInUse
+            relayPortsFree = other.relayPortsFree
+        }
         lifetimes.add(other.lifetimes)
         tlsHandshakesOK &+= other.tlsHandshakesOK
         tlsHandshakesFailed &+= other.tlsHandshakesFailed

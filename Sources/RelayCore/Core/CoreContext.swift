@@ -25,6 +25,9 @@ public struct CoreContext: Sendable {
     public var bandwidth: BandwidthCapacity
     /// EVEN-PORT reservations, shared by all loop threads.
     public var reservationTable: ReservationTable
+    /// The relay ports of every relay address, shared by all loop threads: a 508 means the
+    /// node has no free port of the family, not that this loop's share ran out.
+    public var ports: RelayPortPool
     /// UDP allocations of every loop thread by relayed address, for the cross-thread short-circuit.
     public var directory: RelayedAddressDirectory
     public var relayAddresses: [RelayAddress]
@@ -51,8 +54,10 @@ public struct CoreContext: Sendable {
         relayAddresses: [RelayAddress], quota: QuotaTracker, bandwidth: BandwidthCapacity,
         sourceLimits: SourceLimits, reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), threadIndex: Int = 0, threadCount: Int = 1,
-        mobility: MobilityTickets = MobilityTickets()
+        mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
     ) {
+        self.ports =
+            ports ?? RelayPortPool(range: settings.minPort...settings.maxPort, addresses: relayAddresses.map(\.bound))
         self.mobility = mobility
         self.settings = settings
         self.credentials = credentials

@@ -137,14 +137,12 @@ extension RelayCore {
         }
         var reservation: UInt64? = nil
         if evenPort?.reservePair == true {
-            let next = relay.port + 1
-            if ports[relay.ip]?.claim(next) == true {
-                let value = random.next()
-                let entry = ReservationTable.Entry(address: relay.ip, port: next, expiry: now + 30)
-                reservations[value] = entry
-                context.reservationTable.insert(value, entry)
-                reservation = value
-            }
+            // The pool reserved the successor with the port (RFC 8656 §7.2, §18.10).
+            let value = random.next()
+            let entry = ReservationTable.Entry(address: relay.ip, port: relay.port + 1, expiry: now + 30)
+            reservations[value] = entry
+            context.reservationTable.insert(value, entry)
+            reservation = value
         }
         allocation.sessionID = random.next()
         if mobile { registerMobile(allocation) }
@@ -235,42 +233,66 @@ extension RelayCore {
         return max(defaultLifetime, min(Int64(requested.seconds), maximum))
     }
 
-    /// Chooses a relay address and port and opens its socket (a TCP listener for a TCP
-    /// allocation, RFC 6062 §5.1): the reserved port for a
-    /// RESERVATION-TOKEN, an even port for EVEN-PORT (RFC 8656 §18.7), otherwise any free port
-    /// on the next relay address of the family, round robin.
+    /// Chooses a relay address and port from the node-wide pool and opens its socket (a TCP
+    /// listener for a TCP allocation, RFC 6062 §5.1): the reserved port for a RESERVATION-TOKEN,
+    /// an even port for EVEN-PORT (RFC 8656 §18.7; with the R bit, its successor is reserved as
+    /// well), otherwise any free port on the next relay address of the family, round robin. Nil
+    /// (508) only when no port of the family is free on any relay address of the node, or at once
+    /// when the process is out of descriptors (logged once per episode).
     func openRelay(family: IPAddress.Family, evenPort: EvenPort?, token: ReservationToken?, tcp: Bool = false, now: Int64)
         -> (TransportAddress, RelaySocket)?
     {
+        let holder: RelayPortPool.Holder = tcp ? .tcpAllocation : .udpAllocation
         if let token {
-            // The thread that reserved the port keeps its claim until the reservation's expiry
-            // (its sweep releases it); if that is this thread, the claim passes to the allocation.
-            guard let reserved = context.reservationTable.take(token.value), reserved.expiry > now else { return nil }
+            // Whichever thread reserved the port, the reservation's hold passes to the allocation.
+            guard let reserved = context.reservationTable.take(token.value) else { return nil }
             reservations[token.value] = nil
-            let address = TransportAddress(ip: reserved.address, port: reserved.port)
-            guard let socket = sockets.openRelaySocket(bound: address) else {
-                ports[reserved.address]?.release(reserved.port)
+            guard reserved.expiry > now else {
+                context.ports.release(reserved.port, on: reserved.address)
                 return nil
             }
+            let address = TransportAddress(ip: reserved.address, port: reserved.port)
+            guard case .opened(let socket) = open(address, tcp: tcp) else {
+                context.ports.release(reserved.port, on: reserved.address)
+                return nil
+            }
+            context.ports.mark(reserved.port, on: reserved.address, as: holder)
             return (address, socket)
         }
         let candidates = context.relayAddresses.filter { $0.bound.family == family }
         guard !candidates.isEmpty else { return nil }
+        let rangeCount = Int(settings.maxPort) - Int(settings.minPort) + 1
         for attempt in 0..<candidates.count {
             let ip = candidates[(relayCursor + attempt) % candidates.count].bound
-            var socket = RelaySocket(descriptor: -1)
-            let port = ports[ip]?.acquire(even: evenPort != nil, pair: evenPort?.reservePair == true) { port in
+            // One pass over the range at most: ports another process holds are given back and
+            // the search moves on.
+            for _ in 0..<max(1, rangeCount) {
+                let pair = evenPort?.reservePair == true
+                guard let port = context.ports.take(on: ip, even: evenPort != nil, pair: pair) else { break }
                 let address = TransportAddress(ip: ip, port: port)
-                guard let fd = tcp ? sockets.openTCPRelaySocket(bound: address) : sockets.openRelaySocket(bound: address)
-                else { return false }
-                socket = fd
-                return true
-            }
-            if let port {
-                relayCursor = (relayCursor + attempt + 1) % candidates.count
-                return (TransportAddress(ip: ip, port: port), socket)
+                switch open(address, tcp: tcp) {
+                case .opened(let socket):
+                    context.ports.mark(port, on: ip, as: holder)
+                    relayCursor = (relayCursor + attempt + 1) % candidates.count
+                    return (address, socket)
+                case .portInUse:
+                    context.ports.release(port, on: ip)
+                    if pair { context.ports.release(port + 1, on: ip) }
+                case .exhausted:
+                    context.ports.release(port, on: ip)
+                    if pair { context.ports.release(port + 1, on: ip) }
+                    if context.ports.noteExhausted() {
+                        logger.error(
+                            "relay socket: out of file descriptors or memory; Allocate answered 508 until a socket opens again")
+                    }
+                    return nil
+                }
             }
         }
         return nil
+    }
+
+    private func open(_ address: TransportAddress, tcp: Bool) -> RelaySocketOpening {
+        tcp ? sockets.openTCPRelaySocket(bound: address) : sockets.openRelaySocket(bound: address)
     }
 }

@@ -42,7 +42,7 @@ extension RelayCore {
         byRelayedAddress[advertised] = nil
         unlist(relayed, of: allocation)
         outbox.emit(.closeRelaySocket(socket))
-        ports[relayed.ip]?.release(relayed.port)
+        context.ports.release(relayed.port, on: relayed.ip)
     }
 
     /// Takes one relayed address of `allocation` out of the shared directory, adding what other

@@ -29,10 +29,9 @@ public final class RelayCore {
     /// NAT behaviour discovery's alternate addresses (RFC 5780), by the UDP listener a request
     /// came in on; rebuilt as listeners are added (docs/nat-discovery.md).
     var discoveries: [TransportAddress: BehaviourDiscovery] = [:]
-    var ports: [IPAddress: PortAllocator] = [:]
-    /// The EVEN-PORT reservations this thread made (RFC 8656 §7.2, §18.10): their ports are in this
-    /// thread's allocator until they expire, whichever thread's Allocate takes the token from the
-    /// shared `ReservationTable`, which holds the same entries for the other threads.
+    /// The EVEN-PORT reservations this thread made (RFC 8656 §7.2, §18.10), swept by this thread
+    /// when they expire; the shared `ReservationTable` holds the same entries, so an Allocate on
+    /// any thread can take the token (and with it the port's hold in the node's `RelayPortPool`).
     var reservations: [UInt64: ReservationTable.Entry] = [:]
     var relayCursor = 0
     /// Mobile allocations by session id (RFC 8016), and the counter that makes each ticket's
@@ -69,7 +68,6 @@ public final class RelayCore {
         self.context = context
         self.sockets = sockets
         self.logger = logger
-        rebuildPortAllocators()
     }
 
     var settings: CoreSettings { context.settings }
@@ -80,13 +78,9 @@ public final class RelayCore {
     /// it relays to that peer again; Send indications and the peer's packets are checked against
     /// the policy one by one already.
     public func update(context newContext: CoreContext) {
-        let portsChanged = newContext.settings.minPort != context.settings.minPort
-            || newContext.settings.maxPort != context.settings.maxPort
-            || newContext.relayAddresses != context.relayAddresses
         let policyChanged = newContext.policy != context.policy
         context = newContext
         logger.logLevel = newContext.settings.logLevel
-        if portsChanged { rebuildPortAllocators() }
         if policyChanged { unbindDeniedChannels() }
     }
 
@@ -100,24 +94,6 @@ public final class RelayCore {
             allocation.unbindChannels { !context.policy.isAllowed($0.peer) }
             publish(allocation)
         }
-    }
-
-    func rebuildPortAllocators() {
-        let slice = PortAllocator.slice(
-            min: settings.minPort, max: settings.maxPort, thread: context.threadIndex,
-            of: context.threadCount)
-        var fresh: [IPAddress: PortAllocator] = [:]
-        for relay in context.relayAddresses {
-            var allocator = PortAllocator(range: slice, start: random.next())
-            for allocation in byFiveTuple.values {
-                if allocation.relayedAddress.ip == relay.bound { _ = allocator.claim(allocation.relayedAddress.port) }
-                if let additional = allocation.additional, additional.relayedAddress.ip == relay.bound {
-                    _ = allocator.claim(additional.relayedAddress.port)
-                }
-            }
-            fresh[relay.bound] = allocator
-        }
-        ports = fresh
     }
 
     /// Registers this thread's UDP listener on `address` (called by the I/O layer as it opens it).
@@ -138,9 +114,9 @@ public final class RelayCore {
     /// Every live allocation (for metrics and shutdown).
     public var allocations: Dictionary<FiveTuple, Allocation>.Values { byFiveTuple.values }
 
-    /// Relay ports in use and free on this thread.
-    public var relayPortsInUse: Int { ports.values.reduce(0) { $0 + $1.usedCount } }
-    public var relayPortsFree: Int { ports.values.reduce(0) { $0 + $1.freeCount } }
+    /// Relay ports in use and free on the whole node (every loop shares one `RelayPortPool`).
+    public var relayPortsInUse: Int { context.ports.inUse }
+    public var relayPortsFree: Int { context.ports.free }
 
     // MARK: Input
 
@@ -249,9 +225,11 @@ public final class RelayCore {
         }
         for allocation in expired { delete(allocation, reason: .expired, now: now) }
         for (token, reservation) in reservations where reservation.expiry <= now {
-            ports[reservation.address]?.release(reservation.port)
             reservations[token] = nil
-            context.reservationTable.remove(token)
+            // An Allocate that took the token meanwhile holds the port now; else it goes back.
+            if context.reservationTable.take(token) != nil {
+                context.ports.release(reservation.port, on: reservation.address)
+            }
         }
     }
 

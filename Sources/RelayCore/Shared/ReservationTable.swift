@@ -20,6 +20,4 @@ public final class ReservationTable: Sendable {
 
     /// Removes and returns the entry for `token`: a token is good for one Allocate.
     func take(_ token: UInt64) -> Entry? { entries.withLock { $0.removeValue(forKey: token) } }
-
-    func remove(_ token: UInt64) { entries.withLock { _ = $0.removeValue(forKey: token) } }
 }

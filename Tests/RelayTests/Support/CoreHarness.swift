@@ -39,6 +39,13 @@ enum CoreFixture {
         return c
     }
 
+    /// The node-wide relay port pool of `configuration`, for several loops of one node.
+    static func portPool(_ configuration: RelayConfiguration = configuration()) -> RelayPortPool {
+        RelayPortPool(
+            range: configuration.minPort...configuration.maxPort,
+            addresses: RelayAddress.mappings(configuration: configuration).map(\.bound))
+    }
+
     /// A TURN REST username `<expiry>:<user>` valid for `validFor` seconds after the clock start.
     static func restUsername(_ user: String = "alice", validFor: Int64 = 86_400) -> String {
         "\(start + validFor):\(user)"
@@ -91,9 +98,9 @@ final class CoreHarness {
         quota = loop?.quota ?? QuotaTracker(userQuota: configuration.userQuota, totalQuota: configuration.totalQuota)
         var context = CoreContext(
             configuration: configuration, nonceKey: Array(0..<32), quota: quota,
-            directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
+            reservationTable: loop?.reservations ?? ReservationTable(), directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
             threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1, bandwidth: loop?.bandwidth,
-            mobility: loop?.mobility ?? MobilityTickets())
+            mobility: loop?.mobility ?? MobilityTickets(), ports: loop?.ports)
         context.cluster = cluster
         core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger, seed: seed)
         core.addUDPListener(CoreFixture.server, socket: listenerSocket)
@@ -107,6 +114,10 @@ final class CoreHarness {
         var directory: RelayedAddressDirectory
         var bandwidth: BandwidthCapacity? = nil
         var mobility: MobilityTickets? = nil
+        /// The node's relay ports, which loops of one node share (nil: a pool of this loop's own).
+        var ports: RelayPortPool? = nil
+        /// EVEN-PORT reservations, which loops of one node share.
+        var reservations = ReservationTable()
     }
 
     /// The UDP listener this harness's loop answers from (one per loop, as with SO_REUSEPORT).

@@ -9,6 +9,10 @@ import StunCodec
 final class FakeRelaySocketProvider: RelaySocketProvider {
     /// Ports another process is pretending to hold; opening them fails.
     var refusedPorts: Set<UInt16> = []
+    /// When set, every open fails as the kernel answers EMFILE.
+    var outOfDescriptors = false
+    /// Opens refused for want of descriptors.
+    private(set) var exhaustedAttempts = 0
     private(set) var opens = 0
     private(set) var closes = 0
     /// Attempts that failed because the port was refused or the address was already bound.
@@ -19,25 +23,29 @@ final class FakeRelaySocketProvider: RelaySocketProvider {
     private(set) var closed: [RelaySocket] = []
     private var nextDescriptor: Int32 = 100
 
-    func openRelaySocket(bound address: TransportAddress) -> RelaySocket? {
+    func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
+        if outOfDescriptors {
+            exhaustedAttempts += 1
+            return .exhausted
+        }
         if refusedPorts.contains(address.port) || bound.values.contains(address) {
             refusals += 1
-            return nil
+            return .portInUse
         }
         let socket = RelaySocket(descriptor: nextDescriptor)
         nextDescriptor += 1
         opens += 1
         bound[socket] = address
-        return socket
+        return .opened(socket)
     }
 
     /// TCP allocations' listeners (RFC 6062) among the live descriptors.
     private(set) var tcpListeners: Set<RelaySocket> = []
 
-    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocket? {
-        let socket = openRelaySocket(bound: address)
-        if let socket { tcpListeners.insert(socket) }
-        return socket
+    func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
+        let opening = openRelaySocket(bound: address)
+        if case .opened(let socket) = opening { tcpListeners.insert(socket) }
+        return opening
     }
 
     /// Executes a `closeRelaySocket` command.

@@ -28,12 +28,13 @@ struct RelayPair {
             let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
             let directory = RelayedAddressDirectory()
             let bandwidth = BandwidthCapacity(capacity: configuration.bpsCapacity)
+            let ports = CoreFixture.portPool(configuration)
             sender = CoreHarness(
                 configuration: configuration,
-                loop: .init(index: 0, count: 2, quota: quota, directory: directory, bandwidth: bandwidth))
+                loop: .init(index: 0, count: 2, quota: quota, directory: directory, bandwidth: bandwidth, ports: ports))
             receiver = CoreHarness(
                 configuration: configuration,
-                loop: .init(index: 1, count: 2, quota: quota, directory: directory, bandwidth: bandwidth))
+                loop: .init(index: 1, count: 2, quota: quota, directory: directory, bandwidth: bandwidth, ports: ports))
         }
         if let streamSink {
             streamSink.install(owner: receiver.core, client: CoreFixture.clientB)

@@ -32,22 +32,22 @@ final class TCPRelaySockets {
     /// Peer connections taken per readiness event.
     static let acceptsPerWakeup = 16
 
-    /// A TCP socket bound to `address` and listening, with its accept event; nil if the port
-    /// cannot be bound. SO_REUSEPORT lets the sockets that connect out from the same relayed
-    /// address (Connect) share its port.
-    func openListener(bound address: TransportAddress) -> RelaySocket? {
-        guard let fd = Self.socket(bound: address) else { return nil }
+    /// A TCP socket bound to `address` and listening, with its accept event. SO_REUSEPORT lets
+    /// the sockets that connect out from the same relayed address (Connect) share its port.
+    func openListener(bound address: TransportAddress) -> RelaySocketOpening {
+        guard let fd = Self.socket(bound: address) else { return RelaySocketOpening(failure: errno) }
         guard listen(fd, Self.backlog) == 0,
             let event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
                 Unmanaged<TCPRelaySockets>.fromOpaque(arg!).takeUnretainedValue().acceptPeers(fd)
             }, Unmanaged.passUnretained(self).toOpaque())
         else {
+            let failure = RelaySocketOpening(failure: errno)
             Glibc.close(fd)
-            return nil
+            return failure
         }
         event_add(event, nil)
         listeners[fd] = event
-        return RelaySocket(descriptor: fd)
+        return .opened(RelaySocket(descriptor: fd))
     }
 
     /// A non-blocking TCP socket bound to `address` with SO_REUSEADDR and SO_REUSEPORT.
@@ -66,7 +66,9 @@ final class TCPRelaySockets {
             return bind(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) == 0
         }
         guard bound else {
+            let failure = errno
             Glibc.close(fd)
+            errno = failure
             return nil
         }
         return fd

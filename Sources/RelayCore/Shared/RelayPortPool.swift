@@ -1,0 +1,174 @@
+import StunCodec
+
+/// The relay ports of the whole node (`min-port`...`max-port` on each relay address), shared by
+/// every loop thread (RFC 8656 §7.2: the server picks the relayed transport address).
+///
+/// One pool for the node, not a slice per loop: the loop that serves a client is chosen by a hash
+/// of the client's address, so slices would empty unevenly and refuse an Allocate (508) while
+/// another loop's slice still had ports. Taking and releasing a port is control-plane work
+/// (Allocate, deletion, sweeps) and happens under one lock; the data path asks the pool only when
+/// a packet names one of relayd's own relayed addresses and no table of live allocations already
+/// answered (docs/peer-policy.md).
+///
+/// Each port records what holds it, so the peer policy can tell a live allocation's relayed
+/// address from any other socket on the relay's address: a UDP datagram may reach only a port
+/// held by a UDP allocation, a TCP connection only one held by a TCP allocation (RFC 6062).
+public final class RelayPortPool: Sendable {
+    /// What holds a port.
+    public enum Holder: UInt8, Sendable {
+        case free = 0
+        /// Taken by an Allocate whose socket is being opened.
+        case opening
+        /// The relayed address of a live UDP allocation (RFC 8656).
+        case udpAllocation
+        /// The relayed address of a live TCP allocation (RFC 6062 §5.1).
+        case tcpAllocation
+        /// Held by EVEN-PORT's R bit for a later Allocate with RESERVATION-TOKEN (RFC 8656 §18.10).
+        case reservation
+    }
+
+    /// The ports of one relay address.
+    struct Table {
+        var holders: [Holder]
+        var used = 0
+        var cursor: Int
+
+        init(count: Int, cursor: Int) {
+            holders = Array(repeating: .free, count: count)
+            self.cursor = cursor
+        }
+    }
+
+    struct State {
+        var range: ClosedRange<UInt16>
+        var tables: [IPAddress: Table] = [:]
+        /// Set when opening a socket failed for want of descriptors or memory; cleared by the
+        /// next socket opened, so the condition is logged once per episode.
+        var exhausted = false
+    }
+
+    private let state: Locked<State>
+    private let start: UInt64
+
+    /// `start` places the first search in each address's range (the core passes a number from its
+    /// seeded generator, so a seeded run gets the same ports every time).
+    public init(range: ClosedRange<UInt16>, addresses: [IPAddress], start: UInt64 = 0) {
+        self.start = start
+        var initial = State(range: range)
+        for ip in addresses where initial.tables[ip] == nil {
+            initial.tables[ip] = Table(count: range.count, cursor: Int(start % UInt64(range.count)))
+        }
+        state = Locked(initial)
+    }
+
+    /// After a reload: the new range and relay addresses. Ports held inside both the old and the
+    /// new range of an address that stays keep their holder; a live allocation outside the new
+    /// range keeps its socket and releases nothing when it ends (`release` ignores the port).
+    public func reconfigure(range: ClosedRange<UInt16>, addresses: [IPAddress]) {
+        state.withLock { state in
+            var fresh: [IPAddress: Table] = [:]
+            for ip in addresses where fresh[ip] == nil {
+                var table = Table(count: range.count, cursor: Int(start % UInt64(range.count)))
+                if let old = state.tables[ip] {
+                    for (i, holder) in old.holders.enumerated() where holder != .free {
+                        let port = Int(state.range.lowerBound) + i
+                        guard range.contains(UInt16(port)) else { continue }
+                        table.holders[port - Int(range.lowerBound)] = holder
+                        table.used += 1
+                    }
+                }
+                fresh[ip] = table
+            }
+            state.range = range
+            state.tables = fresh
+        }
+    }
+
+    /// Takes a free port on `ip` and marks it `.opening`: an even one for EVEN-PORT, and with
+    /// `pair` (EVEN-PORT's R bit) one whose successor is free too, which becomes a
+    /// `.reservation` (RFC 8656 §7.2). The search goes on from where the last one ended, so a
+    /// port given back because another process held it is tried again only after the others.
+    /// Nil when no such port is free on `ip`.
+    func take(on ip: IPAddress, even: Bool, pair: Bool) -> UInt16? {
+        state.withLock { state in
+            guard var table = state.tables[ip] else { return nil }
+            defer { state.tables[ip] = table }
+            let n = table.holders.count
+            for step in 0..<n {
+                let i = (table.cursor + step) % n
+                let port = Int(state.range.lowerBound) + i
+                if table.holders[i] != .free { continue }
+                if even && port % 2 != 0 { continue }
+                if pair && (i + 1 >= n || table.holders[i + 1] != .free) { continue }
+                table.holders[i] = .opening
+                table.used += 1
+                if pair {
+                    table.holders[i + 1] = .reservation
+                    table.used += 1
+                }
+                table.cursor = (i + (pair ? 2 : 1)) % n
+                return UInt16(port)
+            }
+            return nil
+        }
+    }
+
+    /// Marks a taken port with its holder once its socket is open (or a reserved port handed to
+    /// the Allocate that presented the token). False when the port is not in the pool.
+    @discardableResult
+    func mark(_ port: UInt16, on ip: IPAddress, as holder: Holder) -> Bool {
+        state.withLock { state in
+            guard state.range.contains(port), state.tables[ip] != nil else { return false }
+            let i = Int(port - state.range.lowerBound)
+            if state.tables[ip]!.holders[i] == .free, holder != .free { state.tables[ip]!.used += 1 }
+            state.tables[ip]!.holders[i] = holder
+            if holder == .udpAllocation || holder == .tcpAllocation { state.exhausted = false }
+            return true
+        }
+    }
+
+    /// Gives a port back (its allocation or reservation ended, or its socket could not be opened).
+    func release(_ port: UInt16, on ip: IPAddress) {
+        state.withLock { state in
+            guard state.range.contains(port), state.tables[ip] != nil else { return }
+            let i = Int(port - state.range.lowerBound)
+            guard state.tables[ip]!.holders[i] != .free else { return }
+            state.tables[ip]!.holders[i] = .free
+            state.tables[ip]!.used -= 1
+        }
+    }
+
+    /// Whether `port` on relay address `ip` (bound form) is held by a live allocation of the
+    /// given kind: the only ports of relayd's own relayed addresses a peer may be
+    /// (docs/peer-policy.md).
+    public func isHeld(_ port: UInt16, on ip: IPAddress, by holder: Holder) -> Bool {
+        state.withLock { state in
+            guard state.range.contains(port), let table = state.tables[ip] else { return false }
+            return table.holders[Int(port - state.range.lowerBound)] == holder
+        }
+    }
+
+    /// Notes that a relay socket could not be opened for want of descriptors or memory; true the
+    /// first time since a socket was last opened (the caller logs it then).
+    func noteExhausted() -> Bool {
+        state.withLock { state in
+            defer { state.exhausted = true }
+            return !state.exhausted
+        }
+    }
+
+    /// Ports held (sockets, openings and reservations) on every relay address.
+    public var inUse: Int { state.withLock { $0.tables.values.reduce(0) { $0 + $1.used } } }
+
+    /// Ports free on every relay address.
+    public var free: Int {
+        state.withLock { state in state.tables.values.reduce(0) { $0 + $1.holders.count - $1.used } }
+    }
+
+    /// Ports free on the relay addresses of `family`: what an Allocate of that family can still get.
+    public func free(family: IPAddress.Family) -> Int {
+        state.withLock { state in
+            state.tables.filter { $0.key.family == family }.values.reduce(0) { $0 + $1.holders.count - $1.used }
+        }
+    }
+}
