@@ -34,7 +34,7 @@ public final class FuzzSession {
     ]
     static let peers: [TransportAddress] = [
         "1.2.3.4:5000", "5.6.7.8:6000", "10.0.0.5:50001", "10.1.2.3:53", "192.0.2.100:3478", "[2606:4700::1]:443",
-        "[::ffff:127.0.0.1]:80", "[2001:db8::5]:50002",
+        "[::ffff:127.0.0.1]:80", "[2001:db8::5]:50001",
     ].map { TransportAddress($0)! }
     static let totalPorts = 2 * 8
 
@@ -77,7 +77,11 @@ public final class FuzzSession {
         c.relayIPs = [IPAddress("10.0.0.5")!, IPAddress("2001:db8::5")!]
         c.minPort = 50000
         c.maxPort = 50007
-        let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: quota)
+        // The pool starts at 50001: the first allocation of each family holds the relayed
+        // address among `peers` (10.0.0.5:50001, [2001:db8::5]:50001), which the peer policy
+        // lets a permission or channel reach only while an allocation holds it.
+        let ports = RelayPortPool(range: c.minPort...c.maxPort, addresses: c.relayIPs, start: 1)
+        let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: quota, ports: ports)
         core = RelayCore(
             context: context, sockets: sockets, logger: Logger(label: "core-fuzz") { _ in SwiftLogNoOpLogHandler() })
         for (address, socket) in Self.listeners { core.addUDPListener(address, socket: socket) }
@@ -411,7 +415,12 @@ public final class FuzzSession {
                     owner?.relaySocket(for: peer.ip.family) == fd,
                     "packet to \(peer) from the relay socket of the other family")
                 require(owner?.hasPermission(for: peer.ip, now: now) == true, "packet to \(peer) without a permission")
-                require(core.context.policy.isAllowed(peer), "packet to \(peer), which the peer policy denies")
+                let verdict = core.context.policy.verdict(for: peer)
+                require(
+                    verdict == .allowed
+                        || (verdict == .relayedAddress
+                            && core.context.ports.isHeld(peer.port, on: peer.ip, by: .udpAllocation)),
+                    "packet to \(peer), which the peer policy denies or no live allocation holds")
             }
         }
         checkCommands(allocations)

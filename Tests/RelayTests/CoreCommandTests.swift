@@ -137,7 +137,9 @@ import Testing
             })
         let client = harness.restClient(at: CoreFixture.clientA)
         #expect(try client.allocate().isSuccess)
-        #expect(try client.channelBind(0x4000, to: TransportAddress(ip: publicIP, port: CoreFixture.minPort + 1)).isSuccess)
+        // Another allocation (of another loop) holds the relayed address.
+        harness.core.context.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
+        #expect(try client.channelBind(0x4000, to: TransportAddress(ip: publicIP, port: CoreFixture.maxPort)).isSuccess)
         #expect(harness.channelCommands.isEmpty)
         #expect(try client.channelBind(0x4001, to: CoreFixture.peer1).isSuccess)
         #expect(installs(harness).map(\.number) == [0x4001])

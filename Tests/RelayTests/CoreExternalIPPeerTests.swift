@@ -32,8 +32,11 @@ import Testing
     }
 
     /// A relay port that is not `relayed`'s (another allocation's relayed address, as seen from B).
-    private func otherRelayPort(than relayed: TransportAddress) throws -> UInt16 {
-        try #require((CoreFixture.minPort...CoreFixture.maxPort).first { $0 != relayed.port })
+    /// The relayed port of another live allocation of this node (another loop's).
+    private func otherRelayPort(than relayed: TransportAddress, in harness: CoreHarness) throws -> UInt16 {
+        let port = try #require((CoreFixture.minPort...CoreFixture.maxPort).first { $0 != relayed.port })
+        harness.core.context.ports.mark(port, on: CoreFixture.relayIP, as: .udpAllocation)
+        return port
     }
 
     @Test("A co-located peer's datagram keeps its real address: a Data indication from it, under its permission")
@@ -83,7 +86,7 @@ import Testing
     func ownRelaySourceKeepsBoundFormWhenOnlyThatIsPermitted() throws {
         let harness = harness()
         let (b, relayedB, socketB) = try allocated(harness)
-        let otherBound = TransportAddress(ip: CoreFixture.relayIP, port: try otherRelayPort(than: relayedB))
+        let otherBound = TransportAddress(ip: CoreFixture.relayIP, port: try otherRelayPort(than: relayedB, in: harness))
         #expect(try b.createPermission([otherBound]).isSuccess)
         let atB = harness.receiveFromPeer([5], from: otherBound, at: socketB)
         let data = try ReceivedStun(try #require(atB.first).bytes)
@@ -94,7 +97,7 @@ import Testing
     func ownRelaySourceTakesAdvertisedChannel() throws {
         let harness = harness()
         let (b, relayedB, socketB) = try allocated(harness)
-        let port = try otherRelayPort(than: relayedB)
+        let port = try otherRelayPort(than: relayedB, in: harness)
         #expect(try b.channelBind(0x4006, to: TransportAddress(ip: Self.publicIP, port: port)).isSuccess)
         let atB = harness.receiveFromPeer([6, 7], from: TransportAddress(ip: CoreFixture.relayIP, port: port), at: socketB)
         try #require(atB.count == 1)

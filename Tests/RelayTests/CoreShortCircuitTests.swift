@@ -82,30 +82,38 @@ import Testing
         #expect(data.decode(DataAttribute.self)?.bytes == [42, 43])
     }
 
-    @Test("A peer on another port of the relay address that is no allocation goes out through the socket")
+    @Test("A relay port of the relay address that no allocation holds is out of reach: 403, and data to it is dropped")
     func notAnAllocation() throws {
         let (harness, a, _, relayedA, relayedB) = try pair()
-        // A relay port neither allocation holds (ports are picked at random).
+        // A relay port neither allocation holds: another process's socket could be bound there.
         let port = try #require(
             (CoreFixture.minPort...CoreFixture.maxPort).first { $0 != relayedA.port && $0 != relayedB.port })
         let other = TransportAddress(ip: relayedB.ip, port: port)
-        #expect(try a.createPermission([other]).isSuccess)
+        #expect(try a.createPermission([other]).errorCode == 403)
+        #expect(try a.channelBind(0x4000, to: other).errorCode == 403)
+        // A permission for the IP (through B's live relayed address) does not open the port.
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        let before = harness.counters.dropped(.policy)
         let sent = harness.receive(
             try StunTestMessages.sendIndication(to: other, payload: [1, 2]), from: CoreFixture.clientA)
-        #expect(sent.count == 1)
-        #expect(sent.first?.peer?.peer == other)
-        #expect(harness.counters.shortCircuited == 0)
+        #expect(sent.isEmpty)
+        #expect(harness.counters.dropped(.policy) == before + 1)
+        #expect(harness.counters.packetsToPeer == 0)
     }
 
-    @Test("After B's allocation ends, its relayed address is no longer short-circuited")
+    @Test("After B's allocation ends, A's permission for its relayed address passes no data either way")
     func deletedTarget() throws {
-        let (harness, a, b, _, relayedB) = try pair()
+        let (harness, a, b, relayedA, relayedB) = try pair()
         #expect(try a.createPermission([relayedB]).isSuccess)
         #expect(try b.refresh(lifetime: 0).isSuccess)
         let sent = harness.receive(
             try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
-        #expect(sent.first?.peer?.peer == relayedB)
-        #expect(harness.counters.shortCircuited == 0)
+        #expect(sent.isEmpty)
+        #expect(harness.counters.dropped(.policy) == 1)
+        // Whatever binds B's old port now cannot reach A's client either.
+        let socketA = try #require(harness.sockets.descriptor(boundTo: relayedA))
+        #expect(harness.receiveFromPeer([9], from: relayedB, at: socketA).isEmpty)
+        #expect(harness.counters.dropped(.policy) == 2)
     }
 }
 
@@ -125,7 +133,9 @@ import Testing
         let harness = harness()
         let a = harness.restClient(at: CoreFixture.clientA)
         #expect(try a.allocate().isSuccess)
-        // A relayed address of this server that no allocation on this core holds (another thread's).
+        // A relayed address of this server that no allocation on this core holds: another
+        // loop's (a DTLS client's, which the cross-loop directory does not list).
+        harness.core.context.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
         let elsewhere = TransportAddress(ip: Self.publicIP, port: CoreFixture.maxPort)
         #expect(try a.createPermission([elsewhere]).isSuccess)
         let sent = harness.receive(
@@ -140,6 +150,8 @@ import Testing
         let relayedB = try #require(try b.allocate().xorRelayedAddress)
         let socketB = try #require(
             harness.sockets.descriptor(boundTo: TransportAddress(ip: CoreFixture.relayIP, port: relayedB.port)))
+        // Another loop's allocation holds the relayed address the packet comes from.
+        harness.core.context.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
         let other = TransportAddress(ip: Self.publicIP, port: CoreFixture.maxPort)
         #expect(try b.createPermission([other]).isSuccess)
         let atB = harness.receiveFromPeer(

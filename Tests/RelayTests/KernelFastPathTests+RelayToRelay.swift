@@ -74,4 +74,30 @@ struct KernelFastPathRelayToRelayTests {
         #expect(fastPath.counters(of: routes.b) == .init())
         #expect(fastPath.statistics()[Int(RELAYD_STAT_RELAY_TO_RELAY.rawValue)] == 0)
     }
+
+    @Test(
+        "A route to a relayed address relays only into the other client's channel: without it, and from the stack, relayd judges",
+        arguments: [false, true])
+    func relayedPeerLeftToRelayd(ipv6: Bool) throws {
+        let fastPath = try KernelFastPathTests.load()
+        var routes = Self.pair(ipv6: ipv6, expiryB: EventLoop.now())
+        routes.a.peerIsRelayed = true
+        routes.b.peerIsRelayed = true
+        #expect(fastPath.install(routes.a))
+        #expect(fastPath.install(routes.b))
+        // B's route has ended (its allocation may have): A's ChannelData goes to relayd unchanged,
+        // which drops it unless an allocation holds B's port, never to whatever is bound there.
+        let toB = TestPacket.udp(from: routes.a.client, to: routes.a.server, payload: TestPacket.channelData(0x4001, [7, 7]))
+        #expect(try KernelFastPathTests.run(fastPath, toB).packet == toB)
+        // A datagram from A's relayed address through the stack is relayd's to check too.
+        let fromA = TestPacket.udp(from: routes.a.relayed, to: routes.b.relayed, payload: [1, 2, 3])
+        let liveB = Self.pair(ipv6: ipv6).b
+        #expect(fastPath.install(ChannelRoute(
+            client: liveB.client, server: liveB.server, clientSocket: liveB.clientSocket, number: liveB.number,
+            peer: liveB.peer, relayed: liveB.relayed, relaySocket: liveB.relaySocket, expiry: liveB.expiry,
+            peerIsRelayed: true)))
+        #expect(try KernelFastPathTests.run(fastPath, fromA).packet == fromA)
+        #expect(fastPath.statistics()[Int(RELAYD_STAT_PASS_UNSUPPORTED.rawValue)] == 2)
+        #expect(fastPath.counters(of: routes.a) == .init())
+    }
 }

@@ -141,14 +141,22 @@ import Testing
     }()
 
     @Test(
-        "The relay's own relayed addresses within the relay port range are allowed (relay-to-relay), also in their external-ip form",
+        "The relay's own addresses within the relay port range are relayed addresses (reachable while an allocation holds them), also in their external-ip form",
         arguments: [
             ("10.0.0.5:50000", true), ("10.0.0.5:50099", true), ("10.0.0.5:49999", false), ("10.0.0.5:50100", false),
             ("203.0.113.5:50000", true), ("203.0.113.5:50099", true), ("203.0.113.5:50100", false),
             ("[::ffff:10.0.0.5]:50042", true), ("10.0.0.6:50000", false), ("10.0.0.5:3478", false),
         ])
-    func relayAddressesAllowed(peer: String, allowed: Bool) {
-        #expect((Self.verdict(peer, configuration: Self.relayConfiguration) == .allowed) == allowed)
+    func relayAddressesAllowed(peer: String, relayed: Bool) {
+        #expect((Self.verdict(peer, configuration: Self.relayConfiguration) == .relayedAddress) == relayed)
+    }
+
+    @Test("allowed-peer-ip over the relay address opens its other ports, not its relay ports")
+    func allowedRangeLeavesRelayPortsToAllocations() {
+        var c = Self.relayConfiguration
+        c.allowedPeerIPs = [IPRange("10.0.0.0/24")!]
+        #expect(Self.verdict("10.0.0.5:50042", configuration: c) == .relayedAddress)
+        #expect(Self.verdict("10.0.0.5:40000", configuration: c) == .allowed)
     }
 
     @Test(

@@ -7,7 +7,8 @@
 //     ChannelData header, rewrite to server address -> client;
 //   - relay to relay: ChannelData whose peer is another client's relayed address, with a channel
 //     back to the sender's, goes straight to that client in the same pass (only the ports, the
-//     addresses and the channel number change).
+//     addresses and the channel number change); a route whose peer is a relayed address is used
+//     for nothing else (RELAYD_ROUTE_RELAYED_PEER), so relayd judges whether its allocation lives.
 // Each entry carries its expiry (CLOCK_BOOTTIME seconds): the program checks it itself, so a
 // late removal never relays past a lifetime. Everything else (STUN, indications, padded or
 // truncated ChannelData, IPv4 options, IPv6 extension headers, fragments, GSO packets, unknown
@@ -297,7 +298,10 @@ static __always_inline int handle_v4(struct __sk_buff *skb) {
                     return transmit(target.flags, target.egress_ifindex);
                 }
             }
-            if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
+            // A relayed address without its client's channel back is relayd's to judge: only a
+            // live allocation may get the packet, never another socket on that port.
+            if (!usable(route.expiry, route.flags, route.egress_ifindex, now) ||
+                (route.flags & RELAYD_ROUTE_RELAYED_PEER)) {
                 count(RELAYD_STAT_PASS_UNSUPPORTED);
                 return PASS;
             }
@@ -328,7 +332,8 @@ static __always_inline int handle_v4(struct __sk_buff *skb) {
         count(RELAYD_STAT_PASS_EXPIRED);
         return PASS;
     }
-    if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
+    // From a relayed address through the stack: relayd checks that a live allocation sent it.
+    if (!usable(route.expiry, route.flags, route.egress_ifindex, now) || (route.flags & RELAYD_ROUTE_RELAYED_PEER)) {
         count(RELAYD_STAT_PASS_UNSUPPORTED);
         return PASS;
     }
@@ -422,7 +427,10 @@ static __always_inline int handle_v6(struct __sk_buff *skb) {
                     return transmit(target.flags, target.egress_ifindex);
                 }
             }
-            if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
+            // A relayed address without its client's channel back is relayd's to judge: only a
+            // live allocation may get the packet, never another socket on that port.
+            if (!usable(route.expiry, route.flags, route.egress_ifindex, now) ||
+                (route.flags & RELAYD_ROUTE_RELAYED_PEER)) {
                 count(RELAYD_STAT_PASS_UNSUPPORTED);
                 return PASS;
             }
@@ -449,7 +457,8 @@ static __always_inline int handle_v6(struct __sk_buff *skb) {
         count(RELAYD_STAT_PASS_EXPIRED);
         return PASS;
     }
-    if (!usable(route.expiry, route.flags, route.egress_ifindex, now)) {
+    // From a relayed address through the stack: relayd checks that a live allocation sent it.
+    if (!usable(route.expiry, route.flags, route.egress_ifindex, now) || (route.flags & RELAYD_ROUTE_RELAYED_PEER)) {
         count(RELAYD_STAT_PASS_UNSUPPORTED);
         return PASS;
     }

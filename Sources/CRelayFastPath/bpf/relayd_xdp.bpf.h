@@ -209,7 +209,7 @@ from_peer:;
     struct relayd_peer_value_v4 *found = bpf_map_lookup_elem(&relayd_peers_v4, &key);
     if (!found || ip_length + 4 > MAX_IP_LENGTH) return XDP_PASS;
     struct relayd_peer_value_v4 route = *found;
-    if (!XDP_SENDABLE(route, now)) return XDP_PASS;
+    if (!XDP_SENDABLE(route, now) || (route.flags & RELAYD_ROUTE_RELAYED_PEER)) return XDP_PASS;
     // 4 bytes open at the front for the ChannelData header: headers written anew.
     if (bpf_xdp_adjust_head(ctx, -4) < 0) return XDP_PASS;
     if (xdp_write_channel_data(ctx, XDP_L4_OFF, route.channel, payload) < 0 ||
@@ -292,7 +292,7 @@ from_peer:;
     struct relayd_peer_value_v6 *found = bpf_map_lookup_elem(&relayd_peers_v6, &key);
     if (!found || udp_length + sizeof(struct ipv6hdr) + 4 > MAX_IP_LENGTH) return XDP_PASS;
     struct relayd_peer_value_v6 route = *found;
-    if (!XDP_SENDABLE(route, now)) return XDP_PASS;
+    if (!XDP_SENDABLE(route, now) || (route.flags & RELAYD_ROUTE_RELAYED_PEER)) return XDP_PASS;
     if (bpf_xdp_adjust_head(ctx, -4) < 0) return XDP_PASS;
     if (xdp_write_channel_data(ctx, XDP_L4_OFF_V6, route.channel, payload) < 0 ||
         xdp_finish_v6(ctx, &received, route.next_hop, route.egress_address, route.server_ip, route.client_ip,

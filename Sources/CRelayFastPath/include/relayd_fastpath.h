@@ -129,6 +129,11 @@ struct relayd_peer_value_v6 {
 // (TC_ACT_OK). Without it the packet is for another host: it leaves by `egress_ifindex`
 // (bpf_redirect_neigh, which finds the next hop and its link-layer address).
 #define RELAYD_ROUTE_LOCAL 1
+// `flags` of a route whose peer is one of relayd's own relayed addresses: the program uses it
+// only to go from relayed address to relayed address in one pass (both clients' channels
+// installed). Anything else on it goes to relayd, which passes it only to or from a port a live
+// allocation holds (docs/peer-policy.md).
+#define RELAYD_ROUTE_RELAYED_PEER 2
 
 // What one entry relayed (per CPU; relayd sums the CPUs): kept in maps of their own under the
 // same keys, so refreshing an entry's expiry never loses a count.

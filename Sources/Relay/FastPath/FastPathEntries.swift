@@ -48,8 +48,10 @@ enum FastPathEntries {
 
     init?(_ route: ChannelRoute, in fastPath: KernelFastPath) {
         let expiry = UInt64(max(route.expiry, 0))
-        let toPeerFlags: UInt32 = fastPath.isLocal(route.peer.ip) ? UInt32(RELAYD_ROUTE_LOCAL) : 0
-        let toClientFlags: UInt16 = fastPath.isLocal(route.client.ip) ? UInt16(RELAYD_ROUTE_LOCAL) : 0
+        let relayedPeer = route.peerIsRelayed ? UInt32(RELAYD_ROUTE_RELAYED_PEER) : 0
+        let toPeerFlags: UInt32 = (fastPath.isLocal(route.peer.ip) ? UInt32(RELAYD_ROUTE_LOCAL) : 0) | relayedPeer
+        let toClientFlags: UInt16 =
+            (fastPath.isLocal(route.client.ip) ? UInt16(RELAYD_ROUTE_LOCAL) : 0) | UInt16(relayedPeer)
         let relayEgress = fastPath.egressInterface(to: route.peer.ip, from: route.relayed.ip)
         let serverEgress = fastPath.egressInterface(to: route.client.ip, from: route.server.ip)
         // The XDP program's link-layer addresses (zero: unknown, the TC program sends the packet).

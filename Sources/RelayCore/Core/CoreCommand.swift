@@ -79,11 +79,17 @@ public struct ChannelRoute: Hashable, Sendable {
     public var relayed: TransportAddress
     public var relaySocket: RelaySocket
     public var expiry: Int64
+    /// The peer is one of relayd's own relayed addresses (a relay address at a relay port): a data
+    /// plane outside the core relays to it only straight into that allocation's channel, and
+    /// leaves everything else to the core, which checks the allocation lives (docs/peer-policy.md).
+    public var peerIsRelayed: Bool
 
     public init(
         client: TransportAddress, server: TransportAddress, clientSocket: ClientSocket, number: UInt16,
-        peer: TransportAddress, relayed: TransportAddress, relaySocket: RelaySocket, expiry: Int64
+        peer: TransportAddress, relayed: TransportAddress, relaySocket: RelaySocket, expiry: Int64,
+        peerIsRelayed: Bool = false
     ) {
+        self.peerIsRelayed = peerIsRelayed
         self.client = client
         self.server = server
         self.clientSocket = clientSocket

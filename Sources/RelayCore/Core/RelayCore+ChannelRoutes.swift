@@ -15,7 +15,8 @@ extension RelayCore {
             clientSocket: allocation.origin.socket, number: channel.number, peer: channel.peer,
             relayed: allocation.relayed(for: channel.peer.ip.family).bound,
             relaySocket: allocation.relaySocket(for: channel.peer.ip.family),
-            expiry: min(channel.expiry, permissionExpiry, allocation.expiry(for: channel.peer.ip.family)))
+            expiry: min(channel.expiry, permissionExpiry, allocation.expiry(for: channel.peer.ip.family)),
+            peerIsRelayed: isOwnRelayIP(channel.peer.ip) && context.isRelayPort(channel.peer.port))
     }
 
     /// Announces the current route of each live channel of a UDP allocation to a peer in

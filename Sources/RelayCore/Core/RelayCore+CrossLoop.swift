@@ -26,10 +26,12 @@ extension RelayCore {
         guard context.threadCount > 1 else { return false }
         guard let copy = copyToScratch(payload) else { return false }
         let relayed = from.relayed(for: peer.ip.family)
-        let advertisedAllowed = context.policy.isAllowed(relayed.advertised)
+        // The sender's own relayed address: a live allocation holds it.
+        let advertisedAllowed = context.policy.allowsLiveRelayed(relayed.advertised)
         let forms = RelayedAddressDirectory.SourceForms(
             advertised: relayed.advertised, bound: relayed.bound, advertisedAllowed: advertisedAllowed,
-            boundAllowed: relayed.advertised == relayed.bound ? advertisedAllowed : context.policy.isAllowed(relayed.bound))
+            boundAllowed: relayed.advertised == relayed.bound
+                ? advertisedAllowed : context.policy.allowsLiveRelayed(relayed.bound))
         let delivery: RelayedAddressDirectory.Delivery
         switch context.directory.deliver(to: bound, from: forms, bytes: payload.count, now: now) {
         case .notFound:

@@ -12,7 +12,9 @@ extension RelayCore {
         guard let peerAttribute = message.attribute(.xorPeerAddress), let data = message.attribute(.data),
             let peer = try? XORPeerAddress(decoding: peerAttribute.value, transactionID: message.transactionID)
         else { return counters.drop(.malformed) }
-        guard allocation.serves(peer.address.ip.family), context.policy.isAllowed(peer.address)
+        // One of relayd's own relayed addresses passes here; `sendToPeer` delivers it only to a
+        // live allocation.
+        guard allocation.serves(peer.address.ip.family), context.policy.allowsLiveRelayed(peer.address)
         else { return counters.drop(.policy) }
         guard allocation.hasPermission(for: peer.address.ip, now: now) else { return counters.drop(.noPermission) }
         // DONT-FRAGMENT on the indication (RFC 8656 §11.2): DF on this datagram, unless the
@@ -58,10 +60,26 @@ extension RelayCore {
             if relayPort && deliverAcrossLoops(payload, from: allocation, to: peer, bound: destination, now: now) {
                 return
             }
+            // No table of live allocations had it: through the socket only to a port a live
+            // allocation holds (a DTLS client's), never to another socket on the relay's address.
+            if relayPort && !holdsRelayedAddress(destination, tcp: false) {
+                return takeBack(payload.count, sentBy: allocation, now: now)
+            }
         }
         outbox.enqueue(
             payload, route: .peer(relaySocket: allocation.relaySocket(for: peer.ip.family), peer: destination),
             dontFragment: dontFragment)
+    }
+
+    /// A packet counted towards a peer that turned out to be a relayed address no live allocation
+    /// holds: counted as dropped by the policy instead, its bytes back in the `max-bps` budget.
+    private func takeBack(_ bytes: Int, sentBy allocation: Allocation, now: Int64) {
+        allocation.bandwidth?.refund(.toPeer, bytes: bytes, now: now)
+        allocation.traffic.packetsToPeer &-= 1
+        allocation.traffic.bytesToPeer &-= UInt64(bytes)
+        counters.packetsToPeer &-= 1
+        counters.bytesToPeer &-= UInt64(bytes)
+        counters.drop(.policy)
     }
 
     /// Whether `ip` is one of this server's relay addresses (bound or advertised form): a cheap
@@ -87,7 +105,7 @@ extension RelayCore {
         let source = target.permissions.knownForm(advertised: relayed.advertised, bound: relayed.bound, now: now)
         guard let copy = copyToScratch(payload) else { return false }
         counters.shortCircuited &+= 1
-        if deliverToClient(target, from: source, buffer: copy.region, payload: copy.payload, now: now) {
+        if deliverToClient(target, from: source, buffer: copy.region, payload: copy.payload, liveSource: true, now: now) {
             outbox.claim(copy.region.count)
         }
         return true
@@ -135,18 +153,21 @@ extension RelayCore {
 
     /// Frames a peer's payload for `allocation`'s client (ChannelData if a channel is bound to
     /// the peer, else a Data indication) in place in `buffer` and queues it; false if dropped.
+    /// `liveSource`: the peer is the relayed address of a live allocation of this loop (the
+    /// relay-to-relay short-circuit), so the pool need not be asked.
     @discardableResult
     func deliverToClient(
         _ allocation: Allocation, from peer: TransportAddress, buffer: UnsafeMutableRawBufferPointer,
-        payload: Range<Int>, now: Int64
+        payload: Range<Int>, liveSource: Bool = false, now: Int64
     ) -> Bool {
         guard allocation.hasPermission(for: peer.ip, now: now) else {
             counters.drop(.noPermission)
             return false
         }
         // A permission is per IP (RFC 8656 §9), but the policy judges the whole transport address:
-        // e.g. a permission for a relay address must not let the host's other ports in.
-        guard context.policy.isAllowed(peer) else {
+        // e.g. a permission for a relay address must not let the host's other ports in, nor a
+        // socket on a relay port no live allocation holds.
+        guard liveSource ? context.policy.allowsLiveRelayed(peer) : peerAllowed(peer) else {
             counters.drop(.policy)
             return false
         }

@@ -35,10 +35,12 @@ extension RelayCore {
     }
 
     /// The address family must be that of a relayed address of the allocation (RFC 8656 §10.2,
-    /// §12.2: 443; either family in a dual allocation) and the peer policy must allow it (403).
+    /// §12.2: 443; either family in a dual allocation) and the peer policy must allow it (403):
+    /// one of relayd's own relayed addresses only while a live allocation of the allocation's
+    /// transport holds it.
     func checkPeer(_ peer: TransportAddress, for allocation: Allocation) -> RelayError? {
         if !allocation.serves(peer.ip.family) { return .peerAddressFamilyMismatch }
-        if !context.policy.isAllowed(peer) { return .forbidden }
+        if !peerAllowed(peer, tcp: allocation.tcpRelay != nil) { return .forbidden }
         return nil
     }
 }

@@ -86,12 +86,13 @@ public final class RelayCore {
 
     private func unbindDeniedChannels() {
         for allocation in byFiveTuple.values {
-            let denied = allocation.channels.filter { !context.policy.isAllowed($0.peer) }
+            // A channel to a relayed address stays: its packets are judged one by one.
+            let denied = allocation.channels.filter { !context.policy.allowsLiveRelayed($0.peer) }
             guard !denied.isEmpty else { continue }
             if allocation.origin.fiveTuple.transport == .udp {
                 for channel in denied { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
             }
-            allocation.unbindChannels { !context.policy.isAllowed($0.peer) }
+            allocation.unbindChannels { !context.policy.allowsLiveRelayed($0.peer) }
             publish(allocation)
         }
     }

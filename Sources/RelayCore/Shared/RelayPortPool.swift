@@ -116,7 +116,7 @@ public final class RelayPortPool: Sendable {
     /// Marks a taken port with its holder once its socket is open (or a reserved port handed to
     /// the Allocate that presented the token). False when the port is not in the pool.
     @discardableResult
-    func mark(_ port: UInt16, on ip: IPAddress, as holder: Holder) -> Bool {
+    public func mark(_ port: UInt16, on ip: IPAddress, as holder: Holder) -> Bool {
         state.withLock { state in
             guard state.range.contains(port), state.tables[ip] != nil else { return false }
             let i = Int(port - state.range.lowerBound)

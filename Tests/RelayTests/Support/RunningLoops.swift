@@ -27,6 +27,7 @@ final class RunningLoops: @unchecked Sendable {
         finished = (0..<count).map { _ in DispatchSemaphore(value: 0) }
         let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
         let directory = RelayedAddressDirectory()
+        let pool = RelayPortPool(range: relayBase...relayBase + 99, addresses: [.ipv4Loopback])
         let logger = Logger(label: "relayd.loop-tests") { _ in SwiftLogNoOpLogHandler() }
         for index in 0..<count {
             var c = RelayConfiguration()
@@ -39,7 +40,7 @@ final class RunningLoops: @unchecked Sendable {
             c.maxPort = relayBase + 99
             let context = CoreContext(
                 configuration: c, nonceKey: Array(0..<32), quota: quota, directory: directory, threadIndex: index,
-                threadCount: count)
+                threadCount: count, ports: pool)
             let service = StreamService(configuration: c, logger: logger)
             let done = finished[index]
             let thread = Thread { [self] in
