@@ -21,7 +21,7 @@ import Testing
             "max-permissions-per-allocation", "max-tcp-relay-connections", "no-tcp-relay", "no-dtls", "unauth-rate-limit",
             "unauth-rate-burst", "auth-failure-rate-limit",
             "allocate-rate-limit", "tcp-idle-timeout", "tls-handshake-timeout", "max-connections-per-ip",
-            "max-pending-connections-per-ip", "max-connections", "kernel-offload", "kernel-offload-object",
+            "max-pending-connections-per-ip", "max-pending-connections", "max-connections", "kernel-offload", "kernel-offload-object",
             "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name", "node-labels",
             "cluster-total-quota", "cluster-node-ttl", "api-rate-limit", "api-tls", "api-cert", "api-pkey",
         ]))

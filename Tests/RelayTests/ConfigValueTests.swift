@@ -127,6 +127,7 @@ import Testing
         expect("max-connections-per-ip=10") { $0.maxConnectionsPerIP = 10 },
         expect("max-connections-per-ip=0") { $0.maxConnectionsPerIP = 0 },
         expect("max-pending-connections-per-ip=50") { $0.maxPendingConnectionsPerIP = 50 },
+        expect("max-pending-connections=80") { $0.maxPendingConnections = 80 },
         expect("max-connections=500") { $0.maxConnections = 500 },
     ]
 
@@ -175,7 +176,8 @@ import Testing
         #expect(config.unauthRateLimit == 20 && config.unauthRateBurst == 1000 && config.authFailureRateLimit == 5)
         #expect(config.allocateRateLimit == 0)
         #expect(config.tcpIdleTimeout == 30 && config.tlsHandshakeTimeout == 10)
-        #expect(config.maxConnectionsPerIP == 0 && config.maxPendingConnectionsPerIP == 500)
+        #expect(config.maxConnectionsPerIP == 0 && config.maxPendingConnectionsPerIP == 0)
+        #expect(config.maxPendingConnections == 5000 && config.maxConnections == 10000)
         #expect(config.maxConnections == 10000)
     }
 

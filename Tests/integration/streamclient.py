@@ -50,9 +50,11 @@ def client_tls_context(alpn: list[str] | None = None, minimum: ssl.TLSVersion | 
 
 def connect(address: tuple[str, int], tls: bool = False, timeout: float = 5.0,
             context: ssl.SSLContext | None = None, server_hostname: str | None = None,
-            rcvbuf: int | None = None) -> socket.socket:
-    """A TCP connection to `address`, TLS-wrapped (handshake done) if `tls`."""
+            rcvbuf: int | None = None, source: str | None = None) -> socket.socket:
+    """A TCP connection to `address` (from `source` if given), TLS-wrapped (handshake done) if `tls`."""
     sock = socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET, socket.SOCK_STREAM)
+    if source is not None:
+        sock.bind((source, 0))
     if rcvbuf is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -81,8 +83,10 @@ class FrameReader:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            ready, _, _ = select.select([self.sock], [], [], remaining)
-            if not ready:
+            # poll, not select: a test may hold more than 1,024 descriptors.
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            if not poller.poll(remaining * 1000):
                 return False
         try:
             self.sock.settimeout(max(0.05, deadline - time.monotonic()))
@@ -124,11 +128,11 @@ class StreamTurnClient(TurnClient):
 
     def __init__(self, server: tuple[str, int], tls: bool = False, timeout: float = 5.0,
                  context: ssl.SSLContext | None = None, server_hostname: str | None = None,
-                 rcvbuf: int | None = None):
+                 rcvbuf: int | None = None, source: str | None = None):
         self.server = server
         self.tls = tls
         self.sock = connect(server, tls=tls, timeout=timeout, context=context, server_hostname=server_hostname,
-                            rcvbuf=rcvbuf)
+                            rcvbuf=rcvbuf, source=source)
         self.reader = FrameReader(self.sock)
         self.timeout = timeout
         self.inbox = []

@@ -20,7 +20,7 @@ import stunclient
 from conftest import RelayServer, running, server_kind
 from floods import metric
 from streamclient import FrameReader, StreamTurnClient, connect
-from stunclient import udp_socket
+from stunclient import Class, udp_socket
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's limit settings")
 
@@ -137,31 +137,48 @@ def refused_metric(server: RelayServer, reason: str, expected: int) -> float:
         time.sleep(0.2)
 
 
-REFUSAL_REASONS = {"max-connections-per-ip": "per_ip_limit", "max-connections": "total_limit",
-                   "max-pending-connections-per-ip": "pending_per_ip_limit"}
+# limit -> (connections one source gets out of a cap of 8, the refusal reason): the hard per-source
+# caps bind at the cap; the node-wide bounds are shared from half of them on, so one source alone
+# gets half (docs/rate-limits.md).
+REFUSALS = {"max-connections-per-ip": (8, "per_ip_limit"), "max-connections": (4, "total_share"),
+            "max-pending-connections-per-ip": (8, "pending_per_ip_limit"),
+            "max-pending-connections": (4, "pending_share")}
 
 
-@pytest.mark.parametrize("limit", list(REFUSAL_REASONS))
+def raw_tcp_from(source: str, address: tuple[str, int]) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((source, 0))
+    sock.settimeout(5)
+    sock.connect(address)
+    return sock
+
+
+def answers_binding(sock: socket.socket) -> bool:
+    try:
+        sock.sendall(stunclient.binding_request().encode())
+        return FrameReader(sock).read_frame(2) is not None
+    except (OSError, ConnectionError):
+        return False
+
+
+@pytest.mark.parametrize("limit", list(REFUSALS))
 def test_connections_beyond_the_cap_are_refused(tmp_path, limit):
     cap = 8
+    admitted, reason = REFUSALS[limit]
     server = RelayServer("relayd", tmp_path / "relayd", streams=True,
                          extra_args=["--verbose", f"--{limit}={cap}"])
     with running(server):
         socks = [raw_tcp(server.address) for _ in range(cap + 4)]
         try:
-            answered = 0
-            for sock in socks:
-                try:
-                    request = stunclient.binding_request()
-                    sock.sendall(request.encode())
-                    if FrameReader(sock).read_frame(2) is not None:
-                        answered += 1
-                except (OSError, ConnectionError):
-                    pass
-            assert answered == cap
-            reason = REFUSAL_REASONS[limit]
-            assert len(re.findall(rf"event=connection_refused .*reason={reason}", server.log_text())) == 4
-            assert refused_metric(server, reason, 4) == 4
+            answered = sum(answers_binding(sock) for sock in socks)
+            assert answered == admitted
+            refused = cap + 4 - admitted
+            assert len(re.findall(rf"event=connection_refused .*reason={reason}", server.log_text())) == refused
+            assert refused_metric(server, reason, refused) == refused
+            if admitted < cap:
+                # A share, not a cap: another source address still gets in.
+                with raw_tcp_from("127.0.0.2", server.address) as other:
+                    assert answers_binding(other)
         finally:
             for sock in socks:
                 sock.close()
@@ -213,6 +230,30 @@ def test_connections_with_an_allocation_are_not_pending(tmp_path):
         finally:
             for client in clients:
                 client.close()
+
+
+def test_a_connection_whose_allocation_ended_is_pending_again(tmp_path):
+    """A connection whose allocation was deleted (Refresh 0) while it stays open counts as
+    pending again, against max-pending-connections-per-ip (docs/rate-limits.md)."""
+    cap = 2
+    server = RelayServer("relayd", tmp_path / "relayd", streams=True,
+                         extra_args=["--verbose", f"--max-pending-connections-per-ip={cap}"])
+    with running(server):
+        client = StreamTurnClient(server.address)
+        idle: list[socket.socket] = []
+        try:
+            client.allocate(*server.credentials("ended"))
+            assert client.refresh(0).cls == Class.SUCCESS
+            time.sleep(1.5)  # the transport's once-a-second sweep notices the allocation is gone
+            idle = [raw_tcp(server.address) for _ in range(cap)]
+            answered = sum(answers_binding(sock) for sock in idle)
+            # The ended allocation's connection holds one of the two pending slots.
+            assert answered == cap - 1
+            assert refused_metric(server, "pending_per_ip_limit", 1) == 1
+        finally:
+            client.close()
+            for sock in idle:
+                sock.close()
 
 
 # --- a client that does not read --------------------------------------------------

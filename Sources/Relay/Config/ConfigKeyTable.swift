@@ -191,6 +191,7 @@ enum ConfigKeyTable {
         .integer("tls-handshake-timeout", seconds, \.tlsHandshakeTimeout).needsRestart(),
         .integer("max-connections-per-ip", 0...Int(Int32.max), \.maxConnectionsPerIP),
         .integer("max-pending-connections-per-ip", 0...Int(Int32.max), \.maxPendingConnectionsPerIP),
+        .integer("max-pending-connections", positiveCount, \.maxPendingConnections),
         .integer("max-connections", positiveCount, \.maxConnections),
         ConfigKey(
             "kernel-offload", .offloadMode, arity: .optional, field: ConfigField(\.kernelOffload) { [$0.rawValue] },

@@ -159,8 +159,12 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var tlsHandshakeTimeout = 10
     /// Concurrent TCP/TLS connections per source IP (0: unlimited, the default).
     public var maxConnectionsPerIP = 0
-    /// Concurrent TCP/TLS connections per source IP that have not had an allocation yet (0: unlimited).
-    public var maxPendingConnectionsPerIP = 500
+    /// Concurrent TCP/TLS connections and DTLS sessions per source IP without an allocation: a hard
+    /// cap when set (0, the default: none; the fair share of `maxPendingConnections` applies).
+    public var maxPendingConnectionsPerIP = 0
+    /// Concurrent TCP/TLS connections and DTLS sessions without an allocation on the whole node;
+    /// from half of it on, each source is held to its fair share (docs/rate-limits.md).
+    public var maxPendingConnections = 5000
     public var maxConnections = 10000
     /// Relay established channels of UDP clients in the kernel (docs/kernel-fast-path.md).
     public var kernelOffload = KernelOffload.off

@@ -45,6 +45,12 @@ public enum StreamRefusal: Int, CaseIterable, Sendable {
     case totalLimit
     /// `max-pending-connections-per-ip` connections without an allocation from the source address.
     case pendingPerIPLimit
+    /// The source holds its fair share of `max-connections`, which is half taken or more.
+    case totalShare
+    /// `max-pending-connections` connections without an allocation on the node.
+    case pendingLimit
+    /// The source holds its fair share of `max-pending-connections`, which is half taken or more.
+    case pendingShare
     /// No TLS context or no memory for the connection.
     case resources
 
@@ -53,6 +59,9 @@ public enum StreamRefusal: Int, CaseIterable, Sendable {
         case .perIPLimit: return "per_ip_limit"
         case .totalLimit: return "total_limit"
         case .pendingPerIPLimit: return "pending_per_ip_limit"
+        case .totalShare: return "total_share"
+        case .pendingLimit: return "pending_limit"
+        case .pendingShare: return "pending_share"
         case .resources: return "resources"
         }
     }

@@ -143,8 +143,7 @@ final class StreamTransport {
 
     func handshakeCompleted() { counters.tlsHandshakesCompleted &+= 1 }
 
-    /// `connection` got its first allocation: it stops counting against its source's
-    /// `max-pending-connections-per-ip`.
+    /// `connection` got its first allocation: it stops counting as pending (docs/rate-limits.md).
     func connectionAllocated(_ connection: StreamConnection) {
         service.limiter.allocated(connection.origin.fiveTuple.client.ip)
     }
@@ -224,6 +223,13 @@ final class StreamTransport {
         let core = loop.core!
         for connection in connections.values {
             connection.checkDeadlines(now: now) { core.allocation(for: $0.fiveTuple) != nil }
+            // Its allocation ended (Refresh 0, expiry, kick) and the connection stays: pending again.
+            if connection.hasAllocated, connection.pipe == nil, connection.state == .open,
+                core.allocation(for: connection.origin.fiveTuple) == nil
+            {
+                connection.hasAllocated = false
+                service.limiter.pendingAgain(connection.origin.fiveTuple.client.ip)
+            }
         }
         for listener in listeners {
             if let until = listener.pausedUntil, until <= now { listener.resume() }
