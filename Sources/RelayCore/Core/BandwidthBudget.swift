@@ -43,6 +43,19 @@ public final class BandwidthBudget: Sendable {
         }
     }
 
+    /// Takes as many of `bytes` as fit in what is left of `direction`'s budget for the second
+    /// `now`, and returns how many: 0 when the second's budget is spent. For a byte stream that
+    /// must not lose a byte, a TCP allocation's pipe (RFC 6062 §5.5): it reads or forwards only
+    /// what was granted and stops reading the sending side until the next second
+    /// (docs/tcp-relay.md), where a datagram over the budget would be dropped.
+    @inline(__always)
+    public func grant(_ direction: Direction, upTo bytes: Int, now: Int64) -> Int {
+        switch direction {
+        case .toPeer: return Self.takeUpTo(bytes, from: toPeer, limit: bytesPerSecond, now: now)
+        case .toClient: return Self.takeUpTo(bytes, from: toClient, limit: bytesPerSecond, now: now)
+        }
+    }
+
     /// Gives back `bytes` that `admit` took at `now` for a packet that was not sent after all
     /// (a connection refused it, or it went another way that charges it again).
     public func refund(_ direction: Direction, bytes: Int, now: Int64) {
@@ -81,6 +94,22 @@ public final class BandwidthBudget: Sendable {
             let (exchanged, original) = word.compareExchange(
                 expected: current, desired: second << 32 | (used + count), ordering: .relaxed)
             if exchanged { return true }
+            current = original
+        }
+    }
+
+    @inline(__always)
+    private static func takeUpTo(_ bytes: Int, from word: borrowing Atomic<UInt64>, limit: Int, now: Int64) -> Int {
+        let limit = UInt64(limit)
+        let wanted = UInt64(max(bytes, 0))
+        var current = word.load(ordering: .relaxed)
+        while true {
+            let (second, used) = window(current, at: second(now))
+            let granted = min(wanted, used < limit ? limit - used : 0)
+            guard granted > 0 else { return 0 }
+            let (exchanged, original) = word.compareExchange(
+                expected: current, desired: second << 32 | (used + granted), ordering: .relaxed)
+            if exchanged { return Int(granted) }
             current = original
         }
     }
