@@ -3,12 +3,14 @@ import Synchronization
 /// The `max-bps` byte budget of one allocation: at most `bytesPerSecond` payload bytes a second
 /// in each direction, client to peer and peer to client counted apart (coturn's `max-bps`:
 /// "input and output network streams are treated separately"). A packet over the budget of the
-/// current second is dropped and counted (`bandwidth`), as a congested link would drop it.
+/// current second is dropped and counted (`bandwidth`), as a congested link would drop it; a TCP
+/// allocation's pipe (RFC 6062 §5.5), which must not lose a byte, takes a `grant` instead and
+/// stops reading until the next second (docs/tcp-relay.md).
 ///
 /// A budget is a class of atomics, not state of the owning loop, because packets for one
 /// allocation's client can be relayed by several loop threads: by its own loop (its relay socket,
 /// a short-circuit on that loop) and by the others (the cross-loop short-circuit through
-/// `RelayedAddressDirectory`). Each direction is one 64-bit word, the current second in the high
+/// `RelayedAddressDirectory`, a TCP allocation's pipes on the thread of their data connection). Each direction is one 64-bit word, the current second in the high
 /// half and the bytes taken in it in the low half, updated with one compare-and-exchange: no
 /// lock, no heap traffic per packet.
 public final class BandwidthBudget: Sendable {
