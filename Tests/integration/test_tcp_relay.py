@@ -527,3 +527,35 @@ def test_session_summary_includes_piped_bytes(tmp_path, echo):
             time.sleep(0.1)
         assert len(deleted) == 1, s.log_tail()
         assert (deleted[0]["bytes_to_peer"], deleted[0]["bytes_to_client"]) == (str(to_peer), str(to_client))
+
+
+UCLIENT_PROGRESS = re.compile(r"^(\d+): : start_mclient: msz=\d+, .*tot_recv_bytes ~ (\d+)", re.MULTILINE)
+UCLIENT_RTT = re.compile(r"Average round trip delay ([\d.]+) ms")
+
+
+@relayd_only
+def test_uclient_over_tcp_allocations_is_paced_by_max_bps_and_loses_nothing(tmp_path, processes):
+    """turnutils_uclient -T under max-bps: every message arrives, none lost, while relayd carries
+    them at the budget's pace. Each client sends 40 KB in half a second (a message every 5 ms),
+    eight times max-bps: the messages wait their turn (seconds of round trip, where an unpaced
+    relay answers in milliseconds), and what arrives in any second of uclient's progress lines
+    stays within the budget's windows (two clients, each through its allocation's pipe and its
+    partner's; a one-second sample spans parts of two windows)."""
+    rate, messages, length = 10_000, 100, 400
+    with running(start(tmp_path, f"--max-bps={rate}")) as s:
+        cmd = [_tool("turnutils_uclient"), "-T", "-m", "2", "-n", str(messages), "-l", str(length), "-z", "5",
+               "-W", s.secret, "-u", "uclient", "-p", str(s.port), "-L", "127.0.0.1", s.host]
+        proc, log = processes.start("turnutils_uclient", cmd)
+        proc.wait(timeout=UCLIENT_TIMEOUT)
+        output = log.read_text(errors="replace")
+        assert proc.returncode == 0, output[-3000:]
+        report = parse_report(output)
+        assert report.send_msgs == report.recv_msgs == 2 * messages, output[-2000:]
+        assert report.send_bytes == report.recv_bytes == 2 * messages * length
+        assert report.lost == 0 and report.send_dropped == 0
+        rtt = UCLIENT_RTT.findall(output)
+        assert rtt and float(rtt[-1]) >= 300, f"round trip {rtt}: messages did not wait for the budget"
+        received = [int(b) for _, b in UCLIENT_PROGRESS.findall(output)]
+        steps = [b - a for a, b in zip(received, received[1:])]
+        assert steps and max(steps) <= 4 * rate, f"received per second: {steps}"
+        assert metric(s, "relayd_tcp_relayed_bytes_total", direction="to_peer") >= 2 * messages * length
