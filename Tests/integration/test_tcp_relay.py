@@ -411,13 +411,14 @@ def assert_paced(elapsed: float, count: int) -> None:
 
 
 @relayd_only
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
 @pytest.mark.parametrize("direction", ["to_peer", "to_client"])
-def test_max_bps_paces_a_pipe_without_losing_a_byte(tmp_path, direction):
+def test_max_bps_paces_a_pipe_without_losing_a_byte(tmp_path, direction, transport):
     """With max-bps, a pipe carries about max-bps bytes a second each way: relayd stops reading
     the sending side until the next second instead of dropping bytes, so the stream arrives whole
     (RFC 6062 §5.5 carries a byte stream)."""
     listener = socket.create_server(("127.0.0.1", 0))
-    with listener, running(start(tmp_path, f"--max-bps={MAX_BPS}")) as s, control(s, "tcp") as client:
+    with listener, running(start(tmp_path, f"--max-bps={MAX_BPS}")) as s, control(s, transport) as client:
         listener.settimeout(WAIT)
         client.create_permission(listener.getsockname())
         cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
