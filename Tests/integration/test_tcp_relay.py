@@ -16,6 +16,7 @@ keeps a peer without one, and answers Connect on a UDP allocation with 403).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -378,3 +379,184 @@ def test_a_slow_peer_stalls_the_client_instead_of_growing_memory(tmp_path):
         with peer, data:
             TCPRelayClient.check(bound, "ConnectionBind")
             stall_then_drain(s, sender=data, receiver=peer)
+
+
+# -- max-bps and the traffic figures (docs/tcp-relay.md, "Bandwidth and accounting")
+
+MAX_BPS = 40_000
+PACED_BYTES = 200_000  # five seconds of budget
+
+
+def paced_transfer(sender: socket.socket, receiver: socket.socket, count: int, timeout: float = 30) -> tuple[bytes, float]:
+    """`sender` writes `count` random bytes as fast as the pipe takes them; returns the bytes
+    `receiver` got (checked byte-exact by the caller) and the seconds until the last arrived."""
+    payload = os.urandom(count)
+    started = time.monotonic()
+    writer = threading.Thread(target=sender.sendall, args=(payload,), daemon=True)
+    writer.start()
+    got = recv_exactly(receiver, count, timeout=timeout)
+    elapsed = time.monotonic() - started
+    writer.join(timeout=timeout)
+    assert got == payload, f"{len(got)} of {count} bytes arrived, or not in order"
+    return got, elapsed
+
+
+def assert_paced(elapsed: float, count: int) -> None:
+    """`count` bytes took as long as max-bps allows. The budget's windows are whole seconds: the
+    first burst goes at once, the next at the end of that (partial) second, then one a second;
+    so n windows' worth takes between n - 2 and n - 1 seconds (plus loopback scheduling)."""
+    windows = count / MAX_BPS
+    assert windows - 2.2 <= elapsed <= windows + 0.5, \
+        f"{count} bytes in {elapsed:.2f} s at max-bps {MAX_BPS}: {count / elapsed:.0f} B/s"
+
+
+@relayd_only
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+@pytest.mark.parametrize("direction", ["to_peer", "to_client"])
+def test_max_bps_paces_a_pipe_without_losing_a_byte(tmp_path, direction, transport):
+    """With max-bps, a pipe carries about max-bps bytes a second each way: relayd stops reading
+    the sending side until the next second instead of dropping bytes, so the stream arrives whole
+    (RFC 6062 §5.5 carries a byte stream)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, running(start(tmp_path, f"--max-bps={MAX_BPS}")) as s, control(s, transport) as client:
+        listener.settimeout(WAIT)
+        client.create_permission(listener.getsockname())
+        cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
+        peer, _ = listener.accept()
+        data, bound, _ = client.open_data_connection(cid)
+        with peer, data:
+            TCPRelayClient.check(bound, "ConnectionBind")
+            sender, receiver = (data, peer) if direction == "to_peer" else (peer, data)
+            _, elapsed = paced_transfer(sender, receiver, PACED_BYTES)
+            assert_paced(elapsed, PACED_BYTES)
+            assert metric(s, "relayd_tcp_relayed_bytes_total", direction=direction) == PACED_BYTES
+
+
+@relayd_only
+def test_max_bps_is_one_budget_for_all_pipes_of_an_allocation(tmp_path, echo):
+    """Two pipes of one allocation (their data connections may run on either loop thread) share
+    its budget: together they carry about max-bps a second, each stream whole."""
+    with running(start(tmp_path, f"--max-bps={MAX_BPS}")) as s, control(s, "tcp") as client:
+        client.create_permission(("127.0.0.1", 9))
+        first, _ = connected_pipe(client, echo)
+        peer = socket.create_connection(client.relayed, timeout=WAIT)
+        cid, _ = client.wait_connection_attempt(WAIT)
+        second, bound, _ = client.open_data_connection(cid)
+        with first, second, peer:
+            TCPRelayClient.check(bound, "ConnectionBind")
+            results: list[float] = []
+            other = threading.Thread(
+                target=lambda: results.append(paced_transfer(second, peer, PACED_BYTES // 2)[1]), daemon=True)
+            started = time.monotonic()
+            other.start()
+            # The echo pipe carries its half to the peer and back; the budget is per direction.
+            paced_transfer(first, first, PACED_BYTES // 2)
+            other.join(timeout=30)
+            assert results, "the second pipe did not finish"
+            assert_paced(time.monotonic() - started, PACED_BYTES)
+
+
+ADMIN_TOKEN = "admin-token-for-the-tcp-relay-suite-0123456789"
+
+
+def piped_traffic(s: RelayServer, client: TCPRelayClient, echo) -> tuple[list[socket.socket], int, int]:
+    """Two pipes of `client`'s allocation carry known byte counts: a Connect to the echo server
+    (sent, echoed back whole) and a peer connecting in (each side sends a little). Returns the
+    open sockets (data connections and the peer) and the bytes to the peer and to the client."""
+    echoed, from_peer, to_peer = 70_001, 33_333, 1_234
+    first, _ = connected_pipe(client, echo)
+    client.create_permission(("127.0.0.1", 9))
+    peer = socket.create_connection(client.relayed, timeout=WAIT)
+    cid, _ = client.wait_connection_attempt(WAIT)
+    second, bound, rest = client.open_data_connection(cid)
+    TCPRelayClient.check(bound, "ConnectionBind")
+    paced_transfer(first, first, echoed)
+    payload = os.urandom(from_peer)
+    peer.sendall(payload)
+    assert rest + recv_exactly(second, from_peer - len(rest), timeout=WAIT) == payload
+    payload = os.urandom(to_peer)
+    second.sendall(payload)
+    assert recv_exactly(peer, to_peer, timeout=WAIT) == payload
+    return [first, second, peer], echoed + to_peer, echoed + from_peer
+
+
+def admin_json(s: RelayServer, path: str):
+    result = s.http("GET", path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert result.status == 200, (path, result.status, result.body)
+    return json.loads(result.body)
+
+
+@relayd_only
+def test_admin_traffic_includes_piped_bytes(tmp_path, echo):
+    """GET /api/v1/allocations counts what the allocation's pipes carried, exactly, whichever
+    loop thread runs them; so does the status page's per-user traffic."""
+    server = start(tmp_path, f"--api-key=ops:{ADMIN_TOKEN}:admin")
+    with running(server) as s, control(s, "tcp") as client:
+        sockets, to_peer, to_client = piped_traffic(s, client, echo)
+        try:
+            [record] = admin_json(s, "/api/v1/allocations?user=alice")["allocations"]
+            assert record["transport"] == "tcp"
+            assert (record["traffic"]["bytes_to_peer"], record["traffic"]["bytes_to_client"]) == (to_peer, to_client)
+            page = s.http("GET", "/status", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).body.decode()
+            row = re.search(r'<td class="user">alice</td>.*?data-value="(\d+)".*?data-value="(\d+)"', page)
+            assert row, page[-2000:]
+            assert (int(row.group(1)), int(row.group(2))) == (to_peer, to_client)
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
+@relayd_only
+def test_session_summary_includes_piped_bytes(tmp_path, echo):
+    """The allocation_deleted line counts every byte its pipes carried, exactly, when the
+    allocation ends (Refresh 0) with its pipes still open: the end seals the count before the
+    pipes close."""
+    with running(start(tmp_path, "--log-format=json")) as s, control(s, "tcp") as client:
+        sockets, to_peer, to_client = piped_traffic(s, client, echo)
+        try:
+            TCPRelayClient.check(client.refresh(0), "Refresh")
+            for sock in sockets:
+                assert wait_eof(sock, WAIT), "a pipe outlived its allocation"
+        finally:
+            for sock in sockets:
+                sock.close()
+        deadline = time.monotonic() + WAIT
+        deleted: list[dict] = []
+        while not deleted and time.monotonic() < deadline:
+            deleted = [r for r in map(json.loads, filter(str.strip, s.log_text().splitlines()))
+                       if r.get("event") == "allocation_deleted"]
+            time.sleep(0.1)
+        assert len(deleted) == 1, s.log_tail()
+        assert (deleted[0]["bytes_to_peer"], deleted[0]["bytes_to_client"]) == (str(to_peer), str(to_client))
+
+
+UCLIENT_PROGRESS = re.compile(r"^(\d+): : start_mclient: msz=\d+, .*tot_recv_bytes ~ (\d+)", re.MULTILINE)
+UCLIENT_RTT = re.compile(r"Average round trip delay ([\d.]+) ms")
+
+
+@relayd_only
+def test_uclient_over_tcp_allocations_is_paced_by_max_bps_and_loses_nothing(tmp_path, processes):
+    """turnutils_uclient -T under max-bps: every message arrives, none lost, while relayd carries
+    them at the budget's pace. Each client sends 40 KB in half a second (a message every 5 ms),
+    eight times max-bps: the messages wait their turn (seconds of round trip, where an unpaced
+    relay answers in milliseconds), and what arrives in any second of uclient's progress lines
+    stays within the budget's windows (two clients, each through its allocation's pipe and its
+    partner's; a one-second sample spans parts of two windows)."""
+    rate, messages, length = 10_000, 100, 400
+    with running(start(tmp_path, f"--max-bps={rate}")) as s:
+        cmd = [_tool("turnutils_uclient"), "-T", "-m", "2", "-n", str(messages), "-l", str(length), "-z", "5",
+               "-W", s.secret, "-u", "uclient", "-p", str(s.port), "-L", "127.0.0.1", s.host]
+        proc, log = processes.start("turnutils_uclient", cmd)
+        proc.wait(timeout=UCLIENT_TIMEOUT)
+        output = log.read_text(errors="replace")
+        assert proc.returncode == 0, output[-3000:]
+        report = parse_report(output)
+        assert report.send_msgs == report.recv_msgs == 2 * messages, output[-2000:]
+        assert report.send_bytes == report.recv_bytes == 2 * messages * length
+        assert report.lost == 0 and report.send_dropped == 0
+        rtt = UCLIENT_RTT.findall(output)
+        assert rtt and float(rtt[-1]) >= 300, f"round trip {rtt}: messages did not wait for the budget"
+        received = [int(b) for _, b in UCLIENT_PROGRESS.findall(output)]
+        steps = [b - a for a, b in zip(received, received[1:])]
+        assert steps and max(steps) <= 4 * rate, f"received per second: {steps}"
+        assert metric(s, "relayd_tcp_relayed_bytes_total", direction="to_peer") >= 2 * messages * length

@@ -7,11 +7,13 @@ import Glibc
 // TLS) goes to the peer's socket; what the peer sends is queued on the connection like any
 // output (one TLS record per read). Each side's buffered bytes are bounded: past
 // `TCPPipe.pauseBytes` the other side's reads stop until they drain (docs/tcp-relay.md).
+// Each direction is charged to the allocation's `max-bps` budget and counted in its piped
+// traffic before it is passed on (`StreamConnection+PipeBudget.swift`).
 // The owning loop's thread only.
 extension StreamConnection {
     /// Starts piping to `peerSocket`; false if its events cannot be registered.
-    func startPipe(id: UInt32, peerSocket: Int32) -> Bool {
-        let pipe = TCPPipe(id: id, socket: peerSocket)
+    func startPipe(id: UInt32, peerSocket: Int32, account: PipeAccount) -> Bool {
+        let pipe = TCPPipe(id: id, socket: peerSocket, account: account)
         let me = Unmanaged.passUnretained(self).toOpaque()
         pipe.readEvent = event_new(owner.loop.base, peerSocket, Int16(EV_READ | EV_PERSIST), { _, _, arg in
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerReadable()
@@ -19,20 +21,29 @@ extension StreamConnection {
         pipe.writeEvent = event_new(owner.loop.base, peerSocket, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerWritable()
         }, me)
+        if account.budget != nil {
+            pipe.budgetTimer = event_new(owner.loop.base, -1, 0, { _, _, arg in
+                Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().budgetRefilled()
+            }, me)
+        }
         self.pipe = pipe
-        guard pipe.readEvent != nil, pipe.writeEvent != nil else { return false }
+        guard pipe.readEvent != nil, pipe.writeEvent != nil, account.budget == nil || pipe.budgetTimer != nil
+        else { return false }
         event_add(pipe.readEvent, nil)
         return true
     }
 
-    /// Client bytes to the peer: written at once when nothing waits, else kept; past
-    /// `pauseBytes` kept, the client is not read until the peer takes them.
+    /// Client bytes to the peer: what the budget grants is counted and written at once when
+    /// nothing waits, the rest kept. Past `pauseBytes` kept, or with bytes the budget did not
+    /// grant, the client is not read until the peer takes them or the budget allows them.
     func pipeToPeer(_ bytes: UnsafeRawBufferPointer) {
         guard let pipe, bytes.count > 0 else { return }
-        owner.loop.core.counters.tcpBytesToPeer &+= UInt64(bytes.count)
+        // Bytes behind unpaid ones wait their turn: what is paid is always a prefix.
+        let granted = pipe.unpaid > 0 ? 0 : grant(.toPeer, upTo: bytes.count, pipe)
+        guard charge(.toPeer, granted, pipe) else { return }
         var rest = bytes
-        if pipe.pending == 0 {
-            let written = send(pipe.socket, bytes.baseAddress!, bytes.count, sendWithoutSignal)
+        if pipe.pending == 0 && granted > 0 {
+            let written = send(pipe.socket, bytes.baseAddress!, granted, sendWithoutSignal)
             if written < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
                 return close(.peerClosed, detail: String(cString: strerror(errno)))
             }
@@ -40,7 +51,13 @@ extension StreamConnection {
         }
         guard rest.count > 0 else { return }
         pipe.keep(rest)
-        event_add(pipe.writeEvent, nil)
+        pipe.unpaid += bytes.count - granted
+        if pipe.paid > 0 { event_add(pipe.writeEvent, nil) }
+        if pipe.unpaid > 0 && !pipe.clientWaitsForBudget {
+            pipe.clientWaitsForBudget = true
+            event_del(readEvent)
+            armBudgetTimer(pipe)
+        }
         if pipe.pending > TCPPipe.pauseBytes && !pipe.clientPaused {
             pipe.clientPaused = true
             event_del(readEvent)
@@ -58,14 +75,20 @@ extension StreamConnection {
             return
         }
         guard pipe.writeBacklog() else { return close(.peerClosed, detail: String(cString: strerror(errno))) }
-        if pipe.pending == 0 {
+        if pipe.paid == 0 {
             event_del(pipe.writeEvent)
-            if pipe.clientEnded { return close(.clientClosed) }
+            if pipe.pending == 0 && pipe.clientEnded { return close(.clientClosed) }
         }
         if pipe.clientPaused && pipe.pending < TCPPipe.resumeBytes {
             pipe.clientPaused = false
-            event_add(readEvent, nil)
+            resumeClientIfReady(pipe)
         }
+    }
+
+    /// Reads the client again unless something else still holds it back.
+    func resumeClientIfReady(_ pipe: TCPPipe) {
+        guard state == .open, !pipe.clientPaused, !pipe.clientWaitsForBudget, !pipe.clientEnded else { return }
+        event_add(readEvent, nil)
     }
 
     /// The client closed its side: what it sent still goes to the peer, then both close.
@@ -76,8 +99,9 @@ extension StreamConnection {
         event_del(readEvent)
     }
 
-    /// Peer bytes to the client, one read(2) at a time, while the client's queued output stays
-    /// under `pauseBytes`; the peer closing ends the connection once its output is written.
+    /// Peer bytes to the client, one read(2) at a time of at most what the budget grants, while
+    /// the client's queued output stays under `pauseBytes`; the peer closing ends the connection
+    /// once its output is written.
     func peerReadable() {
         guard let pipe else { return }
         guard state == .open else {
@@ -86,7 +110,10 @@ extension StreamConnection {
         }
         if pendingOutput > TCPPipe.pauseBytes { return pausePeer(pipe) }
         let buffer = owner.cipherBuffer
-        let count = read(pipe.socket, buffer.baseAddress!, buffer.count)
+        let granted = grant(.toClient, upTo: buffer.count, pipe)
+        if granted == 0 { return peerWaitsForBudget(pipe) }
+        let count = read(pipe.socket, buffer.baseAddress!, granted)
+        if count < granted { refund(.toClient, granted - max(count, 0), pipe) }
         if count <= 0 {
             if count < 0 {
                 let error = errno
@@ -97,7 +124,7 @@ extension StreamConnection {
             event_del(pipe.readEvent)
             return clientClosed(reason: .peerClosed)
         }
-        owner.loop.core.counters.tcpBytesToClient &+= UInt64(count)
+        guard charge(.toClient, count, pipe) else { return }
         switch enqueue(UnsafeRawBufferPointer(rebasing: buffer[..<count])) {
         case .queued(let schedule):
             if schedule { owner.noteUnflushed(self) }
@@ -118,6 +145,6 @@ extension StreamConnection {
     func resumePeerIfDrained() {
         guard let pipe, pipe.peerPaused, state == .open, pendingOutput < TCPPipe.resumeBytes else { return }
         pipe.peerPaused = false
-        event_add(pipe.readEvent, nil)
+        if !pipe.peerWaitsForBudget { event_add(pipe.readEvent, nil) }
     }
 }

@@ -154,7 +154,7 @@ final class StreamTransport {
         guard let connection = connections[bind.origin.socket.descriptor], connection.origin == bind.origin,
             connection.state == .open, connection.pipe == nil
         else { return false }
-        guard connection.startPipe(id: bind.id, peerSocket: bind.peerSocket) else {
+        guard connection.startPipe(id: bind.id, peerSocket: bind.peerSocket, account: bind.account) else {
             // The pipe owns the socket now: it closes with the connection.
             pipes[bind.id] = connection
             connection.close(.error, detail: "cannot register the peer connection")

@@ -18,7 +18,8 @@ public struct AllocationRecord: Sendable {
     public var permissions: [(peer: IPAddress, remainingSeconds: Int64)]
     /// Bound channels (RFC 8656 §12): number, peer, seconds left.
     public var channels: [(number: UInt16, peer: TransportAddress, remainingSeconds: Int64)]
-    /// What it relayed so far, in user space and in the kernel fast path (collected once a second).
+    /// What it relayed so far, in user space and in the kernel fast path (collected once a
+    /// second), and for a TCP allocation the bytes its pipes carried (RFC 6062 §5.5).
     public var traffic: TrafficCounters
     /// Whether it holds a mobility ticket (RFC 8016).
     public var mobile: Bool

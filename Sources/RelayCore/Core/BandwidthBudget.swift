@@ -3,12 +3,14 @@ import Synchronization
 /// The `max-bps` byte budget of one allocation: at most `bytesPerSecond` payload bytes a second
 /// in each direction, client to peer and peer to client counted apart (coturn's `max-bps`:
 /// "input and output network streams are treated separately"). A packet over the budget of the
-/// current second is dropped and counted (`bandwidth`), as a congested link would drop it.
+/// current second is dropped and counted (`bandwidth`), as a congested link would drop it; a TCP
+/// allocation's pipe (RFC 6062 §5.5), which must not lose a byte, takes a `grant` instead and
+/// stops reading until the next second (docs/tcp-relay.md).
 ///
 /// A budget is a class of atomics, not state of the owning loop, because packets for one
 /// allocation's client can be relayed by several loop threads: by its own loop (its relay socket,
 /// a short-circuit on that loop) and by the others (the cross-loop short-circuit through
-/// `RelayedAddressDirectory`). Each direction is one 64-bit word, the current second in the high
+/// `RelayedAddressDirectory`, a TCP allocation's pipes on the thread of their data connection). Each direction is one 64-bit word, the current second in the high
 /// half and the bytes taken in it in the low half, updated with one compare-and-exchange: no
 /// lock, no heap traffic per packet.
 public final class BandwidthBudget: Sendable {
@@ -40,6 +42,19 @@ public final class BandwidthBudget: Sendable {
         switch direction {
         case .toPeer: return Self.take(bytes, from: toPeer, limit: bytesPerSecond, now: now)
         case .toClient: return Self.take(bytes, from: toClient, limit: bytesPerSecond, now: now)
+        }
+    }
+
+    /// Takes as many of `bytes` as fit in what is left of `direction`'s budget for the second
+    /// `now`, and returns how many: 0 when the second's budget is spent. For a byte stream that
+    /// must not lose a byte, a TCP allocation's pipe (RFC 6062 §5.5): it reads or forwards only
+    /// what was granted and stops reading the sending side until the next second
+    /// (docs/tcp-relay.md), where a datagram over the budget would be dropped.
+    @inline(__always)
+    public func grant(_ direction: Direction, upTo bytes: Int, now: Int64) -> Int {
+        switch direction {
+        case .toPeer: return Self.takeUpTo(bytes, from: toPeer, limit: bytesPerSecond, now: now)
+        case .toClient: return Self.takeUpTo(bytes, from: toClient, limit: bytesPerSecond, now: now)
         }
     }
 
@@ -81,6 +96,22 @@ public final class BandwidthBudget: Sendable {
             let (exchanged, original) = word.compareExchange(
                 expected: current, desired: second << 32 | (used + count), ordering: .relaxed)
             if exchanged { return true }
+            current = original
+        }
+    }
+
+    @inline(__always)
+    private static func takeUpTo(_ bytes: Int, from word: borrowing Atomic<UInt64>, limit: Int, now: Int64) -> Int {
+        let limit = UInt64(limit)
+        let wanted = UInt64(max(bytes, 0))
+        var current = word.load(ordering: .relaxed)
+        while true {
+            let (second, used) = window(current, at: second(now))
+            let granted = min(wanted, used < limit ? limit - used : 0)
+            guard granted > 0 else { return 0 }
+            let (exchanged, original) = word.compareExchange(
+                expected: current, desired: second << 32 | (used + granted), ordering: .relaxed)
+            if exchanged { return Int(granted) }
             current = original
         }
     }

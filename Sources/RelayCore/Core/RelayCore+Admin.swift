@@ -40,7 +40,7 @@ extension RelayCore {
             relayed: relayed, ageSeconds: now - allocation.created, remainingSeconds: max(0, remaining),
             permissions: allocation.permissions.filter { $0.expiry > now }.map { ($0.peer, $0.expiry - now) },
             channels: allocation.channels.filter { $0.expiry > now }.map { ($0.number, $0.peer, $0.expiry - now) },
-            traffic: allocation.traffic, mobile: allocation.mobile, thread: context.threadIndex)
+            traffic: allocation.relayedTraffic, mobile: allocation.mobile, thread: context.threadIndex)
     }
 
     /// Ends now every allocation of this thread that `selector` names, as if it had expired
@@ -59,7 +59,7 @@ extension RelayCore {
         UserTraffic.byUser(
             byFiveTuple.values.lazy.map {
                 UserTraffic(
-                    user: String(self.context.credentials.userID(of: $0.username)), allocations: 1, traffic: $0.traffic)
+                    user: String(self.context.credentials.userID(of: $0.username)), allocations: 1, traffic: $0.relayedTraffic)
             })
     }
 }

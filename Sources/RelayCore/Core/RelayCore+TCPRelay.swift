@@ -31,7 +31,7 @@ extension RelayCore {
         }
         let id = context.tcpConnections.reserve(
             thread: context.threadIndex, relaySocket: allocation.relaySocket, username: allocation.username,
-            peer: peer.address, deadline: now + Self.tcpConnectSeconds + Self.tcpBindSeconds, random: &random)
+            peer: peer.address, account: PipeAccount(traffic: state.piped, budget: allocation.bandwidth), deadline: now + Self.tcpConnectSeconds + Self.tcpBindSeconds, random: &random)
         state.peers[id] = peer.address
         state.pendingConnects[id] = (ReplyTarget(message), auth.key)
         outbox.emit(
@@ -94,7 +94,7 @@ extension RelayCore {
         }
         let id = context.tcpConnections.reserve(
             thread: context.threadIndex, relaySocket: relaySocket, username: allocation.username, peer: seen,
-            deadline: now + Self.tcpBindSeconds, random: &random)
+            account: PipeAccount(traffic: state.piped, budget: allocation.bandwidth), deadline: now + Self.tcpBindSeconds, random: &random)
         state.peers[id] = seen
         counters.tcpConnections[TCPConnectionOutcome.accepted.rawValue] &+= 1
         sendConnectionAttempt(id: id, peer: seen, to: allocation.origin)
@@ -143,7 +143,9 @@ extension RelayCore {
                 try appendSoftware(&w)
             }
             outbox.emit(
-                .bindDataConnection(DataConnectionBind(id: id.value, origin: origin, peerSocket: socket, peer: entry.peer)))
+                .bindDataConnection(
+                    DataConnectionBind(
+                        id: id.value, origin: origin, peerSocket: socket, peer: entry.peer, account: entry.account)))
         }
     }
 }

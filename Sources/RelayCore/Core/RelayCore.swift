@@ -289,7 +289,7 @@ public final class RelayCore {
                     additionalRelayed: allocation.additional?.advertisedAddress,
                     user: String(context.credentials.userID(of: allocation.username)), reason: reason,
                     credentials: allocation.credentials,
-                    durationSeconds: now - allocation.created, traffic: allocation.traffic,
+                    durationSeconds: now - allocation.created, traffic: allocation.endTraffic(),
                     permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed)))
     }
 }

@@ -10,6 +10,9 @@ public struct TCPRelayState {
     /// Connect requests waiting for their connect to finish, by connection id, with what their
     /// answer needs.
     var pendingConnects: [UInt32: (request: ReplyTarget, key: IntegrityKey)] = [:]
+    /// The bytes its pipes carried, on whichever loop thread they run; ended (final) when the
+    /// allocation ends.
+    public let piped = PipedTraffic()
 
     /// Forgets the connections the shared table no longer lists.
     mutating func prune(_ table: TCPConnectionTable) {
@@ -35,4 +38,6 @@ public struct DataConnectionBind: Sendable {
     public let origin: ClientOrigin
     public let peerSocket: Int32
     public let peer: TransportAddress
+    /// What the pipe charges its bytes to: the allocation's budget and piped-traffic count.
+    public let account: PipeAccount
 }

@@ -28,6 +28,8 @@ public final class TCPConnectionTable: Sendable {
         /// The allocation's USERNAME: a ConnectionBind must carry the same (RFC 6062 §5.4).
         public let username: String
         public let peer: TransportAddress
+        /// The allocation's `max-bps` budget and piped-traffic count, for the pipe's thread.
+        public let account: PipeAccount
         public internal(set) var state: State
         /// Monotonic seconds by which a connecting or ready entry must move on, else it is closed.
         public internal(set) var deadline: Int64
@@ -49,15 +51,15 @@ public final class TCPConnectionTable: Sendable {
 
     /// A new entry in `connecting` state under an id no other entry has.
     func reserve(
-        thread: Int, relaySocket: RelaySocket, username: String, peer: TransportAddress, deadline: Int64,
-        random: inout FastRandom
+        thread: Int, relaySocket: RelaySocket, username: String, peer: TransportAddress, account: PipeAccount,
+        deadline: Int64, random: inout FastRandom
     ) -> UInt32 {
         var candidate = UInt32(truncatingIfNeeded: random.next())
         return entries.withLock { table in
             while candidate == 0 || table[candidate] != nil { candidate &+= 0x9E37_79B9 }
             table[candidate] = Entry(
                 id: candidate, thread: thread, relaySocket: relaySocket, username: username, peer: peer,
-                state: .connecting, deadline: deadline)
+                account: account, state: .connecting, deadline: deadline)
             return candidate
         }
     }

@@ -8,15 +8,25 @@ import Glibc
 final class TCPPipe {
     let id: UInt32
     let socket: Int32
+    /// The allocation's `max-bps` budget and piped-traffic count (shared with its loop).
+    let account: PipeAccount
     var readEvent: OpaquePointer?
     var writeEvent: OpaquePointer?
-    /// Client bytes waiting for the peer's socket, from `backlogStart` on.
+    /// Fires at the start of the budget's next second while a side waits for it.
+    var budgetTimer: OpaquePointer?
+    /// Client bytes waiting for the peer's socket, from `backlogStart` on; the last `unpaid` of
+    /// them are not granted by the budget yet and are not written until they are.
     var backlog: [UInt8] = []
     var backlogStart = 0
+    var unpaid = 0
     /// Client reads stopped: the backlog passed `pauseBytes`.
     var clientPaused = false
+    /// Client reads stopped: the budget towards the peer is spent (`unpaid` > 0).
+    var clientWaitsForBudget = false
     /// Peer reads stopped: the client's queued output passed `pauseBytes`.
     var peerPaused = false
+    /// Peer reads stopped: the budget towards the client is spent for this second.
+    var peerWaitsForBudget = false
     /// The client closed its side: the connection ends once the backlog is written.
     var clientEnded = false
 
@@ -26,12 +36,15 @@ final class TCPPipe {
     /// Reads resume once the buffered bytes fall below this.
     static let resumeBytes = 64 * 1024
 
-    init(id: UInt32, socket: Int32) {
+    init(id: UInt32, socket: Int32, account: PipeAccount) {
         self.id = id
         self.socket = socket
+        self.account = account
     }
 
     var pending: Int { backlog.count - backlogStart }
+    /// Waiting bytes the budget granted: what may be written now.
+    var paid: Int { pending - unpaid }
 
     /// Keeps `bytes` behind what is waiting; what the socket took already is dropped first once
     /// it passes `resumeBytes`, so the array stays within a few hundred KB however long the
@@ -44,17 +57,19 @@ final class TCPPipe {
         backlog.append(contentsOf: bytes)
     }
 
-    /// Writes what waits; false on a socket error other than a full buffer.
+    /// Writes what waits and is paid for; false on a socket error other than a full buffer.
     func writeBacklog() -> Bool {
-        while pending > 0 {
+        while paid > 0 {
             let written = backlog.withUnsafeBytes { raw in
-                send(socket, raw.baseAddress! + backlogStart, pending, sendWithoutSignal)
+                send(socket, raw.baseAddress! + backlogStart, paid, sendWithoutSignal)
             }
             if written < 0 { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
             backlogStart += written
         }
-        backlog.removeAll(keepingCapacity: backlog.capacity <= TCPPipe.pauseBytes)
-        backlogStart = 0
+        if pending == 0 {
+            backlog.removeAll(keepingCapacity: backlog.capacity <= TCPPipe.pauseBytes)
+            backlogStart = 0
+        }
         return true
     }
 
@@ -62,8 +77,10 @@ final class TCPPipe {
     func free() {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
+        if let budgetTimer { event_free(budgetTimer) }
         readEvent = nil
         writeEvent = nil
+        budgetTimer = nil
         close(socket)
     }
 }

@@ -1,0 +1,78 @@
+import Synchronization
+
+/// The bytes a TCP allocation's pipes carried (RFC 6062 §5.5: after ConnectionBind, a data
+/// connection and its peer connection exchange raw bytes), each direction apart.
+///
+/// A pipe runs on the loop thread its data connection landed on, which need not be the
+/// allocation's (docs/tcp-relay.md), so the count is shared: one atomic word per direction, added
+/// to by the pipes with one compare-and-exchange per read, read by the allocation's loop for the
+/// admin API. No lock, no heap traffic per read.
+///
+/// When the allocation ends, its loop calls `end()`, which sets the word's top bit and returns the
+/// counts at that instant. A pipe adds its bytes before it passes them on; an add that finds the
+/// bit set is refused and the pipe closes without passing them. So the counts `end()` returns are
+/// final: they are what the session summary logs, whichever thread runs the pipes and whenever
+/// the mailbox message that closes them arrives.
+public final class PipedTraffic: Sendable {
+    private let toPeer = Atomic<UInt64>(0)
+    private let toClient = Atomic<UInt64>(0)
+    /// The top bit of a word: the allocation ended, nothing more is added.
+    private static let ended: UInt64 = 1 << 63
+
+    public init() {}
+
+    /// Counts `bytes` a pipe is about to pass on in `direction`; false, and nothing counted, once
+    /// the allocation ended (the pipe then drops them and closes).
+    @inline(__always)
+    public func add(_ direction: BandwidthBudget.Direction, bytes: Int) -> Bool {
+        switch direction {
+        case .toPeer: return Self.add(UInt64(max(bytes, 0)), to: toPeer)
+        case .toClient: return Self.add(UInt64(max(bytes, 0)), to: toClient)
+        }
+    }
+
+    /// The bytes counted so far (packets stay 0: a pipe carries a stream, not messages).
+    public var current: TrafficCounters {
+        TrafficCounters(
+            bytesToPeer: toPeer.load(ordering: .relaxed) & ~Self.ended,
+            bytesToClient: toClient.load(ordering: .relaxed) & ~Self.ended)
+    }
+
+    /// Whether `end()` was called.
+    public var hasEnded: Bool { toPeer.load(ordering: .relaxed) & Self.ended != 0 }
+
+    /// The allocation ended: refuses every later `add` and returns the final counts.
+    public func end() -> TrafficCounters {
+        let peer = toPeer.bitwiseOr(Self.ended, ordering: .relaxed).oldValue
+        let client = toClient.bitwiseOr(Self.ended, ordering: .relaxed).oldValue
+        return TrafficCounters(bytesToPeer: peer & ~Self.ended, bytesToClient: client & ~Self.ended)
+    }
+
+    @inline(__always)
+    private static func add(_ count: UInt64, to word: borrowing Atomic<UInt64>) -> Bool {
+        var current = word.load(ordering: .relaxed)
+        while true {
+            guard current & ended == 0 else { return false }
+            let (exchanged, original) = word.compareExchange(
+                expected: current, desired: current &+ count, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+}
+
+/// What a pipe of a TCP allocation charges its bytes to: the allocation's `max-bps` budget (nil
+/// without `max-bps`) and its piped-traffic count. Handed to the pipe's thread with the peer
+/// socket at ConnectionBind (RFC 6062 §5.4).
+public struct PipeAccount: Sendable, Equatable {
+    public let traffic: PipedTraffic
+    public let budget: BandwidthBudget?
+
+    public init(traffic: PipedTraffic, budget: BandwidthBudget?) {
+        self.traffic = traffic
+        self.budget = budget
+    }
+
+    /// The same allocation's objects.
+    public static func == (a: Self, b: Self) -> Bool { a.traffic === b.traffic && a.budget === b.budget }
+}
