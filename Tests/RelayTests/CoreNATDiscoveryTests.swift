@@ -127,8 +127,22 @@ import Testing
         }
         #expect(answered == 3)
         #expect(harness.counters.dropped(.rateLimited) == 7)
-        // A plain Binding is not limited.
-        #expect(harness.receive(try Self.binding(), from: CoreFixture.clientA).count == 1)
+        // Another source has its own bucket.
+        #expect(harness.receive(try Self.binding(), from: CoreFixture.clientB).count == 1)
+    }
+
+    @Test("With rfc5780 a plain Binding answer (3.5 times its request) is rate-limited per source too; without, never")
+    func plainBindingRateLimitedWithDiscovery() throws {
+        for rfc5780 in [true, false] {
+            let (harness, _) = Self.harness(rfc5780: rfc5780)
+            var answered = 0
+            for _ in 0..<10 { answered += harness.receive(try Self.binding(), from: CoreFixture.clientA).count }
+            #expect(answered == (rfc5780 ? 3 : 10))
+            #expect(harness.counters.dropped(.rateLimited) == (rfc5780 ? 7 : 0))
+            // Over TCP the handshake proves the source: not limited.
+            let stream = harness.receive(try Self.binding(), from: CoreFixture.clientA, transport: .tcp)
+            #expect(stream.count == 1)
+        }
     }
 
     @Test("An RFC 3489 request gets MAPPED-ADDRESS, SOURCE-ADDRESS, CHANGED-ADDRESS and its 16-byte ID back")

@@ -128,6 +128,15 @@ def test_pion_nat_behaviour_mapping_and_filtering(server, nat_behaviour_tool):
 @pytest.fixture(scope="module")
 def relayd(tmp_path_factory):
     relay = discovery_server("relayd", tmp_path_factory.mktemp("relayd-rfc5780"))
+    relay.suite_limits = False
+    with running(relay):
+        yield relay
+
+
+@pytest.fixture
+def limited(tmp_path):
+    """relayd with a small per-source bucket for unauthenticated answers: 5 a second, 10 at most."""
+    relay = discovery_server("relayd", tmp_path / "limited")
     relay.extra_args += ["--unauth-rate-limit=5", "--unauth-rate-burst=10"]
     relay.suite_limits = False
     with running(relay):
@@ -199,9 +208,9 @@ def test_padding_makes_the_response_as_large_as_the_request_and_no_larger(relayd
         sock.close()
 
 
-def test_change_request_is_rate_limited_per_source_ip(relayd):
+def test_change_request_is_rate_limited_per_source_ip(limited):
+    relayd = limited
     sock = stunclient.udp_socket()
-    time.sleep(2.5)  # the tests above spent 127.0.0.1's bucket: let it fill again (5 a second, 10 at most)
     try:
         answered = 0
         msg = binding([(CHANGE_REQUEST, struct.pack("!I", 0x6))])
@@ -215,6 +224,27 @@ def test_change_request_is_rate_limited_per_source_ip(relayd):
         except socket.timeout:
             pass
         # unauth-rate-limit=5: a burst of 10, then 5 a second.
+        assert 5 <= answered <= 20, answered
+    finally:
+        sock.close()
+
+
+def test_plain_binding_is_rate_limited_per_source_ip_with_rfc5780(limited):
+    """With rfc5780 a plain Binding answer is about 3.5 times its request: over UDP it is
+    rate-limited per source IP like the discovery answers (docs/nat-discovery.md)."""
+    relayd = limited
+    sock = stunclient.udp_socket()
+    try:
+        answered = 0
+        for _ in range(40):
+            sock.sendto(binding([]).encode(), relayd.address)
+        sock.settimeout(1)
+        try:
+            while True:
+                sock.recvfrom(2048)
+                answered += 1
+        except socket.timeout:
+            pass
         assert 5 <= answered <= 20, answered
     finally:
         sock.close()

@@ -46,8 +46,10 @@ extension RelayCore {
         }
         // A response from another address or to another port is the one a spoofed request could
         // aim elsewhere, and a padded one the largest: it only ever goes to the requester's IP,
-        // and is rate-limited per IP.
-        if asksDiscovery {
+        // and is rate-limited per IP. With `rfc5780` a plain answer is about 3.5 times its
+        // request (MAPPED-ADDRESS, RESPONSE-ORIGIN, OTHER-ADDRESS), so over UDP, where the source
+        // can be spoofed, it is rate-limited per IP as well (docs/nat-discovery.md).
+        if asksDiscovery || origin.fiveTuple.transport == .udp {
             guard context.sourceLimits.challenges.allow(origin.fiveTuple.client.ip, now: now) else {
                 counters.drop(.rateLimited)
                 return
