@@ -151,7 +151,7 @@ start_server() {
             : > "$dir/relayd.conf"
             ip netns exec "$NS_R" "$WORK/bin/relayd" -c "$dir/relayd.conf" "${common[@]}" "${extra[@]}" \
                 --api-listening-ip=127.0.0.1 --api-listening-port=8080 \
-                --unauth-rate-limit=1000000 --allocate-rate-limit=1000000 --drain-timeout=0 --log-level=notice \
+                --drain-timeout=0 --log-level=notice \
                 "--log-file=$dir/relayd-file.log" >>"$dir/relayd.log" 2>&1 &
             ;;
         coturn)
