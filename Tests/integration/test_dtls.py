@@ -220,3 +220,139 @@ def test_no_dtls_leaves_the_udp_port_alone(tmp_path):
             probe.bind((s.host, s.tls_port))  # nothing of relayd's holds it
         rc, out = s_client_dtls(s, "-dtls1_2", "-timeout")
         assert rc != 0 and not handshake_completed(out)
+
+
+def _peer_socket(host: str) -> socket.socket:
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer.bind((host, 0))
+    return peer
+
+
+def _relayed_to_peer(client, peer: socket.socket, payload: bytes) -> tuple[str, int]:
+    """Sends `payload` to `peer` through the allocation (a Send indication); the source the peer
+    saw it come from (the relayed address)."""
+    client.send_indication(peer.getsockname(), payload)
+    got = stunclient.recv_from(peer, 3.0)
+    assert got is not None, "the peer got nothing through the allocation"
+    data, source = got
+    assert data == payload
+    return source
+
+
+def _metric(server: RelayServer, name: str, **labels) -> float:
+    time.sleep(0.4)  # loops publish every 250 ms
+    return value(scrape(server), name, **labels)
+
+
+@relayd_only
+def test_a_client_that_restarts_from_the_same_port_gets_a_new_session_and_keeps_its_allocation(tmp_path):
+    """RFC 6347 §4.2.8: a DTLS client allocates, then restarts from the same address and port
+    without a close_notify (its new ClientHello, epoch 0, reaches the socket connected to it,
+    not the listener). The new handshake completes after the cookie exchange on that socket, and
+    the allocation of the 5-tuple carries on: an Allocate gets 437 (RFC 8656 §7.2), a Refresh with
+    the allocation's credentials succeeds, and data still leaves from the same relayed address
+    to the peer the first session permitted."""
+    from dtlsclient import DTLSTurnClient
+
+    with running(start(tmp_path)) as s, closing(_peer_socket(s.host)) as peer:
+        first = DTLSTurnClient(s.tls_address)
+        local = first.local_address
+        try:
+            first.handshake()
+            first.allocate(*s.credentials())
+            first.create_permission(peer.getsockname())
+            relayed = _relayed_to_peer(first, peer, b"before the restart")
+            assert relayed == first.relayed
+        finally:
+            first.close()
+        with closing(DTLSTurnClient(s.tls_address, local_port=local[1])) as again:
+            assert again.local_address == local
+            again.handshake()
+            again.use_credentials_of(first)
+            # RFC 8656 §7.2: an Allocate on the 5-tuple of a live allocation is a mismatch.
+            resp = again.authenticated_request(
+                stunclient.Method.ALLOCATE,
+                [(stunclient.Attr.REQUESTED_TRANSPORT, bytes([stunclient.UDP_TRANSPORT, 0, 0, 0]))])
+            assert resp.cls == stunclient.Class.ERROR and resp.error_code()[0] == 437, resp.error_code()
+            again.refresh(600)
+            assert _relayed_to_peer(again, peer, b"after the restart") == relayed
+            assert again.binding().cls == stunclient.Class.SUCCESS
+        assert _metric(s, "relayd_dtls_restarts_total", result="ok") == 1
+        assert _metric(s, "relayd_dtls_handshakes_total", result="ok") == 2
+        assert len(re.findall(r"event=allocation_created five_tuple=dtls ", s.log_text())) == 1
+        assert "event=allocation_deleted" not in s.log_text()
+
+
+@relayd_only
+def test_a_restart_whose_handshake_does_not_complete_deletes_the_allocation(tmp_path):
+    """The cookie-checked ClientHello of a restart replaces the session; a client that then goes
+    silent does not finish the new handshake, so after tls-handshake-timeout the session and
+    the allocation it carried are gone: a new session on the same 5-tuple gets 437 for a Refresh
+    (RFC 8656 §7.3), and its Allocate makes a new allocation."""
+    from dtlsclient import DTLSTurnClient
+
+    with running(start(tmp_path, "--tls-handshake-timeout=3")) as s:
+        first = DTLSTurnClient(s.tls_address)
+        port = first.local_address[1]
+        try:
+            first.handshake()
+            first.allocate(*s.credentials())
+        finally:
+            first.close()
+        # A restart that stops after the server's first flight.
+        with closing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as raw:
+            raw.bind((s.host, port))
+            raw.connect(s.tls_address)
+            probe = DTLSProbe.__new__(DTLSProbe)
+            probe.server, probe.sock, probe.random = s.tls_address, raw, os.urandom(32)
+            flight = probe.start_handshake()
+            assert (SERVER_HELLO, 1) in [m for d in flight for m in handshake_messages(d)], flight
+        deadline = time.monotonic() + 10
+        while _metric(s, "relayd_dtls_restarts_total", result="failed") < 1 and time.monotonic() < deadline:
+            pass
+        assert _metric(s, "relayd_dtls_restarts_total", result="failed") == 1
+        wait_for_log(s, r"event=allocation_deleted")
+        with closing(DTLSTurnClient(s.tls_address, local_port=port)) as again:
+            again.handshake()
+            again.use_credentials_of(first)
+            resp = again.authenticated_request(
+                stunclient.Method.REFRESH, [(stunclient.Attr.LIFETIME, (600).to_bytes(4, "big"))])
+            assert resp.cls == stunclient.Class.ERROR and resp.error_code()[0] == 437, resp.error_code()
+            again.allocate(*s.credentials())
+
+
+@relayd_only
+def test_a_hello_without_a_valid_cookie_or_garbage_leaves_the_live_session_alone(tmp_path):
+    """On an established session's 5-tuple: an empty datagram and bytes that are not DTLS records
+    are dropped and counted; a ClientHello without a cookie, and one with a bad cookie, get a
+    HelloVerifyRequest from the session's socket (RFC 6347 §4.2.1: a bad cookie is treated as
+    none) and start nothing. The session goes on: its allocation answers a Refresh and a
+    Binding, with no new handshake and no restart."""
+    from dtlsclient import DTLSTurnClient
+    from dtlsprobe import client_hello, hello_verify_cookie
+
+    with running(start(tmp_path)) as s, closing(DTLSTurnClient(s.tls_address)) as client:
+        client.handshake()
+        client.allocate(*s.credentials())
+        for garbage in (b"", b"\x00" * 40, b"not a DTLS record at all", bytes([22, 0xFE, 0xFD, 0, 0])):
+            client.sock.send(garbage)
+        client.refresh(600)
+        random = os.urandom(32)
+        client.sock.send(client_hello(random))
+        answer = client._receive_datagram(2.0)
+        assert answer is not None, "no HelloVerifyRequest from the session's socket"
+        cookie = hello_verify_cookie(answer)
+        assert cookie is not None and 16 <= len(cookie) <= 255, answer
+        forged = bytes(b ^ 0x5A for b in cookie)
+        client.sock.send(client_hello(random, forged, sequence=1, message_seq=1))
+        answer = client._receive_datagram(2.0)
+        assert answer is not None and hello_verify_cookie(answer) is not None, answer
+        assert client._receive_datagram(0.5) is None, "more than a HelloVerifyRequest for a bad cookie"
+        client.refresh(600)
+        assert client.binding().cls == stunclient.Class.SUCCESS
+        assert _metric(s, "relayd_dtls_session_hello_verify_requests_total") == 2
+        assert _metric(s, "relayd_dtls_session_dropped_total") == 4
+        assert _metric(s, "relayd_dtls_restarts_total", result="ok") == 0
+        assert _metric(s, "relayd_dtls_handshakes_total", result="ok") == 1
+        assert _metric(s, "relayd_dtls_handshakes_total", result="failed") == 0
+        assert "event=allocation_deleted" not in s.log_text()

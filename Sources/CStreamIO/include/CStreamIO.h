@@ -72,4 +72,37 @@ int relayd_dtls_listen(SSL *ssl, void *client);
 /// 0 on success.
 int relayd_dtls_use_socket(SSL *ssl, int fd, const void *peer);
 
+/// What a DTLS session's socket saw before OpenSSL (docs/dtls.md): a filter BIO between the
+/// session and its datagram BIO sets aside a ClientHello (epoch 0) that arrives once the
+/// handshake is done, for the stateless cookie check of a client that restarted (RFC 6347
+/// §4.2.8), and drops datagrams that are not DTLS records (RFC 6347 §4.1.2.7: discarded
+/// silently), counting them. One per session, allocated once; not owned by the BIOs.
+typedef struct relayd_dtls_io relayd_dtls_io;
+
+/// A new one (nothing set aside, not diverting); NULL without memory.
+relayd_dtls_io *relayd_dtls_io_new(void);
+void relayd_dtls_io_free(relayd_dtls_io *io);
+
+/// Once the handshake is done (1), ClientHellos are set aside instead of reaching OpenSSL.
+void relayd_dtls_io_divert_hellos(relayd_dtls_io *io, int divert);
+
+/// 1 while a ClientHello set aside waits for `relayd_dtls_listen_on_session`.
+int relayd_dtls_io_has_hello(const relayd_dtls_io *io);
+
+/// Datagrams dropped since the last call (not DTLS records, or a ClientHello that could not be
+/// set aside); the count starts again at 0.
+unsigned long relayd_dtls_io_take_dropped(relayd_dtls_io *io);
+
+/// Gives `ssl` a datagram BIO on `fd` (not closed with the BIO) connected to `peer` (a
+/// `sockaddr_storage`), behind the filter of `io`. 0 on success.
+int relayd_dtls_use_session_socket(SSL *ssl, int fd, const void *peer, relayd_dtls_io *io);
+
+/// The cookie check of the ClientHello `io` set aside, by DTLSv1_listen on `fresh` (a new SSL of
+/// the DTLS context), which gets the session's socket `fd` connected to `peer`: 1 when its cookie
+/// is valid (`fresh` holds the ClientHello and goes on with the handshake on the socket); 0 when
+/// it had none or a stale one and a HelloVerifyRequest went back from the socket (RFC 6347
+/// §4.2.1); negative when it was dropped (malformed, `fresh` NULL, no memory). Nothing stays set
+/// aside.
+int relayd_dtls_listen_on_session(SSL *fresh, int fd, const void *peer, relayd_dtls_io *io);
+
 #endif

@@ -20,6 +20,12 @@ public struct LoopMetrics: Sendable {
     /// DTLS handshakes after the cookie exchange, completed and not (docs/dtls.md).
     public var dtlsHandshakesOK: UInt64 = 0
     public var dtlsHandshakesFailed: UInt64 = 0
+    /// DTLS sessions their client restarted (RFC 6347 §4.2.8), by the new handshake's result;
+    /// HelloVerifyRequests sent from sessions' sockets; datagrams dropped there before OpenSSL.
+    public var dtlsRestartsOK: UInt64 = 0
+    public var dtlsRestartsFailed: UInt64 = 0
+    public var dtlsSessionHelloVerifyRequests: UInt64 = 0
+    public var dtlsSessionDrops: UInt64 = 0
     /// TCP/TLS connections closed at accept, by `StreamRefusal`; the stream transport fills these in.
     public var connectionsRefused = [UInt64](repeating: 0, count: StreamRefusal.allCases.count)
     /// What the kernel fast path relayed for this loop's allocations (also in `counters`); the
@@ -81,6 +87,10 @@ public struct LoopMetrics: Sendable {
         tlsHandshakesFailed &+= other.tlsHandshakesFailed
         dtlsHandshakesOK &+= other.dtlsHandshakesOK
         dtlsHandshakesFailed &+= other.dtlsHandshakesFailed
+        dtlsRestartsOK &+= other.dtlsRestartsOK
+        dtlsRestartsFailed &+= other.dtlsRestartsFailed
+        dtlsSessionHelloVerifyRequests &+= other.dtlsSessionHelloVerifyRequests
+        dtlsSessionDrops &+= other.dtlsSessionDrops
         for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
         kernelRelayed += other.kernelRelayed
         kernelRoutes &+= other.kernelRoutes

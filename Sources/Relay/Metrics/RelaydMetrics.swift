@@ -142,6 +142,19 @@ public enum RelaydMetrics {
             help: "DTLS handshakes of clients that passed the cookie exchange, by result.")
         p.sample("relayd_dtls_handshakes_total", [("result", "ok")], m.dtlsHandshakesOK)
         p.sample("relayd_dtls_handshakes_total", [("result", "failed")], m.dtlsHandshakesFailed)
+        p.family(
+            "relayd_dtls_restarts_total", .counter,
+            help: "DTLS sessions restarted by their client from the same address and port, by the new handshake's result.")
+        p.sample("relayd_dtls_restarts_total", [("result", "ok")], m.dtlsRestartsOK)
+        p.sample("relayd_dtls_restarts_total", [("result", "failed")], m.dtlsRestartsFailed)
+        p.family(
+            "relayd_dtls_session_hello_verify_requests_total", .counter,
+            help: "HelloVerifyRequests sent from DTLS sessions' sockets for ClientHellos without a valid cookie.")
+        p.sample("relayd_dtls_session_hello_verify_requests_total", [], m.dtlsSessionHelloVerifyRequests)
+        p.family(
+            "relayd_dtls_session_dropped_total", .counter,
+            help: "Datagrams dropped on DTLS sessions' sockets before OpenSSL: not DTLS records, or unusable ClientHellos.")
+        p.sample("relayd_dtls_session_dropped_total", [], m.dtlsSessionDrops)
 
         p.family(
             "relayd_stream_connections_refused_total", .counter,

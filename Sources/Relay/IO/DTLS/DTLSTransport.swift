@@ -12,17 +12,24 @@ import StunCodec
 /// came back with its cookie. Sessions count against the TCP/TLS connection limits
 /// (`max-connections-per-ip`, `max-pending-connections-per-ip`, `max-connections`); a handshake
 /// that does not finish within `tls-handshake-timeout` ends, and so does a session idle for
-/// `tcp-idle-timeout` without an allocation.
+/// `tcp-idle-timeout` without an allocation. A client that restarts from the same address and port
+/// meets the cookie exchange on its session's socket (RFC 6347 §4.2.8,
+/// DTLSTransport+Restart.swift).
 final class DTLSTransport {
     unowned let loop: EventLoop
     let service: StreamService
     private var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
     /// The session DTLSv1_listen is using on each listener, kept between readable events.
     private var listening: [Int32: OpaquePointer] = [:]
-    private var sessions: [Int32: DTLSSession] = [:]
+    var sessions: [Int32: DTLSSession] = [:]
     private var sweepTimer: LoopEvent?
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
-    private(set) var handshakes = (completed: UInt64(0), failed: UInt64(0))
+    var handshakes = (completed: UInt64(0), failed: UInt64(0))
+    /// Restarted sessions by the new handshake's result (RFC 6347 §4.2.8).
+    var restarts = (completed: UInt64(0), failed: UInt64(0))
+    /// HelloVerifyRequests sent from sessions' sockets, and datagrams dropped there before OpenSSL.
+    var sessionHelloVerifyRequests = UInt64(0)
+    var sessionDrops = UInt64(0)
 
     var logger: Logger { loop.core.logger }
     private var limits: (idle: Int64, handshake: Int64) {
@@ -124,23 +131,30 @@ final class DTLSTransport {
                 metadata: ["event": "connection_refused", "client": "\(client)", "reason": "\(refusal.label)"])
             return
         }
+        guard let io = relayd_dtls_io_new() else {
+            SSL_free(ssl)
+            service.limiter.release(client.ip, pending: true)
+            return
+        }
         guard let fd = UDPSocket.open(bound: address, reusePort: true, bufferBytes: 256 * 1024) else {
             SSL_free(ssl)
+            relayd_dtls_io_free(io)
             service.limiter.release(client.ip, pending: true)
             return
         }
         let connected = withUnsafeBytes(of: &raw) {
             connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(MemoryLayout<sockaddr_storage>.size))
         }
-        guard connected == 0, relayd_dtls_use_socket(ssl, fd, &raw) == 0 else {
+        guard connected == 0, relayd_dtls_use_session_socket(ssl, fd, &raw, io) == 0 else {
             SSL_free(ssl)
+            relayd_dtls_io_free(io)
             close(fd)
             service.limiter.release(client.ip, pending: true)
             return
         }
         let origin = ClientOrigin(
             fiveTuple: FiveTuple(client: client, server: address, transport: .dtls), socket: ClientSocket(descriptor: fd))
-        let session = DTLSSession(socket: fd, ssl: ssl, origin: origin, now: EventLoop.now())
+        let session = DTLSSession(socket: fd, ssl: ssl, io: io, peer: raw, origin: origin, now: EventLoop.now())
         session.readEvent = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<DTLSTransport>.fromOpaque(arg!).takeUnretainedValue().sessionReadable(fd)
         }, Unmanaged.passUnretained(self).toOpaque())
@@ -155,7 +169,7 @@ final class DTLSTransport {
 
     /// Every record the session's socket holds: the handshake, then one STUN message or
     /// ChannelData per record to the core.
-    private func sessionReadable(_ fd: Int32) {
+    func sessionReadable(_ fd: Int32) {
         guard let session = sessions[fd] else { return }
         let now = EventLoop.now()
         // At most 64 records a wake-up: a client that sends faster than this thread relays
@@ -163,12 +177,17 @@ final class DTLSTransport {
         for _ in 0..<64 {
             ERR_clear_error()
             let count = SSL_read(session.ssl, buffer.baseAddress!, Int32(buffer.count))
-            if !session.handshakeDone, SSL_is_init_finished(session.ssl) == 1 {
-                session.handshakeDone = true
-                handshakes.completed &+= 1
+            let error = count > 0 ? SSL_ERROR_NONE : SSL_get_error(session.ssl, count)
+            sessionDrops &+= UInt64(relayd_dtls_io_take_dropped(session.io))
+            if !session.handshakeDone, SSL_is_init_finished(session.ssl) == 1 { handshakeCompleted(session) }
+            if relayd_dtls_io_has_hello(session.io) == 1 {
+                // A ClientHello on a session whose handshake is done (RFC 6347 §4.2.8): the
+                // cookie check, and a new handshake if it passes; then read on.
+                clientHelloArrived(on: session, now: now)
+                continue
             }
             guard count > 0 else {
-                switch SSL_get_error(session.ssl, count) {
+                switch error {
                 case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
                     break
                 case SSL_ERROR_ZERO_RETURN:
@@ -204,9 +223,14 @@ final class DTLSTransport {
     }
 
     /// Ends a session and its allocation (the allocation lives as long as the session).
-    private func end(_ session: DTLSSession, reason: String) {
+    func end(_ session: DTLSSession, reason: String) {
         guard sessions.removeValue(forKey: session.socket) != nil else { return }
-        if !session.handshakeDone { handshakes.failed &+= 1 }
+        sessionDrops &+= UInt64(relayd_dtls_io_take_dropped(session.io))
+        if !session.handshakeDone {
+            handshakes.failed &+= 1
+            // A restart that did not finish: the allocation it carried goes with the session.
+            if session.restarting { restarts.failed &+= 1 }
+        }
         loop.core.connectionClosed(session.origin, now: EventLoop.now())
         service.limiter.release(session.origin.fiveTuple.client.ip, pending: !session.hasAllocated)
         session.free()
@@ -221,7 +245,7 @@ final class DTLSTransport {
         let core = loop.core!
         for session in Array(sessions.values) {
             if !session.handshakeDone {
-                if limits.handshake > 0 && now - session.acceptedAt >= limits.handshake {
+                if limits.handshake > 0 && now - session.handshakeStartedAt >= limits.handshake {
                     end(session, reason: "handshake timeout")
                 } else {
                     _ = SSL_ctrl(session.ssl, DTLS_CTRL_HANDLE_TIMEOUT, 0, nil)
@@ -239,6 +263,10 @@ final class DTLSTransport {
     func contribute(to metrics: inout LoopMetrics) {
         metrics.dtlsHandshakesOK = handshakes.completed
         metrics.dtlsHandshakesFailed = handshakes.failed
+        metrics.dtlsRestartsOK = restarts.completed
+        metrics.dtlsRestartsFailed = restarts.failed
+        metrics.dtlsSessionHelloVerifyRequests = sessionHelloVerifyRequests
+        metrics.dtlsSessionDrops = sessionDrops
     }
 
     /// Loop exit: every session and listener.
