@@ -1,7 +1,8 @@
 // A DTLS session's view of its socket before OpenSSL (docs/dtls.md): a filter BIO over the
 // session's datagram BIO. Once the handshake is done it sets aside a ClientHello of epoch 0, which
 // OpenSSL would drop in silence, so that a client that restarted from the same address and port
-// can be cookie-checked statelessly and get a new session (RFC 6347 §4.2.8); it drops datagrams
+// can be cookie-checked statelessly and get a new session (RFC 6347 §4.2.8); a copy of the
+// session's own ClientHello (same random) that comes late is not a restart. It drops datagrams
 // that are not DTLS records, counting them (RFC 6347 §4.1.2.7), an empty one included, which
 // OpenSSL would take for the end of the socket. Everything else passes through untouched.
 #include "CStreamIO.h"
@@ -16,6 +17,10 @@
 #define HELLO_CAPACITY 2048
 #define RECORD_HEADER 13
 #define HANDSHAKE_HEADER 12
+// Where a ClientHello's random starts in its datagram: after the record and handshake headers
+// and client_version (RFC 6347 §4.2.2, §4.3.2).
+#define HELLO_RANDOM (RECORD_HEADER + HANDSHAKE_HEADER + 2)
+#define RANDOM_SIZE 32
 // Datagrams one read looks at before it lets the loop come back (a flood of garbage).
 #define READS_PER_CALL 64
 
@@ -23,6 +28,7 @@ struct relayd_dtls_io {
     unsigned char hello[HELLO_CAPACITY];
     size_t hello_length;   // > 0: a ClientHello set aside
     int divert;            // the handshake is done: set ClientHellos aside
+    unsigned char random[RANDOM_SIZE]; // the random of the ClientHello that made the session
     int replay;            // reads return the ClientHello set aside (the cookie check)
     unsigned long writes;  // datagrams written through the filter
     unsigned long dropped; // datagrams dropped since the last relayd_dtls_io_take_dropped
@@ -32,7 +38,9 @@ relayd_dtls_io *relayd_dtls_io_new(void) { return calloc(1, sizeof(relayd_dtls_i
 
 void relayd_dtls_io_free(relayd_dtls_io *io) { free(io); }
 
-void relayd_dtls_io_divert_hellos(relayd_dtls_io *io, int divert) { io->divert = divert; }
+void relayd_dtls_io_handshake_done(relayd_dtls_io *io, const SSL *ssl) {
+    io->divert = SSL_get_client_random(ssl, io->random, RANDOM_SIZE) == RANDOM_SIZE;
+}
 
 int relayd_dtls_io_has_hello(const relayd_dtls_io *io) { return io->hello_length > 0; }
 
@@ -82,7 +90,9 @@ static int filter_read(BIO *b, char *out, int size) {
             continue;
         }
         if (io->divert && is_client_hello(d, n)) {
-            if (io->hello_length == 0 && (size_t)n <= sizeof io->hello) {
+            // The session's own ClientHello, duplicated or late (its random): no restart.
+            int late = n >= HELLO_RANDOM + RANDOM_SIZE && memcmp(d + HELLO_RANDOM, io->random, RANDOM_SIZE) == 0;
+            if (!late && io->hello_length == 0 && (size_t)n <= sizeof io->hello) {
                 memcpy(io->hello, d, (size_t)n);
                 io->hello_length = (size_t)n;
             } else {

@@ -40,6 +40,9 @@ class DTLSTurnClient(TurnClient):
         self.ssl = SSL.Connection(context, None)
         self.ssl.set_connect_state()
         self.records: deque[bytes] = deque()
+        # The datagrams of the handshake as sent, for tests that send one again.
+        self.sent: list[bytes] = []
+        self.handshaking = False
 
     def close(self) -> None:
         """Closes the socket without a close_notify (a client that crashed or restarted)."""
@@ -56,6 +59,8 @@ class DTLSTurnClient(TurnClient):
                 return
             if not data:
                 return
+            if self.handshaking:
+                self.sent.append(data)
             self.sock.send(data)
 
     def _receive_datagram(self, timeout: float) -> bytes | None:
@@ -70,6 +75,13 @@ class DTLSTurnClient(TurnClient):
     def handshake(self, timeout: float = 10.0) -> None:
         """The whole handshake, the cookie exchange first (RFC 6347 §4.2.1), within `timeout`."""
         deadline = time.monotonic() + timeout
+        self.handshaking = True
+        try:
+            self._handshake(deadline, timeout)
+        finally:
+            self.handshaking = False
+
+    def _handshake(self, deadline: float, timeout: float) -> None:
         while True:
             try:
                 self.ssl.do_handshake()

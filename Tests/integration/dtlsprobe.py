@@ -54,6 +54,17 @@ def handshake_messages(datagram: bytes) -> list[tuple[int, int]]:
     return found
 
 
+def client_hello_cookie(datagram: bytes) -> bytes | None:
+    """The cookie of the ClientHello in the datagram's first record (empty: none; RFC 6347
+    §4.2.1), or None when that record is not a ClientHello of epoch 0."""
+    if len(datagram) < 13 + 12 + 35 or datagram[0] != HANDSHAKE or datagram[3:5] != b"\x00\x00" \
+            or datagram[13] != CLIENT_HELLO:
+        return None
+    at = 13 + 12 + 2 + 32  # record and handshake headers, client_version, random
+    at += 1 + datagram[at]  # session_id
+    return datagram[at + 1:at + 1 + datagram[at]] if at < len(datagram) else None
+
+
 def hello_verify_cookie(datagram: bytes) -> bytes | None:
     """The cookie of a HelloVerifyRequest (RFC 6347 §4.2.1), or None."""
     if len(datagram) < 13 + 12 + 3 or datagram[0] != HANDSHAKE or datagram[13] != HELLO_VERIFY_REQUEST:

@@ -324,18 +324,24 @@ def test_a_restart_whose_handshake_does_not_complete_deletes_the_allocation(tmp_
 @relayd_only
 def test_a_hello_without_a_valid_cookie_or_garbage_leaves_the_live_session_alone(tmp_path):
     """On an established session's 5-tuple: an empty datagram and bytes that are not DTLS records
-    are dropped and counted; a ClientHello without a cookie, and one with a bad cookie, get a
-    HelloVerifyRequest from the session's socket (RFC 6347 §4.2.1: a bad cookie is treated as
-    none) and start nothing. The session goes on: its allocation answers a Refresh and a
-    Binding, with no new handshake and no restart."""
+    are dropped and counted; so is a late copy of the session's own ClientHello with its cookie
+    (a duplicate, not a restart: same random). A ClientHello without a cookie, and one with a bad
+    cookie, get a HelloVerifyRequest from the session's socket (RFC 6347 §4.2.1: a bad cookie is
+    treated as none) and start nothing. The session goes on: its allocation answers a Refresh
+    and a Binding, with no new handshake and no restart."""
     from dtlsclient import DTLSTurnClient
-    from dtlsprobe import client_hello, hello_verify_cookie
+    from dtlsprobe import client_hello, client_hello_cookie, hello_verify_cookie
 
     with running(start(tmp_path)) as s, closing(DTLSTurnClient(s.tls_address)) as client:
         client.handshake()
         client.allocate(*s.credentials())
         for garbage in (b"", b"\x00" * 40, b"not a DTLS record at all", bytes([22, 0xFE, 0xFD, 0, 0])):
             client.sock.send(garbage)
+        client.refresh(600)
+        with_cookie = [d for d in client.sent if client_hello_cookie(d)]
+        assert len(with_cookie) == 1, client.sent
+        client.sock.send(with_cookie[0])
+        assert client._receive_datagram(0.5) is None, "an answer to a late copy of the session's ClientHello"
         client.refresh(600)
         random = os.urandom(32)
         client.sock.send(client_hello(random))
@@ -351,7 +357,7 @@ def test_a_hello_without_a_valid_cookie_or_garbage_leaves_the_live_session_alone
         client.refresh(600)
         assert client.binding().cls == stunclient.Class.SUCCESS
         assert _metric(s, "relayd_dtls_session_hello_verify_requests_total") == 2
-        assert _metric(s, "relayd_dtls_session_dropped_total") == 4
+        assert _metric(s, "relayd_dtls_session_dropped_total") == 5
         assert _metric(s, "relayd_dtls_restarts_total", result="ok") == 0
         assert _metric(s, "relayd_dtls_handshakes_total", result="ok") == 1
         assert _metric(s, "relayd_dtls_handshakes_total", result="failed") == 0

@@ -75,7 +75,7 @@ int relayd_dtls_use_socket(SSL *ssl, int fd, const void *peer);
 /// What a DTLS session's socket saw before OpenSSL (docs/dtls.md): a filter BIO between the
 /// session and its datagram BIO sets aside a ClientHello (epoch 0) that arrives once the
 /// handshake is done, for the stateless cookie check of a client that restarted (RFC 6347
-/// §4.2.8), and drops datagrams that are not DTLS records (RFC 6347 §4.1.2.7: discarded
+/// §4.2.8), unless it is the session's own ClientHello again, and drops datagrams that are not DTLS records (RFC 6347 §4.1.2.7: discarded
 /// silently), counting them. One per session, allocated once; not owned by the BIOs.
 typedef struct relayd_dtls_io relayd_dtls_io;
 
@@ -83,8 +83,10 @@ typedef struct relayd_dtls_io relayd_dtls_io;
 relayd_dtls_io *relayd_dtls_io_new(void);
 void relayd_dtls_io_free(relayd_dtls_io *io);
 
-/// Once the handshake is done (1), ClientHellos are set aside instead of reaching OpenSSL.
-void relayd_dtls_io_divert_hellos(relayd_dtls_io *io, int divert);
+/// The handshake of `ssl` is done: from now on ClientHellos are set aside instead of reaching
+/// OpenSSL, except a duplicate or late copy of the one that made the session (same random),
+/// which is dropped.
+void relayd_dtls_io_handshake_done(relayd_dtls_io *io, const SSL *ssl);
 
 /// 1 while a ClientHello set aside waits for `relayd_dtls_listen_on_session`.
 int relayd_dtls_io_has_hello(const relayd_dtls_io *io);

@@ -40,11 +40,12 @@ final class DTLSSession {
     }
 
     /// The handshake finished: from now on a ClientHello on the socket is set aside for the
-    /// cookie check of a restart instead of reaching OpenSSL.
+    /// cookie check of a restart instead of reaching OpenSSL, unless it is this session's own
+    /// (same random) arriving late or twice, which is dropped.
     func completeHandshake() {
         handshakeDone = true
         restarting = false
-        relayd_dtls_io_divert_hellos(io, 1)
+        relayd_dtls_io_handshake_done(io, ssl)
     }
 
     /// A ClientHello with a valid cookie came on this socket (the client showed it receives at
