@@ -4,9 +4,12 @@
 // can be cookie-checked statelessly and get a new session (RFC 6347 §4.2.8); a copy of the
 // session's own ClientHello (same random) that comes late is not a restart. It drops datagrams
 // that are not DTLS records, counting them (RFC 6347 §4.1.2.7), an empty one included, which
-// OpenSSL would take for the end of the socket. Everything else passes through untouched.
+// OpenSSL would take for the end of the socket, and the ICMP errors a connected socket reports
+// (a client down while data is sent to it, or anyone forging ICMP), which OpenSSL would take for
+// a fatal error. Everything else passes through untouched.
 #include "CStreamIO.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/bio.h>
@@ -56,6 +59,13 @@ static int is_record(const unsigned char *d, int n) {
     return n >= RECORD_HEADER && d[0] >= 20 && d[0] <= 24 && d[1] == 0xFE;
 }
 
+// An error a connected UDP socket reports for an ICMP message (port or host unreachable, a
+// smaller path MTU): nothing the client sent, and unauthenticated.
+static int is_icmp_error(int error) {
+    return error == ECONNREFUSED || error == EHOSTUNREACH || error == ENETUNREACH || error == EHOSTDOWN
+        || error == ENONET || error == ENOPROTOOPT || error == EMSGSIZE;
+}
+
 // The first record is a handshake record of epoch 0 carrying a ClientHello (RFC 6347 §4.2.2).
 static int is_client_hello(const unsigned char *d, int n) {
     return n >= RECORD_HEADER + HANDSHAKE_HEADER && d[0] == 22 && d[3] == 0 && d[4] == 0
@@ -81,6 +91,10 @@ static int filter_read(BIO *b, char *out, int size) {
     for (int i = 0; i < READS_PER_CALL; i++) {
         int n = BIO_read(next, out, size);
         if (n < 0) {
+            if (!BIO_should_retry(next) && is_icmp_error(errno)) {
+                io->dropped++;
+                continue;
+            }
             BIO_copy_next_retry(b);
             return n;
         }

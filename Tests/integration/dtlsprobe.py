@@ -74,12 +74,12 @@ def hello_verify_cookie(datagram: bytes) -> bytes | None:
 
 
 class DTLSProbe:
-    """One UDP socket talking to a DTLS listener."""
+    """One UDP socket talking to a DTLS listener, from `local_port` (0: any)."""
 
-    def __init__(self, server: tuple[str, int]):
+    def __init__(self, server: tuple[str, int], local_port: int = 0):
         self.server = server
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((server[0], 0))
+        self.sock.bind((server[0], local_port))
         self.sock.connect(server)
         self.random = os.urandom(32)
 

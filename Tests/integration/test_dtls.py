@@ -251,7 +251,8 @@ def test_a_client_that_restarts_from_the_same_port_gets_a_new_session_and_keeps_
     not the listener). The new handshake completes after the cookie exchange on that socket, and
     the allocation of the 5-tuple carries on: an Allocate gets 437 (RFC 8656 §7.2), a Refresh with
     the allocation's credentials succeeds, and data still leaves from the same relayed address
-    to the peer the first session permitted."""
+    to the peer the first session permitted. The peer's data sent to the client while it was
+    down (ICMP port unreachable on the session's socket) does not end the session."""
     from dtlsclient import DTLSTurnClient
 
     with running(start(tmp_path)) as s, closing(_peer_socket(s.host)) as peer:
@@ -265,6 +266,11 @@ def test_a_client_that_restarts_from_the_same_port_gets_a_new_session_and_keeps_
             assert relayed == first.relayed
         finally:
             first.close()
+        # While the client is down the peer goes on sending: the relay's datagrams to the
+        # client's port draw ICMP port unreachable, which the session's socket reports.
+        for _ in range(5):
+            peer.sendto(b"while the client is down", relayed)
+            time.sleep(0.05)
         with closing(DTLSTurnClient(s.tls_address, local_port=local[1])) as again:
             assert again.local_address == local
             again.handshake()
@@ -300,11 +306,7 @@ def test_a_restart_whose_handshake_does_not_complete_deletes_the_allocation(tmp_
         finally:
             first.close()
         # A restart that stops after the server's first flight.
-        with closing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as raw:
-            raw.bind((s.host, port))
-            raw.connect(s.tls_address)
-            probe = DTLSProbe.__new__(DTLSProbe)
-            probe.server, probe.sock, probe.random = s.tls_address, raw, os.urandom(32)
+        with closing(DTLSProbe(s.tls_address, local_port=port)) as probe:
             flight = probe.start_handshake()
             assert (SERVER_HELLO, 1) in [m for d in flight for m in handshake_messages(d)], flight
         deadline = time.monotonic() + 10

@@ -75,8 +75,10 @@ int relayd_dtls_use_socket(SSL *ssl, int fd, const void *peer);
 /// What a DTLS session's socket saw before OpenSSL (docs/dtls.md): a filter BIO between the
 /// session and its datagram BIO sets aside a ClientHello (epoch 0) that arrives once the
 /// handshake is done, for the stateless cookie check of a client that restarted (RFC 6347
-/// §4.2.8), unless it is the session's own ClientHello again, and drops datagrams that are not DTLS records (RFC 6347 §4.1.2.7: discarded
-/// silently), counting them. One per session, allocated once; not owned by the BIOs.
+/// §4.2.8), unless it is the session's own ClientHello again; it drops datagrams that are not
+/// DTLS records (RFC 6347 §4.1.2.7: discarded silently) and ignores the ICMP errors the
+/// connected socket reports, counting both. One per session, allocated once; not owned by the
+/// BIOs.
 typedef struct relayd_dtls_io relayd_dtls_io;
 
 /// A new one (nothing set aside, not diverting); NULL without memory.
@@ -91,8 +93,8 @@ void relayd_dtls_io_handshake_done(relayd_dtls_io *io, const SSL *ssl);
 /// 1 while a ClientHello set aside waits for `relayd_dtls_listen_on_session`.
 int relayd_dtls_io_has_hello(const relayd_dtls_io *io);
 
-/// Datagrams dropped since the last call (not DTLS records, or a ClientHello that could not be
-/// set aside); the count starts again at 0.
+/// Datagrams dropped and ICMP errors ignored since the last call (not DTLS records, a
+/// ClientHello that could not be set aside); the count starts again at 0.
 unsigned long relayd_dtls_io_take_dropped(relayd_dtls_io *io);
 
 /// Gives `ssl` a datagram BIO on `fd` (not closed with the BIO) connected to `peer` (a

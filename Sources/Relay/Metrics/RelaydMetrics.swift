@@ -153,7 +153,7 @@ public enum RelaydMetrics {
         p.sample("relayd_dtls_session_hello_verify_requests_total", [], m.dtlsSessionHelloVerifyRequests)
         p.family(
             "relayd_dtls_session_dropped_total", .counter,
-            help: "Datagrams dropped on DTLS sessions' sockets before OpenSSL: not DTLS records, or unusable ClientHellos.")
+            help: "Datagrams dropped on DTLS sessions' sockets before OpenSSL (not DTLS records, unusable ClientHellos) and ICMP errors ignored there.")
         p.sample("relayd_dtls_session_dropped_total", [], m.dtlsSessionDrops)
 
         p.family(

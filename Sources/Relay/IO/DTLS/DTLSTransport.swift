@@ -21,7 +21,7 @@ final class DTLSTransport {
     private var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
     /// The session DTLSv1_listen is using on each listener, kept between readable events.
     private var listening: [Int32: OpaquePointer] = [:]
-    var sessions: [Int32: DTLSSession] = [:]
+    private var sessions: [Int32: DTLSSession] = [:]
     private var sweepTimer: LoopEvent?
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
     var handshakes = (completed: UInt64(0), failed: UInt64(0))
@@ -169,7 +169,7 @@ final class DTLSTransport {
 
     /// Every record the session's socket holds: the handshake, then one STUN message or
     /// ChannelData per record to the core.
-    func sessionReadable(_ fd: Int32) {
+    private func sessionReadable(_ fd: Int32) {
         guard let session = sessions[fd] else { return }
         let now = EventLoop.now()
         // At most 64 records a wake-up: a client that sends faster than this thread relays
@@ -223,7 +223,7 @@ final class DTLSTransport {
     }
 
     /// Ends a session and its allocation (the allocation lives as long as the session).
-    func end(_ session: DTLSSession, reason: String) {
+    private func end(_ session: DTLSSession, reason: String) {
         guard sessions.removeValue(forKey: session.socket) != nil else { return }
         sessionDrops &+= UInt64(relayd_dtls_io_take_dropped(session.io))
         if !session.handshakeDone {
