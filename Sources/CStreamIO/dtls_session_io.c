@@ -169,7 +169,8 @@ static void make_filter_method(void) {
 }
 
 int relayd_dtls_use_session_socket(SSL *ssl, int fd, const void *peer, relayd_dtls_io *io) {
-    if (io == NULL || peer == NULL || !CRYPTO_THREAD_run_once(&filter_once, make_filter_method) || filter_method == NULL)
+    if (io == NULL || peer == NULL || !CRYPTO_THREAD_run_once(&filter_once, make_filter_method)
+        || filter_method == NULL)
         return -1;
     BIO *filter = BIO_new(filter_method);
     if (filter == NULL) return -1;

@@ -144,16 +144,18 @@ public enum RelaydMetrics {
         p.sample("relayd_dtls_handshakes_total", [("result", "failed")], m.dtlsHandshakesFailed)
         p.family(
             "relayd_dtls_restarts_total", .counter,
-            help: "DTLS sessions restarted by their client from the same address and port, by the new handshake's result.")
+            help: "DTLS sessions their client restarted from the same address and port, by the new handshake's result.")
         p.sample("relayd_dtls_restarts_total", [("result", "ok")], m.dtlsRestartsOK)
         p.sample("relayd_dtls_restarts_total", [("result", "failed")], m.dtlsRestartsFailed)
         p.family(
             "relayd_dtls_session_hello_verify_requests_total", .counter,
-            help: "HelloVerifyRequests sent from DTLS sessions' sockets for ClientHellos without a valid cookie.")
+            help: "HelloVerifyRequests from DTLS sessions' sockets for ClientHellos without a valid cookie.")
         p.sample("relayd_dtls_session_hello_verify_requests_total", [], m.dtlsSessionHelloVerifyRequests)
         p.family(
             "relayd_dtls_session_dropped_total", .counter,
-            help: "Datagrams dropped on DTLS sessions' sockets before OpenSSL (not DTLS records, unusable ClientHellos) and ICMP errors ignored there.")
+            help:
+                "Datagrams dropped on DTLS sessions' sockets before OpenSSL (not DTLS records, unusable "
+                + "ClientHellos) and ICMP errors ignored there.")
         p.sample("relayd_dtls_session_dropped_total", [], m.dtlsSessionDrops)
 
         p.family(

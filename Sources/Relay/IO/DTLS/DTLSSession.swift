@@ -29,7 +29,9 @@ final class DTLSSession {
     /// True once a request on this session created an allocation (it is no longer pending).
     var hasAllocated = false
 
-    init(socket: Int32, ssl: OpaquePointer, io: OpaquePointer, peer: sockaddr_storage, origin: ClientOrigin, now: Int64) {
+    init(
+        socket: Int32, ssl: OpaquePointer, io: OpaquePointer, peer: sockaddr_storage, origin: ClientOrigin, now: Int64
+    ) {
         self.socket = socket
         self.ssl = ssl
         self.io = io
