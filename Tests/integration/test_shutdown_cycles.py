@@ -1,10 +1,12 @@
 """relayd started and stopped again and again with TLS and DTLS sessions relaying, to show that
 shutdown does not crash (docs/operations.md, "Signals"): OpenSSL objects, libevent events and
-loop threads torn down while packets flow both ways.
+bufferevents, and loop threads torn down while packets flow both ways.
 
-Each cycle starts relayd with `--drain-timeout=1`, connects a TURN-over-TLS client and a
+Each cycle starts relayd with `--drain-timeout=1` and the HTTP API over HTTPS (`api-cert`: a
+libevent OpenSSL bufferevent per connection), connects a TURN-over-TLS client and a
 TURN-over-DTLS client (each an allocation with a channel to a UDP peer, one round trip checked
-each way), keeps data flowing in both directions from a pump thread, and stops relayd: even
+each way) and two HTTPS clients (one asking /healthz again and again, one idle after its
+handshake), keeps data flowing in both directions from a pump thread, and stops relayd: even
 cycles with SIGTERM then a second SIGTERM (stop at once), odd cycles with one SIGTERM and the
 drain's end (drain-timeout). Every cycle must end with exit status 0, not a signal, and a log
 free of crash markers (conftest.CRASH_MARKERS).
@@ -15,6 +17,7 @@ RELAYD_SHUTDOWN_CYCLES=200.
 
 from __future__ import annotations
 
+import http.client
 import os
 import select
 import shutil
@@ -56,21 +59,44 @@ def _round_trip(client, peer: socket.socket) -> None:
     pytest.fail("the client got nothing back through the channel")
 
 
+def _https(server: RelayServer) -> http.client.HTTPSConnection:
+    """A keep-alive HTTPS connection to the API, its TLS handshake done."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    connection = http.client.HTTPSConnection(server.host, server.api_port, timeout=2, context=context)
+    connection.connect()
+    return connection
+
+
+def _healthy(connection: http.client.HTTPSConnection) -> bool:
+    connection.request("GET", "/healthz")
+    response = connection.getresponse()
+    response.read()
+    return response.status == 200
+
+
 class Pump(threading.Thread):
     """ChannelData from both clients to the peer and datagrams from the peer to both relayed
-    addresses, every 2 ms, reading and discarding what comes back, until stopped or the server
-    is gone."""
+    addresses, every 2 ms, reading and discarding what comes back, and a /healthz over HTTPS
+    every 10 rounds, until stopped or the server is gone."""
 
-    def __init__(self, tls: StreamTurnClient, dtls: DTLSTurnClient, peer: socket.socket):
+    def __init__(self, tls: StreamTurnClient, dtls: DTLSTurnClient, peer: socket.socket,
+                 api: http.client.HTTPSConnection):
         super().__init__(daemon=True)
-        self.tls, self.dtls, self.peer = tls, dtls, peer
+        self.tls, self.dtls, self.peer, self.api = tls, dtls, peer, api
         tls.sock.settimeout(0.5)  # a partial record in the socket must not hold the pump for long
         self.halt = threading.Event()
         self.sent = 0
 
     def run(self) -> None:
-        tls_alive = dtls_alive = True
+        tls_alive = dtls_alive = api_alive = True
         while not self.halt.is_set() and (tls_alive or dtls_alive):
+            if api_alive and self.sent % 10 == 0:
+                try:
+                    api_alive = _healthy(self.api)
+                except (OSError, http.client.HTTPException):
+                    api_alive = False
             if tls_alive:
                 try:
                     self.tls.send_channel_data(CHANNEL, PAYLOAD)
@@ -108,7 +134,8 @@ def _cycle(index: int, workdir, cert_dir) -> tuple[str, float] | None:
     started = time.monotonic()
     server = RelayServer(
         "relayd", workdir / f"cycle-{index}", streams=True,
-        extra_args=["--relay-threads=2", "--drain-timeout=1"])
+        extra_args=["--relay-threads=2", "--drain-timeout=1", f"--api-cert={cert_dir / 'cert.pem'}",
+                    f"--api-pkey={cert_dir / 'pkey.pem'}"])
     shutil.copytree(cert_dir, server.cert_path.parent)
     server.start()
     pump = None
@@ -125,7 +152,10 @@ def _cycle(index: int, workdir, cert_dir) -> tuple[str, float] | None:
             dtls.allocate(*server.credentials("dtls"))
             dtls.channel_bind(CHANNEL, peer.getsockname())
             _round_trip(dtls, peer)
-            pump = Pump(tls, dtls, peer)
+            api = stack.enter_context(closing(_https(server)))
+            assert _healthy(api)
+            stack.enter_context(closing(_https(server)))  # idle after its handshake
+            pump = Pump(tls, dtls, peer, api)
             pump.start()
             time.sleep(0.1)
             proc = server.proc
@@ -149,10 +179,11 @@ def _cycle(index: int, workdir, cert_dir) -> tuple[str, float] | None:
                 return (f"cycle {index} ({'second SIGTERM' if index % 2 == 0 else 'drain end'}): {how}, "
                         f"pump rounds {pump.sent}, log {server.log_path}: {crashes or server.log_tail(15)}",
                         time.monotonic() - started)
-            # The cycle did what it says: a drain with both allocations, ended the way it meant.
+            # The cycle did what it says: HTTPS, a drain with both allocations, ended the way it meant.
             log = server.log_text()
             ending = "event=shutdown_forced" if index % 2 == 0 else "event=drain_done"
-            if "allocations=2 event=drain_started" not in log or ending not in log or pump.sent == 0:
+            if ("allocations=2 event=drain_started" not in log or ending not in log or pump.sent == 0
+                    or "http_api=https://" not in log):
                 return (f"cycle {index}: no drain of 2 allocations ended by {ending}, pump rounds {pump.sent}:\n"
                         f"{server.log_tail(15)}", time.monotonic() - started)
     finally:
