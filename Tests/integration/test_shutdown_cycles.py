@@ -129,13 +129,27 @@ class Pump(threading.Thread):
                 pass
 
 
+def _server(workdir, cert_dir) -> RelayServer:
+    """A relayd for one cycle on free ports. Other tests running beside this one may hold most
+    of the relay port space for a while (thousands of allocations): the search for a free relay
+    range is tried again for up to 30 s before the cycle fails."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return RelayServer(
+                "relayd", workdir, streams=True,
+                extra_args=["--relay-threads=2", "--drain-timeout=1", f"--api-cert={cert_dir / 'cert.pem'}",
+                            f"--api-pkey={cert_dir / 'pkey.pem'}"])
+        except RuntimeError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
 def _cycle(index: int, workdir, cert_dir) -> tuple[str, float] | None:
     """One start, traffic and stop; None when it went well, else what went wrong and when."""
     started = time.monotonic()
-    server = RelayServer(
-        "relayd", workdir / f"cycle-{index}", streams=True,
-        extra_args=["--relay-threads=2", "--drain-timeout=1", f"--api-cert={cert_dir / 'cert.pem'}",
-                    f"--api-pkey={cert_dir / 'pkey.pem'}"])
+    server = _server(workdir / f"cycle-{index}", cert_dir)
     shutil.copytree(cert_dir, server.cert_path.parent)
     server.start()
     pump = None
