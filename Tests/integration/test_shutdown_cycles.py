@@ -146,12 +146,26 @@ def _server(workdir, cert_dir) -> RelayServer:
             time.sleep(0.5)
 
 
+def _started(workdir, cert_dir) -> RelayServer:
+    """A running relayd for one cycle. A port found free can be taken by another suite on the
+    machine before relayd binds it: a start refused with "Address already in use" is tried
+    again on other ports, twice at most; any other failure to start fails the cycle."""
+    for attempt in range(3):
+        server = _server(workdir, cert_dir)
+        shutil.copytree(cert_dir, server.cert_path.parent, dirs_exist_ok=True)
+        try:
+            server.start()
+            return server
+        except RuntimeError:
+            if attempt == 2 or "Address already in use" not in server.log_text():
+                raise
+    raise AssertionError("unreachable")
+
+
 def _cycle(index: int, workdir, cert_dir) -> tuple[str, float] | None:
     """One start, traffic and stop; None when it went well, else what went wrong and when."""
     started = time.monotonic()
-    server = _server(workdir / f"cycle-{index}", cert_dir)
-    shutil.copytree(cert_dir, server.cert_path.parent)
-    server.start()
+    server = _started(workdir / f"cycle-{index}", cert_dir)
     pump = None
     try:
         with ExitStack() as stack:
