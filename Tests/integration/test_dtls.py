@@ -245,14 +245,17 @@ def _metric(server: RelayServer, name: str, **labels) -> float:
 
 
 @relayd_only
-def test_a_client_that_restarts_from_the_same_port_gets_a_new_session_and_keeps_its_allocation(tmp_path):
+@pytest.mark.parametrize("peer_sends_while_down", [False, True], ids=["quiet", "peer-sending"])
+def test_a_client_that_restarts_from_the_same_port_gets_a_new_session_and_keeps_its_allocation(
+        tmp_path, peer_sends_while_down):
     """RFC 6347 §4.2.8: a DTLS client allocates, then restarts from the same address and port
     without a close_notify (its new ClientHello, epoch 0, reaches the socket connected to it,
     not the listener). The new handshake completes after the cookie exchange on that socket, and
     the allocation of the 5-tuple carries on: an Allocate gets 437 (RFC 8656 §7.2), a Refresh with
     the allocation's credentials succeeds, and data still leaves from the same relayed address
-    to the peer the first session permitted. The peer's data sent to the client while it was
-    down (ICMP port unreachable on the session's socket) does not end the session."""
+    to the peer the first session permitted. With `peer_sends_while_down`, the peer's data
+    relayed to the client while it is down (ICMP port unreachable on the session's socket) does
+    not end the session either."""
     from dtlsclient import DTLSTurnClient
 
     with running(start(tmp_path)) as s, closing(_peer_socket(s.host)) as peer:
@@ -268,7 +271,7 @@ def test_a_client_that_restarts_from_the_same_port_gets_a_new_session_and_keeps_
             first.close()
         # While the client is down the peer goes on sending: the relay's datagrams to the
         # client's port draw ICMP port unreachable, which the session's socket reports.
-        for _ in range(5):
+        for _ in range(5 if peer_sends_while_down else 0):
             peer.sendto(b"while the client is down", relayed)
             time.sleep(0.05)
         with closing(DTLSTurnClient(s.tls_address, local_port=local[1])) as again:
