@@ -222,10 +222,17 @@ def test_no_dtls_leaves_the_udp_port_alone(tmp_path):
         assert rc != 0 and not handshake_completed(out)
 
 
-def _peer_socket(host: str) -> socket.socket:
-    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    peer.bind((host, 0))
-    return peer
+def peer_socket(server: RelayServer) -> socket.socket:
+    """A UDP peer on loopback at a port outside the server's relay range: one inside it is one
+    of relayd's own relay addresses, which the peer policy refuses where no allocation holds it
+    (docs/peer-policy.md)."""
+    for _ in range(100):
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        peer.bind((server.host, 0))
+        if peer.getsockname()[1] not in server.relay_ports:
+            return peer
+        peer.close()
+    raise RuntimeError("no ephemeral port outside the relay range")
 
 
 def _relayed_to_peer(client, peer: socket.socket, payload: bytes) -> tuple[str, int]:
@@ -258,7 +265,7 @@ def test_a_client_that_restarts_from_the_same_port_gets_a_new_session_and_keeps_
     not end the session either."""
     from dtlsclient import DTLSTurnClient
 
-    with running(start(tmp_path)) as s, closing(_peer_socket(s.host)) as peer:
+    with running(start(tmp_path)) as s, closing(peer_socket(s)) as peer:
         first = DTLSTurnClient(s.tls_address)
         local = first.local_address
         try:

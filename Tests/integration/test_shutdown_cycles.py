@@ -35,6 +35,7 @@ from conftest import RelayServer, make_test_cert, server_kind
 from dtlsclient import DTLSTurnClient
 from streamclient import StreamTurnClient
 from stunclient import recv_from
+from test_dtls import peer_socket
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own shutdown")
 
@@ -169,8 +170,7 @@ def _cycle(index: int, workdir, cert_dir) -> tuple[str, float] | None:
     pump = None
     try:
         with ExitStack() as stack:
-            peer = stack.enter_context(closing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)))
-            peer.bind((server.host, 0))
+            peer = stack.enter_context(closing(peer_socket(server)))
             tls = stack.enter_context(closing(StreamTurnClient(server.tls_address, tls=True)))
             tls.allocate(*server.credentials("tls"))
             tls.channel_bind(CHANNEL, peer.getsockname())
