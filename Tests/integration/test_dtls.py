@@ -169,6 +169,31 @@ def test_sessions_in_progress_are_limited_per_ip(tmp_path):
 
 
 @relayd_only
+def test_a_session_whose_allocation_ended_is_pending_again(tmp_path):
+    """A DTLS session whose allocation was deleted (Refresh 0) counts as pending again against
+    max-pending-connections-per-ip=2: beside one session in progress, a third gets no ServerHello."""
+    from dtlsclient import DTLSTurnClient
+
+    with running(start(tmp_path, "--max-pending-connections-per-ip=2")) as s:
+        first = DTLSTurnClient(s.tls_address)
+        probes: list[DTLSProbe] = []
+        try:
+            first.handshake()
+            first.allocate(*s.credentials())
+            # The allocated session is not pending: one session in progress takes one slot.
+            probes.append(DTLSProbe(s.tls_address))
+            assert probes[0].start_handshake(), "a session beside an allocated one got no ServerHello"
+            assert first.refresh(0).cls == stunclient.Class.SUCCESS
+            time.sleep(1.5)  # the transport's once-a-second sweep notices the allocation is gone
+            probes.append(DTLSProbe(s.tls_address))
+            assert probes[1].start_handshake() == [], "the ended allocation's session was not pending again"
+        finally:
+            first.close()
+            for probe in probes:
+                probe.close()
+
+
+@relayd_only
 def test_a_garbage_flood_leaves_the_server_answering(tmp_path):
     """30,000 datagrams of random bytes, truncated records and records of every content type to
     the DTLS port: the server keeps answering STUN on UDP and DTLS handshakes, with flat memory."""

@@ -10,7 +10,7 @@ import StunCodec
 /// SO_REUSEPORT), the cookie exchange on them (RFC 6347 §4.2.1: a ClientHello without a valid
 /// cookie gets a HelloVerifyRequest and costs no state), and a `DTLSSession` per client that
 /// came back with its cookie. Sessions count against the TCP/TLS connection limits
-/// (`max-connections-per-ip`, `max-pending-connections-per-ip`, `max-connections`); a handshake
+/// (`max-pending-connections` and `max-connections` with their shares, and the per-source caps); a handshake
 /// that does not finish within `tls-handshake-timeout` ends, and so does a session idle for
 /// `tcp-idle-timeout` without an allocation. A client that restarts from the same address and port
 /// meets the cookie exchange on its session's socket (RFC 6347 §4.2.8,
@@ -254,6 +254,10 @@ final class DTLSTransport {
                 core.allocation(for: session.origin.fiveTuple) == nil
             {
                 end(session, reason: "idle")
+            } else if session.hasAllocated, core.allocation(for: session.origin.fiveTuple) == nil {
+                // Its allocation ended and the session stays: it counts as pending again.
+                session.hasAllocated = false
+                service.limiter.pendingAgain(session.origin.fiveTuple.client.ip)
             }
         }
         loop.flush()
