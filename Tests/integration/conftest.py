@@ -122,9 +122,37 @@ def free_port(host: str = LOOPBACK, avoid: range | None = None, attempts: int = 
     raise RuntimeError("no free port found")
 
 
-def free_port_range(width: int = RELAY_RANGE_WIDTH, low: int = 40000, high: int = 59000,
-                    attempts: int = 50) -> range:
-    """A run of `width` ports, all free for UDP on loopback, at a random base."""
+def ephemeral_ports() -> range:
+    """The ports the kernel picks from for a socket bound to port 0 (clients, peers, free_port)."""
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
+def relay_port_space(width: int = 0) -> tuple[int, int]:
+    """Where relay ranges are drawn from: below the kernel's ephemeral ports (10000 up), so no
+    socket bound to port 0 anywhere on the machine takes a port of a relay range; under
+    pytest-xdist, this worker's own slice of it (scripts/integration-tests.sh), so servers on
+    different workers never share a relay port. A range wider than the slice (the shared-NAT
+    tests, which run serial) gets the whole space."""
+    low, high = 10000, ephemeral_ports().start
+    if high - low < 8000:  # an unusual ephemeral range: the old space, shared with it
+        low, high = 40000, 59000
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and worker[2:].isdigit() and count > 1:
+        index, size = int(worker[2:]), (high - low) // count
+        if size > 2 * width:
+            low, high = low + index * size, low + (index + 1) * size
+    return low, high
+
+
+def free_port_range(width: int = RELAY_RANGE_WIDTH, attempts: int = 50) -> range:
+    """A run of `width` ports, all free for UDP on loopback, at a random base in
+    `relay_port_space()`."""
+    low, high = relay_port_space(width)
     rng = random.SystemRandom()
     for _ in range(attempts):
         base = rng.randrange(low, high - width)
