@@ -7,7 +7,7 @@
 # Extra arguments go to pytest (e.g. -k uclient, -x). Prerequisites come from
 # scripts/install-test-deps.sh; a missing one fails the run, naming it.
 #
-# The suite runs in two parts (Tests/integration/README.md, "Parallel runs"): every test not
+# The suite runs in two parts (Tests/integration/README.md): every test not
 # marked `serial` on INTEGRATION_WORKERS pytest-xdist workers (default 3; each test module stays
 # on one worker), then the `serial` tests one after another, alone on the machine. The run ends
 # with one pytest-style line adding both parts up, and fails if either part failed.

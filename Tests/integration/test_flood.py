@@ -21,8 +21,8 @@ FLOOD_SECONDS = 3.0
 LEGIT_SOURCE = "127.0.0.2"
 
 pytestmark = [
-    # A flood as fast as one core sends, with relayd's RSS measured: alone (README.md,
-    # "Parallel runs").
+    # A flood as fast as one core sends, with relayd's RSS measured: alone
+    # (Tests/integration/README.md).
     pytest.mark.serial,
     pytest.mark.skipif(server_kind() != "relayd", reason="relayd's unauth-rate-limit"),
 ]

@@ -23,7 +23,7 @@ from test_kernel_fast_path_netns import (  # noqa: F401  (hosts is a fixture)
 )
 
 # 100,000 packets a second through veths for two seconds, none lost: the machine to itself
-# (README.md, "Parallel runs").
+# (Tests/integration/README.md).
 pytestmark = [*test_kernel_fast_path_netns.pytestmark, pytest.mark.serial]
 
 RATE = 50_000

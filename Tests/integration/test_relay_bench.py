@@ -26,7 +26,7 @@ RATE = 1000
 DURATION = 1.0
 RUN_TIMEOUT = 60
 
-# A load generator whose CPU figures are checked: alone (README.md, "Parallel runs").
+# A load generator whose CPU figures are checked: alone (Tests/integration/README.md).
 pytestmark = pytest.mark.serial
 
 

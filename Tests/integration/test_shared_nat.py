@@ -34,7 +34,7 @@ LOAD_TIMEOUT = 120.0
 OTHER_SOURCE = "127.0.0.2"
 
 # 4,000 allocations in a relay range of 6,000 ports and 1,000 TLS handshakes at once, each in a
-# few seconds: alone (README.md, "Parallel runs").
+# few seconds: alone (Tests/integration/README.md).
 pytestmark = pytest.mark.serial
 
 

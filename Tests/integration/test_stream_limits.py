@@ -24,7 +24,7 @@ from stunclient import udp_socket
 
 pytestmark = [
     # 2 s timeouts measured, and 600 connections x 5 rounds with relayd's RSS compared: alone
-    # (README.md, "Parallel runs").
+    # (Tests/integration/README.md).
     pytest.mark.serial,
     pytest.mark.skipif(server_kind() != "relayd", reason="relayd's limit settings"),
 ]
