@@ -3,7 +3,7 @@
 # Debian 12 machine: coturn's turnutils_* (real TURN peers, and the reference
 # server), the C libraries relayd builds against, iproute2 and nftables (the
 # NAT test's namespaces), headless Chromium with chromedriver (the browser
-# test), and the Python packages pytest, aiortc and selenium. Safe to run
+# test), and the Python packages pytest, pytest-xdist, aiortc and selenium. Safe to run
 # again: it installs only what is missing and runs `apt-get update` at most
 # once (skipped if lists are fresh).
 set -euo pipefail
@@ -29,8 +29,10 @@ APT_PACKAGES+=(stun-client golang-go golang-github-pion-stun-dev)
 # kubernetes-validate (validated with 1.37.0) bundles the Kubernetes schemas, so
 # test_kubernetes_manifests.py checks deploy/kubernetes/ offline.
 # schemathesis (validated with 3.39.16) checks the daemon against docs/openapi.yaml.
+# pytest-xdist (validated with 3.8.0) runs the integration suite on several workers
+# (scripts/integration-tests.sh).
 PIP_PACKAGES=("pytest>=7,<10" "aiortc>=1.16,<1.17" "selenium>=4.10,<5" "kubernetes-validate>=1.37,<2"
-              "schemathesis>=3.39,<4")
+              "schemathesis>=3.39,<4" "pytest-xdist>=3.5,<4")
 
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
@@ -128,13 +130,13 @@ for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chrom
 done
 
 PYTHON=${PYTHON:-python3}
-PY_CHECK='import pytest, aiortc, aioice, selenium, kubernetes_validate, yaml, schemathesis; from aiortc import RTCIceTransportPolicy'
+PY_CHECK='import pytest, xdist, aiortc, aioice, selenium, kubernetes_validate, yaml, schemathesis; from aiortc import RTCIceTransportPolicy'
 if ! "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1; then
     log "$PYTHON -m pip install ${PIP_PACKAGES[*]}"
     # PyAV (pulled in by aiortc) must come as a wheel: building it needs FFmpeg.
     "$PYTHON" -m pip install -q --disable-pip-version-check --only-binary=av "${PIP_PACKAGES[@]}"
 else
-    log "python packages already installed: pytest aiortc selenium kubernetes-validate schemathesis"
+    log "python packages already installed: pytest pytest-xdist aiortc selenium kubernetes-validate schemathesis"
 fi
 "$PYTHON" -c "$PY_CHECK" >/dev/null 2>&1 || { log "missing after install: a Python package of: ${PIP_PACKAGES[*]}"; exit 1; }
 # pynat (validated with 0.7.0), a classic NAT type client: its setup.py imports six, so it is
@@ -145,5 +147,5 @@ if ! "$PYTHON" -c 'import pynat' >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation "pynat>=0.7,<0.8"
 fi
 "$PYTHON" -c 'import pynat' >/dev/null 2>&1 || { log "missing after install: pynat"; exit 1; }
-"$PYTHON" -c 'import pytest, aiortc, aioice, selenium; print("install-test-deps: pytest", pytest.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__, "selenium", selenium.__version__)' >&2
+"$PYTHON" -c 'import pytest, xdist, aiortc, aioice, selenium; print("install-test-deps: pytest", pytest.__version__, "pytest-xdist", xdist.__version__, "aiortc", aiortc.__version__, "aioice", aioice.__version__, "selenium", selenium.__version__)' >&2
 log "ok"

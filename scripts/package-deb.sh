@@ -26,9 +26,12 @@ arch=$(dpkg --print-architecture)
 echo "package-deb: building relayd $version (release, static Swift runtime)"
 # No $ORIGIN RUNPATH: the binary finds its libraries where Debian installs them.
 # Full RELRO (-z relro -z now), as Debian builds its own daemons.
-swift build -c release --static-swift-stdlib --disable-local-rpath --product relayd --scratch-path "$SCRATCH" \
-    -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
-swift build -c release --product generate-manual --scratch-path "$SCRATCH"
+# generate-manual is built with the same options: other options in the same scratch path make
+# SwiftPM compile the modules both products share again (about a minute each way).
+release=(-c release --static-swift-stdlib --disable-local-rpath --scratch-path "$SCRATCH"
+         -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
+swift build "${release[@]}" --product relayd
+swift build "${release[@]}" --product generate-manual
 OUT="$SCRATCH/bpf/relayd_fastpath.bpf.o" ./scripts/build-bpf.sh >/dev/null
 
 work=$(mktemp -d)

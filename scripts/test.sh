@@ -10,7 +10,8 @@
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
 #      NATed aiortc peers in network namespaces, adversarial and flood tests, reload/drain,
-#      the Python STUN client).
+#      the Python STUN client) on pytest-xdist workers, then its serial tests alone
+#      (Tests/integration/README.md).
 # Set FUZZ_SECONDS to change the fuzz budget per target (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -106,15 +106,71 @@ def _can_bind(port: int, host: str = LOOPBACK, tcp: bool = True) -> bool:
             s.close()
 
 
-def free_port(host: str = LOOPBACK, avoid: range | None = None, attempts: int = 100) -> int:
-    """A port free for both UDP and TCP on `host`, outside `avoid` and never 3478."""
+def ephemeral_ports() -> range:
+    """The ports the kernel picks from for a socket bound to port 0 (clients, peers, tools)."""
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
+def _port_space() -> tuple[int, int] | None:
+    """The ports below the kernel's ephemeral ones, from 10000: no socket bound to port 0 anywhere
+    on the machine ever takes one, so a port handed to a server here stays its own. None when
+    the ephemeral range leaves too few below it."""
+    low, high = 10000, ephemeral_ports().start
+    return (low, high) if high - low >= 8000 else None
+
+
+def _worker_slice(low: int, high: int, width: int = 1) -> tuple[int, int]:
+    """Under pytest-xdist, this worker's own part of [low, high) (scripts/integration-tests.sh),
+    so servers on different workers never share a port; the whole of it when a `width` wide
+    range would not fit in a part (the shared-NAT tests, which run serial)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and worker[2:].isdigit() and count > 1:
+        index, size = int(worker[2:]), (high - low) // count
+        if size > 2 * width:
+            return low + index * size, low + (index + 1) * size
+    return low, high
+
+
+def relay_port_space(width: int = 0) -> tuple[int, int]:
+    """Where relay ranges are drawn from: the lower three quarters of `_port_space()`, this
+    worker's slice of them."""
+    space = _port_space()
+    if space is None:  # an unusual ephemeral range: the old space, shared with it
+        return 40000, 59000
+    low, high = space
+    return _worker_slice(low, low + (high - low) * 3 // 4, width)
+
+
+def service_port_space() -> tuple[int, int] | None:
+    """Where listening and API ports are drawn from: the upper quarter of `_port_space()`
+    (about 27000 up by default, clear of the ports browsers refuse), this worker's slice of it."""
+    space = _port_space()
+    if space is None:
+        return None
+    low, high = space
+    return _worker_slice(low + (high - low) * 3 // 4, high)
+
+
+def free_port(host: str = LOOPBACK, avoid: range | None = None, attempts: int = 200) -> int:
+    """A port free for both UDP and TCP on `host`, outside `avoid` and never 3478: from
+    `service_port_space()`, else one the kernel picks."""
+    space = service_port_space()
+    rng = random.SystemRandom()
     for _ in range(attempts):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        finally:
-            s.close()
+        if space is not None:
+            port = rng.randrange(*space)
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            finally:
+                s.close()
         if port in RESERVED_PORTS or (avoid is not None and port in avoid):
             continue
         if _can_bind(port, host):
@@ -122,9 +178,10 @@ def free_port(host: str = LOOPBACK, avoid: range | None = None, attempts: int = 
     raise RuntimeError("no free port found")
 
 
-def free_port_range(width: int = RELAY_RANGE_WIDTH, low: int = 40000, high: int = 59000,
-                    attempts: int = 50) -> range:
-    """A run of `width` ports, all free for UDP on loopback, at a random base."""
+def free_port_range(width: int = RELAY_RANGE_WIDTH, attempts: int = 50) -> range:
+    """A run of `width` ports, all free for UDP on loopback, at a random base in
+    `relay_port_space()`."""
+    low, high = relay_port_space(width)
     rng = random.SystemRandom()
     for _ in range(attempts):
         base = rng.randrange(low, high - width)

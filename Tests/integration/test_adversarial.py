@@ -37,7 +37,7 @@ IS_COTURN = server_kind() == "coturn"
 WAIT = 3.0  # bound for an answer that must come
 QUIET = 0.3  # how long "nothing arrives" is waited for
 SCRAPE_DEADLINE = 5.0  # relayd publishes loop counters every 250 ms
-PEER_PORT = 9999  # outside every relay range (40000-59000) and never a service port here
+PEER_PORT = 9999  # below every relay range (conftest.relay_port_space) and never a service port here
 
 
 # --- helpers shared by the test_adv_* files ------------------------------------------------

@@ -191,6 +191,11 @@ def test_a_draining_node_redirects_to_the_least_loaded_live_node(nodes, redis):
     busy = allocate(nodes[1], "busy")
     assert isinstance(busy, TurnClient)
     assert eventually(lambda: {n["name"]: n["allocations"] for n in cluster_status(redis)["nodes"]}["n2"] == 1, timeout=3)
+    # n1 redirects by the fleet it read back at its own last heartbeat (docs/cluster.md, "What a
+    # node does"), up to a second behind Redis. Its credential service ranks that same view: wait
+    # until it puts n2 last, so the view the redirect uses has seen n2's allocation.
+    assert eventually(lambda: uri_ports(nodes[0].credentials_api("user=x&nodes=2")["uris"])
+                      == {nodes[0].port, nodes[2].port}, timeout=3)
     nodes[0].proc.send_signal(signal.SIGUSR1)
     assert eventually(lambda: nodes[0].http("GET", "/readyz").status == 503)
     client, alternate = redirected_allocate(nodes[0], "mallory")

@@ -20,7 +20,12 @@ RATE = 50  # unauth-rate-limit for this test (per second per source IP)
 FLOOD_SECONDS = 3.0
 LEGIT_SOURCE = "127.0.0.2"
 
-pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's unauth-rate-limit")
+pytestmark = [
+    # A flood as fast as one core sends, with relayd's RSS measured: alone
+    # (Tests/integration/README.md).
+    pytest.mark.serial,
+    pytest.mark.skipif(server_kind() != "relayd", reason="relayd's unauth-rate-limit"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,9 @@ from conftest import RelayServer, free_port, running, server_kind
 from test_uclient import CLIENTS, LENGTH, MESSAGES, run_uclient, start_peer
 
 pytestmark = [
+    # Attaches relayd's program to the host's `lo`, which every other test's traffic crosses and
+    # which another relayd with the fast path on `lo` would share (Tests/integration/README.md).
+    pytest.mark.serial,
     pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own kernel fast path"),
     pytest.mark.skipif(os.geteuid() != 0, reason="loading a BPF program needs root"),
 ]

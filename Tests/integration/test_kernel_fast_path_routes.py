@@ -20,6 +20,8 @@ from test_adversarial import allocate
 from test_kernel_fast_path import counters
 
 pytestmark = [
+    # The fast path on the host's `lo`, as test_kernel_fast_path.py (Tests/integration/README.md).
+    pytest.mark.serial,
     pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own kernel fast path"),
     pytest.mark.skipif(os.geteuid() != 0, reason="loading a BPF program needs root"),
 ]

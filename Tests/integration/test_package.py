@@ -20,6 +20,9 @@ import stunclient
 from conftest import REPO_ROOT, free_port, free_port_range
 
 pytestmark = [
+    # Installs and purges a system package, and compares /etc, /usr and /var before and after:
+    # nothing else may run meanwhile (Tests/integration/README.md).
+    pytest.mark.serial,
     pytest.mark.skipif(os.geteuid() != 0, reason="installs a package: needs root"),
     pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="not a Debian system"),
 ]

@@ -26,6 +26,9 @@ RATE = 1000
 DURATION = 1.0
 RUN_TIMEOUT = 60
 
+# A load generator whose CPU figures are checked: alone (Tests/integration/README.md).
+pytestmark = pytest.mark.serial
+
 
 def bench_binary() -> str:
     """relay-bench from the same build as relayd (RELAY_BENCH_BIN overrides)."""

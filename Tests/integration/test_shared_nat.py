@@ -34,6 +34,10 @@ ATTEMPTS = 7  # RFC 8489 §6.2.1's Rc
 LOAD_TIMEOUT = 120.0
 OTHER_SOURCE = "127.0.0.2"
 
+# 4,000 allocations in a relay range of 6,000 ports and 1,000 TLS handshakes at once, each in a
+# few seconds: alone (Tests/integration/README.md).
+pytestmark = pytest.mark.serial
+
 
 def requested_udp() -> tuple[int, bytes]:
     return (Attr.REQUESTED_TRANSPORT, struct.pack("!B3x", 17))

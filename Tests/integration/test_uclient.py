@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pytest
 
@@ -141,7 +141,9 @@ def test_uclient_relays_without_loss(relay, processes, scenario, record_property
     flags, with_peer = SCENARIOS[scenario]
     peer_port = start_peer(processes) if with_peer else None
     report, output = run_uclient(relay, processes, flags, peer_port)
-    record_property("uclient_report", report)
+    # A plain dict: pytest-xdist sends a worker's reports to the controller, and it serializes
+    # only builtin types.
+    record_property("uclient_report", asdict(report))
     print(f"uclient {scenario}: {report}")
 
     expected_msgs = CLIENTS * MESSAGES
