@@ -33,22 +33,27 @@ final class RelayFixture {
 
     /// `loop` of `loops` loop threads sharing `directory` (the cross-thread short-circuit); with
     /// `maxBPS` > 0 every allocation has a `max-bps` budget that each relayed packet is charged to.
+    static let ports: ClosedRange<UInt16> = 50000...50099
+
+    /// The node's relay port pool, which the loops of one node share.
+    static func portPool() -> RelayPortPool { RelayPortPool(range: ports, addresses: [server.ip]) }
+
     init(
         loop: Int = 0, of loops: Int = 1, directory: RelayedAddressDirectory = RelayedAddressDirectory(),
         quota: QuotaTracker = QuotaTracker(userQuota: 0, totalQuota: 0), transportB: TransportProtocol = .udp,
-        maxBPS: Int = 0
+        maxBPS: Int = 0, ports: RelayPortPool = RelayFixture.portPool()
     ) throws {
         self.transportB = transportB
         var c = RelayConfiguration()
         c.noAuth = true
         c.listeningIPs = [Self.server.ip]
         c.relayIPs = [Self.server.ip]
-        c.minPort = 50000
-        c.maxPort = 50099
+        c.minPort = Self.ports.lowerBound
+        c.maxPort = Self.ports.upperBound
         c.maxBPS = maxBPS
         let context = CoreContext(
             configuration: c, nonceKey: Array(0..<32), quota: quota, directory: directory, threadIndex: loop,
-            threadCount: loops)
+            threadCount: loops, ports: ports)
         let channelDataToPeer = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
         toPeer = UnsafeRawBufferPointer(channelDataToPeer)
         let channelDataToB = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import LOOPBACK, RelayServer, running, server_kind
+from conftest import LOOPBACK, RelayServer, ephemeral_ports, running, server_kind
 from stunclient import Class, TurnClient
 from test_adversarial import allocate, relayd_only, settle_metric
 
@@ -35,7 +35,8 @@ def selected_loop(ip: str, port: int, loops: int = LOOPS) -> int:
 def ports_of_one_loop(count: int, avoid: range, loop: int = 0) -> list[int]:
     """`count` free UDP ports on loopback whose datagrams the selector sends to `loop`."""
     chosen: list[int] = []
-    for port in range(20000, 60000):
+    # From the kernel's ephemeral ports: no relay range of the suite is drawn there (conftest).
+    for port in ephemeral_ports():
         if port in avoid or selected_loop(LOOPBACK, port) != loop:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
