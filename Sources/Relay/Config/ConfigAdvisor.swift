@@ -51,9 +51,7 @@ public enum ConfigAdvisor {
         notes += clusterWarnings(config)
         if let warning = plainAPIWarning(config) { notes.append(warning) }
         if config.rfc5780Active {
-            var resolved = config
-            if resolved.listeningIPs.isEmpty { resolved.listeningIPs = interfaceAddresses }
-            if !resolved.hasAlternateAddress {
+            if !config.resolvingAddresses(interfaces: interfaceAddresses).hasAlternateAddress {
                 notes.append(
                     "rfc5780 needs two listening-ip addresses of one family: without an alternate address "
                         + "Binding responses carry no OTHER-ADDRESS and CHANGE-REQUEST gets 420 (RFC 5780 §6)")
@@ -89,10 +87,7 @@ public enum ConfigAdvisor {
     /// The relay addresses as `RelayServer` derives them: `relay-ip`, else the non-wildcard
     /// `listening-ip` values, else every interface address; each with its advertised form.
     static func relayAddresses(_ config: RelayConfiguration, interfaceAddresses: [IPAddress]) -> [RelayAddress] {
-        var c = config
-        if c.listeningIPs.isEmpty { c.listeningIPs = interfaceAddresses }
-        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !$0.isWildcard } }
-        return RelayAddress.mappings(configuration: c)
+        RelayAddress.mappings(configuration: config.resolvingAddresses(interfaces: interfaceAddresses))
     }
 
     /// A relay address that is not one of the host's and that no external-ip maps: binding it

@@ -81,12 +81,15 @@ enum ConfigKeyTable {
         .integer("stale-nonce", seconds, \.staleNonce, bare: 600),
     ]
 
+    /// The defaults of the core's settings, which the bare keys stand for.
+    private static let core = CoreSettings.defaults
+
     private static let limits: [ConfigKey] = [
         .integer("user-quota", count, \.userQuota),
         .integer("total-quota", count, \.totalQuota),
-        .integer("max-allocate-lifetime", seconds, \.maxAllocateLifetime, bare: 3600),
-        .integer("channel-lifetime", seconds, \.channelLifetime, bare: 600),
-        .integer("permission-lifetime", seconds, \.permissionLifetime, bare: 300),
+        .integer("max-allocate-lifetime", seconds, \.maxAllocateLifetime, bare: core.maxAllocateLifetime),
+        .integer("channel-lifetime", seconds, \.channelLifetime, bare: core.channelLifetime),
+        .integer("permission-lifetime", seconds, \.permissionLifetime, bare: core.permissionLifetime),
         .integer("max-bps", 0...Int(UInt32.max), \.maxBPS),
         .integer("bps-capacity", 0...Int.max, \.bpsCapacity),
     ]

@@ -19,8 +19,8 @@ public struct RelayConfiguration: Sendable, Equatable {
     // Relay.
     public var relayIPs: [IPAddress] = []
     public var externalIPs: [ExternalIP] = []
-    public var minPort: UInt16 = 49152
-    public var maxPort: UInt16 = 65535
+    public var minPort = CoreSettings.defaults.minPort
+    public var maxPort = CoreSettings.defaults.maxPort
     /// Relay threads; nil means one per core.
     public var relayThreads: Int?
 
@@ -41,10 +41,10 @@ public struct RelayConfiguration: Sendable, Equatable {
     // Limits (0 means unlimited for quotas and bandwidth).
     public var userQuota = 0
     public var totalQuota = 0
-    public var maxAllocateLifetime = 3600
-    public var channelLifetime = 600
-    public var permissionLifetime = 300
-    public var maxBPS = 0
+    public var maxAllocateLifetime = CoreSettings.defaults.maxAllocateLifetime
+    public var channelLifetime = CoreSettings.defaults.channelLifetime
+    public var permissionLifetime = CoreSettings.defaults.permissionLifetime
+    public var maxBPS = CoreSettings.defaults.maxBPS
     public var bpsCapacity = 0
 
     // Peer policy.
@@ -64,10 +64,10 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var noTLSv1_2 = false
 
     // Protocol.
-    public var fingerprint = false
+    public var fingerprint = CoreSettings.defaults.fingerprint
     /// Mobility (RFC 8016, docs/mobility.md): MOBILITY-TICKET on Allocate is granted to UDP
     /// clients. On by default; `no-mobility` turns it off (405). coturn's `mobility` is accepted.
-    public var mobility = true
+    public var mobility = CoreSettings.defaults.mobility
     /// SOFTWARE attribute text (RFC 8489 §14.14); nil sends none.
     public var softwareAttribute: String?
     public var stunOnly = false
@@ -82,7 +82,7 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var rfc3489Compatibility = false
     /// MAPPED-ADDRESS next to XOR-MAPPED-ADDRESS in every Binding response (RFC 8489 §14.1),
     /// for clients that cannot read the XOR form.
-    public var stunBackwardCompatibility = false
+    public var stunBackwardCompatibility = CoreSettings.defaults.stunBackwardCompatibility
     public var noStun = false
     /// Targets of 300 (Try Alternate) redirects (RFC 8489 §10).
     public var alternateServers: [TransportAddress] = []
@@ -136,13 +136,13 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var minimumLogLevel: Logger.Level = .info
     /// Seconds a draining server waits for allocations to end before it stops.
     public var drainTimeout = 3600
-    public var maxPermissionsPerAllocation = 32
+    public var maxPermissionsPerAllocation = CoreSettings.defaults.maxPermissionsPerAllocation
     /// `no-dtls` (coturn's key): no DTLS listener on the TLS ports (docs/dtls.md).
     public var noDTLS = false
     /// `no-tcp-relay` (coturn's key): TCP allocations (RFC 6062) get 442.
     public var noTCPRelay = false
     /// Peer connections one TCP allocation may hold at once, pending or piped (docs/tcp-relay.md).
-    public var maxTCPRelayConnections = 16
+    public var maxTCPRelayConnections = CoreSettings.defaults.maxTCPConnectionsPerAllocation
     /// 401/438 challenges per second per source IP that are not answered with valid credentials,
     /// over all loop threads (0: unlimited); docs/rate-limits.md.
     public var unauthRateLimit = 20
@@ -169,7 +169,7 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Relay established channels of UDP clients in the kernel (docs/kernel-fast-path.md).
     public var kernelOffload = KernelOffload.off
     /// `password-algorithms`: RFC 8489 §9.2.4's PASSWORD-ALGORITHMS, in order of preference.
-    public var passwordAlgorithms: [PasswordAlgorithm] = [.sha256, .md5]
+    public var passwordAlgorithms = CoreSettings.defaults.passwordAlgorithms
     /// The BPF object to load; nil: next to the executable, or /usr/lib/relayd.
     public var kernelOffloadObject: String?
     /// Interfaces to attach to; empty: those carrying a listening or relay address.

@@ -31,7 +31,7 @@ extension RelayServer {
         for warning in loaded.warnings {
             logger.warning("\(warning)", metadata: ["event": "config_warning"])
         }
-        let candidate = Self.resolve(loaded.configuration, interfaces: interfaceAddresses)
+        let candidate = loaded.configuration.resolvingAddresses(interfaces: interfaceAddresses)
         let (next, restartNeeded) = RestartOnlySetting.merge(running: configuration, candidate: candidate)
         for key in restartNeeded {
             logger.warning(

@@ -67,7 +67,7 @@ public final class RelayServer {
     public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
         evthread_use_pthreads()
         let interfaces = InterfaceAddresses.current()
-        let c = Self.resolve(configuration, interfaces: interfaces)
+        let c = configuration.resolvingAddresses(interfaces: interfaces)
         self.configuration = c
         self.logger = logger
         self.notifier = notifier
@@ -90,15 +90,6 @@ public final class RelayServer {
         mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         streams = StreamService(configuration: c, logger: logger)
         metrics = MetricsRegistry(threads: threadCount)
-    }
-
-    /// Fills in what the file leaves to the machine: listen on every interface address when no
-    /// `listening-ip` is set, relay on the listening addresses when no `relay-ip` is set.
-    static func resolve(_ configuration: RelayConfiguration, interfaces: [IPAddress]) -> RelayConfiguration {
-        var c = configuration
-        if c.listeningIPs.isEmpty { c.listeningIPs = interfaces }
-        if c.relayIPs.isEmpty { c.relayIPs = c.listeningIPs.filter { !$0.isWildcard } }
-        return c
     }
 
     func makeContext(thread index: Int) -> CoreContext {

@@ -51,6 +51,10 @@ public struct CoreSettings: Sendable, Equatable {
 
     public init() {}
 
+    /// The defaults, written once here: the configuration's fields and its keys' bare values
+    /// take them from this value.
+    public static let defaults = CoreSettings()
+
     /// Whether the server announces and lists password algorithms (RFC 8489 §9.2.4).
     public var offersPasswordAlgorithms: Bool { passwordAlgorithms != [.md5] }
 
