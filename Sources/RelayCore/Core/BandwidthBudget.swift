@@ -10,9 +10,9 @@ import Synchronization
 /// A budget is a class of atomics, not state of the owning loop, because packets for one
 /// allocation's client can be relayed by several loop threads: by its own loop (its relay socket,
 /// a short-circuit on that loop) and by the others (the cross-loop short-circuit through
-/// `RelayedAddressDirectory`, a TCP allocation's pipes on the thread of their data connection). Each direction is one 64-bit word, the current second in the high
-/// half and the bytes taken in it in the low half, updated with one compare-and-exchange: no
-/// lock, no heap traffic per packet.
+/// `RelayedAddressDirectory`, a TCP allocation's pipes on the thread of their data connection).
+/// Each direction is one 64-bit word, the current second in the high half and the bytes taken in
+/// it in the low half, updated with one compare-and-exchange: no lock, no heap traffic per packet.
 public final class BandwidthBudget: Sendable {
     /// The two directions of an allocation's traffic.
     public enum Direction: Sendable {
@@ -40,8 +40,8 @@ public final class BandwidthBudget: Sendable {
     @inline(__always)
     public func admit(_ direction: Direction, bytes: Int, now: Int64) -> Bool {
         switch direction {
-        case .toPeer: return Self.take(bytes, from: toPeer, limit: bytesPerSecond, now: now)
-        case .toClient: return Self.take(bytes, from: toClient, limit: bytesPerSecond, now: now)
+        case .toPeer: return Self.take(bytes, from: toPeer, limit: bytesPerSecond, now: now) != nil
+        case .toClient: return Self.take(bytes, from: toClient, limit: bytesPerSecond, now: now) != nil
         }
     }
 
@@ -53,8 +53,8 @@ public final class BandwidthBudget: Sendable {
     @inline(__always)
     public func grant(_ direction: Direction, upTo bytes: Int, now: Int64) -> Int {
         switch direction {
-        case .toPeer: return Self.takeUpTo(bytes, from: toPeer, limit: bytesPerSecond, now: now)
-        case .toClient: return Self.takeUpTo(bytes, from: toClient, limit: bytesPerSecond, now: now)
+        case .toPeer: return Int(Self.take(bytes, from: toPeer, limit: bytesPerSecond, now: now, partial: true) ?? 0)
+        case .toClient: return Int(Self.take(bytes, from: toClient, limit: bytesPerSecond, now: now, partial: true) ?? 0)
         }
     }
 
@@ -85,33 +85,24 @@ public final class BandwidthBudget: Sendable {
         return (second, 0)
     }
 
+    /// Takes bytes from the second `now`'s window of `word`: all of `bytes` or none, or with
+    /// `partial` as many as are left. Returns how many were taken; nil when none could be (an
+    /// exact take that does not fit).
     @inline(__always)
-    private static func take(_ bytes: Int, from word: borrowing Atomic<UInt64>, limit: Int, now: Int64) -> Bool {
-        let limit = UInt64(limit)
-        let count = UInt64(max(bytes, 0))
-        var current = word.load(ordering: .relaxed)
-        while true {
-            let (second, used) = window(current, at: second(now))
-            guard count <= limit && used <= limit - count else { return false }
-            let (exchanged, original) = word.compareExchange(
-                expected: current, desired: second << 32 | (used + count), ordering: .relaxed)
-            if exchanged { return true }
-            current = original
-        }
-    }
-
-    @inline(__always)
-    private static func takeUpTo(_ bytes: Int, from word: borrowing Atomic<UInt64>, limit: Int, now: Int64) -> Int {
+    private static func take(
+        _ bytes: Int, from word: borrowing Atomic<UInt64>, limit: Int, now: Int64, partial: Bool = false
+    ) -> UInt64? {
         let limit = UInt64(limit)
         let wanted = UInt64(max(bytes, 0))
         var current = word.load(ordering: .relaxed)
         while true {
             let (second, used) = window(current, at: second(now))
-            let granted = min(wanted, used < limit ? limit - used : 0)
-            guard granted > 0 else { return 0 }
+            let room = used < limit ? limit - used : 0
+            let granted = partial ? min(wanted, room) : wanted
+            guard granted <= room, !(partial && granted == 0) else { return nil }
             let (exchanged, original) = word.compareExchange(
                 expected: current, desired: second << 32 | (used + granted), ordering: .relaxed)
-            if exchanged { return Int(granted) }
+            if exchanged { return granted }
             current = original
         }
     }

@@ -1,19 +1,18 @@
 import StunCodec
 
 extension RelayCore {
-    /// The peer policy's verdict on `peer` (RFC 8656 §21.3), with relayd's own relayed addresses
+    /// Whether the peer policy allows `peer` (RFC 8656 §21.3), with relayd's own relayed addresses
     /// resolved: one is reachable only while a live allocation of this relay holds its port, of
     /// the same transport (a UDP allocation for datagrams, a TCP allocation for RFC 6062
     /// connections). Any other socket on the relay's address, an SFU or a game server whose port
     /// falls in the relay port range, stays out of reach (docs/peer-policy.md).
-    func peerVerdict(_ peer: TransportAddress, tcp: Bool = false) -> PeerPolicy.Verdict {
-        let verdict = context.policy.verdict(for: peer)
-        guard verdict == .relayedAddress else { return verdict }
-        return holdsRelayedAddress(peer, tcp: tcp) ? .allowed : .deniedNoAllocation
+    func peerAllowed(_ peer: TransportAddress, tcp: Bool = false) -> Bool {
+        switch context.policy.verdict(for: peer) {
+        case .allowed: return true
+        case .relayedAddress: return holdsRelayedAddress(peer, tcp: tcp)
+        default: return false
+        }
     }
-
-    @inline(__always)
-    func peerAllowed(_ peer: TransportAddress, tcp: Bool = false) -> Bool { peerVerdict(peer, tcp: tcp) == .allowed }
 
     /// Whether a live allocation of this node holds `peer`, in its bound or advertised
     /// (`external-ip`) form, embedded IPv4 forms reduced.

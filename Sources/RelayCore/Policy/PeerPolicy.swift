@@ -41,8 +41,6 @@ public struct PeerPolicy: Sendable, Equatable {
         /// One of relayd's own relay addresses (bound or advertised form) at a port of the relay
         /// port range: allowed only if a live allocation holds the port (`RelayCore.peerAllowed`).
         case relayedAddress
-        /// One of relayd's own relayed addresses whose port no live allocation holds.
-        case deniedNoAllocation
         case deniedServicePort
         case deniedByConfiguration
         case deniedSpecialPurpose

@@ -164,11 +164,4 @@ public final class RelayPortPool: Sendable {
     public var free: Int {
         state.withLock { state in state.tables.values.reduce(0) { $0 + $1.holders.count - $1.used } }
     }
-
-    /// Ports free on the relay addresses of `family`: what an Allocate of that family can still get.
-    public func free(family: IPAddress.Family) -> Int {
-        state.withLock { state in
-            state.tables.filter { $0.key.family == family }.values.reduce(0) { $0 + $1.holders.count - $1.used }
-        }
-    }
 }
