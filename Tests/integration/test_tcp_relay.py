@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import socket
 import socketserver
+import ssl
 import threading
 import time
 
@@ -142,13 +144,37 @@ def test_connect_to_a_tcp_echo_server_is_byte_exact(tmp_path, echo, transport):
         data, _ = connected_pipe(client, echo)
         with data:
             payload = os.urandom(300_000)
-            sender = threading.Thread(target=data.sendall, args=(payload,))
-            sender.start()
-            got = recv_exactly(data, len(payload), timeout=20)
-            sender.join(timeout=20)
+            got = echo_through(data, payload, timeout=20)
             assert got == payload
         if s.kind == "relayd":
             assert metric(s, "relayd_tcp_relayed_bytes_total", direction="to_client") >= len(payload)
+
+
+def echo_through(sock: socket.socket, payload: bytes, timeout: float) -> bytes:
+    """Sends `payload` and reads as many bytes back, both from one thread: a TLS socket must not
+    be written by one thread while another reads it (one OpenSSL session under both)."""
+    sock.setblocking(False)
+    sent, got = 0, bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < len(payload) and time.monotonic() < deadline:
+            writing = [sock] if sent < len(payload) else []
+            select.select([sock], writing, [], 0.05)
+            if sent < len(payload):
+                try:
+                    sent += sock.send(payload[sent:sent + 16384])
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                    pass
+            try:
+                chunk = sock.recv(65536)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                continue
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        sock.setblocking(True)
+    return bytes(got)
 
 
 @relayd_only
