@@ -39,7 +39,8 @@ public final class FuzzSession {
     static let totalPorts = 2 * 8
 
     let sockets = FuzzSockets()
-    let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+    let ledger = FuzzClusterLedger(local: LocalAdmissionLedger())
+    var quota: LocalAdmissionLedger { ledger.local }
     let core: RelayCore
     /// The core's counters (after `run`: what the input made it do).
     public var counters: CoreCounters { core.counters }
@@ -50,11 +51,6 @@ public final class FuzzSession {
     var lastTicket: (bytes: [UInt8], owner: Int)? = nil
     var serial: UInt64 = 0
     private(set) var failures: [String] = []
-    /// In cluster mode (flag bit 4, docs/cluster.md): Allocates waiting for the quota check, and
-    /// what a simulated Redis counts for this node (grants plus the tracker's deltas), which must
-    /// always equal the tracker's own count.
-    var cluster: ClusterLink? = nil
-    var pendingAdmissions: [AdmissionRequest] = []
     /// Connects of TCP allocations the core asked for (RFC 6062), and the connection ids it
     /// handed out, for ConnectionBinds to name.
     var pendingConnects: [PeerConnect] = []
@@ -62,7 +58,6 @@ public final class FuzzSession {
     /// The tuple whose packet the core is handling: the only one a Binding answer may be sent
     /// to from another listener or to another port (RFC 5780).
     var asking: Int? = nil
-    var redisCount = 0
 
     public init() {
         var c = RelayConfiguration()
@@ -81,7 +76,7 @@ public final class FuzzSession {
         // address among `peers` (10.0.0.5:50001, [2001:db8::5]:50001), which the peer policy
         // lets a permission or channel reach only while an allocation holds it.
         let ports = RelayPortPool(range: c.minPort...c.maxPort, addresses: c.relayIPs, start: 1)
-        let context = CoreContext(configuration: c, nonceKey: Array(0..<32), quota: quota, ports: ports)
+        let context = CoreContext(configuration: c, nonceKey: Array(0..<32), ledger: ledger, ports: ports)
         core = RelayCore(
             context: context, sockets: sockets, logger: Logger(label: "core-fuzz") { _ in SwiftLogNoOpLogHandler() })
         for (address, socket) in Self.listeners { core.addUDPListener(address, socket: socket) }
@@ -95,7 +90,9 @@ public final class FuzzSession {
             for t in [0, 2] { prefix(tuple: t, family: .ipv4) }
         }
         if flags & 2 != 0 { prefix(tuple: 3, family: .ipv6) }
-        if flags & 4 != 0 { joinCluster() }
+        // Cluster mode (docs/cluster.md): what a simulated Redis counts for this node must
+        // always equal the node's own count.
+        if flags & 4 != 0 { ledger.joinCluster() }
         while !r.atEnd {
             let op = r.byte()
             switch op & 7 {
@@ -107,7 +104,7 @@ public final class FuzzSession {
             case 3 where op & 8 != 0: peerICMP(socket: r.byte(), peer: r.byte(), type: r.byte(), code: r.byte())
             case 3: peerPacket(socket: r.byte(), peer: r.byte(), r.chunk())
             case 4: let k = Int64(r.byte()); now += k < 200 ? k : (k - 199) * 60
-            case 5 where op & 8 != 0 && cluster != nil: answerAdmission(r.byte())
+            case 5 where op & 8 != 0 && ledger.clustered: answerAdmission(r.byte())
             case 5 where op & 8 != 0: finishConnect(r.byte(), peer: r.byte())
             case 5: core.sweep(now: now)
             case 6: core.connectionClosed(origin(tuple(r.byte())), now: now)
@@ -122,13 +119,13 @@ public final class FuzzSession {
             }
             checkInvariants()
         }
-        while !pendingAdmissions.isEmpty { answerAdmission(0) }
+        while ledger.pendingCount > 0 { answerAdmission(0) }
         core.shutdown(now: now)
         core.sweep(now: now + 3600)
         checkCommands([])
         core.outbox.reset()
-        if cluster != nil {
-            redisCount += quota.takeDeltas().total
+        if ledger.clustered {
+            let redisCount = ledger.syncRedis()
             require(redisCount == 0, "Redis would still count \(redisCount) allocations of this node after shutdown")
         }
         require(sockets.bound.isEmpty, "\(sockets.bound.count) relay sockets open after shutdown")
@@ -140,23 +137,6 @@ public final class FuzzSession {
     }
 
     func tuple(_ b: UInt8) -> Int { Int(b) % Self.tuples.count }
-
-    /// Cluster mode: Redis up, `user-quota` 2, so every Allocate goes through the quota check.
-    func joinCluster() {
-        let link = ClusterLink()
-        link.update(redisUp: true)
-        link.update(alternates: [
-            ClusterLink.Alternate(name: "other", addresses: [TransportAddress("192.0.2.200:3478")!], tlsPort: 5349)
-        ])
-        cluster = link
-        quota.update(userQuota: 2, totalQuota: 0)
-        quota.startMirroring()
-        // As the agent does on connecting: this node's share written from its own counts.
-        redisCount = quota.snapshotForMirror().total
-        var context = core.context
-        context.cluster = link
-        core.update(context: context)
-    }
 
     /// Ends the oldest connect as the I/O layer would (connected or not, by `b`), or with none
     /// waiting, has a peer connect in to a TCP allocation's relayed address; a peer socket the
@@ -181,22 +161,12 @@ public final class FuzzSession {
     }
 
     /// Answers the oldest waiting Allocate as Redis would: granted (counted), refused, or
-    /// decided locally.
+    /// decided locally; the core resumes it.
     func answerAdmission(_ b: UInt8) {
-        guard !pendingAdmissions.isEmpty else { return }
-        let request = pendingAdmissions.removeFirst()
-        let answer: ClusterAdmission
-        switch b & 3 {
-        case 0:
-            answer = .granted
-            redisCount += 1
-            quota.noteGranted(user: request.user)
-        case 1: answer = .refused(.allocationQuotaReached)
-        case 2: answer = .refused(.insufficientCapacity)
-        default: answer = .local
-        }
-        core.handleAdmittedRequest(request.bytes, from: request.origin, user: request.user, admission: answer, now: now)
-        learnNonces(for: Self.tuples.indices.first { origin($0) == request.origin } ?? 0)
+        guard let (ticket, decision) = ledger.answerOldest(b) else { return }
+        let t = Self.tuples.indices.first { origin($0).fiveTuple == core.pendingAllocate(ticket) } ?? 0
+        core.resumeAllocate(ticket, decision: decision, now: now)
+        learnNonces(for: t)
         checkInvariants()
     }
 
@@ -375,8 +345,8 @@ public final class FuzzSession {
     /// What must hold after every operation; then the outbox is reset as the I/O layer would.
     func checkInvariants() {
         let allocations = Array(core.allocations)
-        if cluster != nil {
-            redisCount += quota.takeDeltas().total
+        if ledger.clustered {
+            let redisCount = ledger.syncRedis()
             require(redisCount == quota.total, "Redis would count \(redisCount) allocations, the node \(quota.total)")
         }
         for packet in core.outbox.packets {
@@ -486,10 +456,6 @@ public final class FuzzSession {
                     "DONT-FRAGMENT for no such allocation")
             case .forwardRequest:
                 require(false, "a request forwarded to another thread with only one thread")
-            case .admitAllocation(let request):
-                require(cluster != nil, "a cluster quota check without a cluster")
-                require(request.thread == 0, "a quota check for thread \(request.thread)")
-                pendingAdmissions.append(request)
             case .steerClient(let session, _, let to):
                 // A Refresh may move an allocation and delete it at once (LIFETIME 0 from the new
                 // 5-tuple): then a later command of the batch steers the new 5-tuple away again.

@@ -17,11 +17,11 @@ final class CrossLoopFixture {
 
     init(transportB: TransportProtocol = .udp) throws {
         let directory = RelayedAddressDirectory()
-        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let ledger = LocalAdmissionLedger()
         let ports = RelayFixture.portPool()
-        loop0 = try RelayFixture(loop: 0, of: 2, directory: directory, quota: quota, ports: ports)
+        loop0 = try RelayFixture(loop: 0, of: 2, directory: directory, ledger: ledger, ports: ports)
         loop1 = try RelayFixture(
-            loop: 1, of: 2, directory: directory, quota: quota, transportB: transportB, ports: ports)
+            loop: 1, of: 2, directory: directory, ledger: ledger, transportB: transportB, ports: ports)
         sink = transportB.isStream ? BenchStreamSink() : nil
         sink?.install(owner: loop1.core, origin: loop1.origin(RelayFixture.clientB))
         let frame = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)

@@ -40,7 +40,7 @@ final class RelayFixture {
 
     init(
         loop: Int = 0, of loops: Int = 1, directory: RelayedAddressDirectory = RelayedAddressDirectory(),
-        quota: QuotaTracker = QuotaTracker(userQuota: 0, totalQuota: 0), transportB: TransportProtocol = .udp,
+        ledger: any AdmissionLedger = LocalAdmissionLedger(), transportB: TransportProtocol = .udp,
         maxBPS: Int = 0, ports: RelayPortPool = RelayFixture.portPool()
     ) throws {
         self.transportB = transportB
@@ -52,7 +52,7 @@ final class RelayFixture {
         c.maxPort = Self.ports.upperBound
         c.maxBPS = maxBPS
         let context = CoreContext(
-            configuration: c, nonceKey: Array(0..<32), quota: quota, directory: directory, threadIndex: loop,
+            configuration: c, nonceKey: Array(0..<32), ledger: ledger, directory: directory, threadIndex: loop,
             threadCount: loops, ports: ports)
         let channelDataToPeer = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
         toPeer = UnsafeRawBufferPointer(channelDataToPeer)

@@ -1,4 +1,4 @@
-import Relay
+@testable import Relay
 import RelayCore
 import StunCodec
 import Testing

@@ -59,7 +59,7 @@ import Testing
         #expect(harness.core.terminateAllocations(.user("alice"), now: harness.now) == 0)
         _ = harness.drainOutbox()
         #expect(harness.sockets.closed.count == 1)
-        #expect(harness.quota.total == 1)
+        #expect(harness.admission.total == 1)
         #expect(harness.counters.allocationsTerminated == 1 && harness.counters.allocationsDeleted == 1)
         #expect(try alice.refresh().errorCode == 437)
         #expect(try bob.refresh().isSuccess)
@@ -68,14 +68,14 @@ import Testing
     @Test("A blocked user's Allocate gets 403 until the block lapses; other users allocate")
     func blockedUser() throws {
         let harness = CoreHarness()
-        harness.core.context.blocklist.block("alice", until: harness.now + 60)
+        harness.admission.blocklist.block("alice", until: harness.now + 60)
         let alice = harness.restClient(at: CoreFixture.clientA, user: "alice")
         #expect(try alice.allocate().errorCode == 403)
         #expect(harness.counters.allocatesOfBlockedUsers == 1)
         #expect(try harness.restClient(at: CoreFixture.clientB, user: "bob").allocate().isSuccess)
         harness.advance(by: 60)
         #expect(try alice.allocate().isSuccess)
-        #expect(harness.core.context.blocklist.list(now: harness.now).isEmpty)
+        #expect(harness.admission.blocklist.list(now: harness.now).isEmpty)
     }
 
     @Test("The blocklist replaces, lifts, lapses and stays bounded")

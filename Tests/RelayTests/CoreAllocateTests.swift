@@ -46,7 +46,7 @@ import Testing
         #expect(allocation.relayedAddress == relayed)
         #expect(allocation.expiry == CoreFixture.start + 600)
         #expect(harness.counters.allocationsCreated == 1)
-        #expect(harness.quota.total == 1)
+        #expect(harness.admission.total == 1)
     }
 
     @Test("A static user (user=name:password) can allocate")
@@ -124,7 +124,7 @@ import Testing
         }
         #expect(response.errorCode == 400)
         #expect(harness.sockets.opens == 0)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
     }
 
     @Test(
@@ -137,7 +137,7 @@ import Testing
         }
         #expect(response.errorCode == 442)
         #expect(harness.sockets.opens == 0)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
     }
 
     @Test("REQUESTED-ADDRESS-FAMILY IPv6 without an IPv6 relay address gets 440 (RFC 6156 §4.2)")
@@ -147,7 +147,7 @@ import Testing
             try w.append(RequestedAddressFamily(family: .ipv6))
         }
         #expect(response.errorCode == 440)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
     }
 
     @Test(
@@ -160,7 +160,7 @@ import Testing
             try value.withUnsafeBytes { try w.append(.requestedAddressFamily, value: $0) }
         }
         #expect(response.errorCode == code)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
     }
 
     @Test("REQUESTED-ADDRESS-FAMILY IPv6 with an IPv6 relay address gets an IPv6 XOR-RELAYED-ADDRESS")

@@ -148,7 +148,7 @@ import Testing
         #expect(try client.allocate().isSuccess)
         let rotated = CoreFixture.configuration { $0.staticAuthSecrets = ["brand-new-secret"] }
         harness.core.update(
-            context: CoreContext(configuration: rotated, nonceKey: Array(0..<32), quota: harness.quota))
+            context: CoreContext(configuration: rotated, nonceKey: Array(0..<32), ledger: harness.admission))
         let response = try client.refresh()
         #expect(response.isSuccess)
         #expect(response.integrity(key: client.key) == .valid)

@@ -78,25 +78,6 @@ import Testing
         #expect(budget.used(.toClient, now: t + 1) == 300)
     }
 
-    @Test("The capacity grants max-bps while it lasts, then what is left, then nothing; releases make room")
-    func capacityReservations() {
-        let capacity = BandwidthCapacity(capacity: 2500)
-        #expect(capacity.reserve(1000) == 1000)
-        #expect(capacity.reserve(1000) == 1000)
-        #expect(capacity.reserve(1000) == 500)
-        #expect(capacity.reserve(1000) == nil)
-        capacity.release(1000)
-        #expect(capacity.reserved == 1500)
-        #expect(capacity.reserve(1000) == 1000)
-        // A lower capacity after a reload refuses new reservations; live ones keep theirs.
-        capacity.update(capacity: 1000)
-        #expect(capacity.reserve(1) == nil)
-        #expect(capacity.reserved == 2500)
-        // 0 is unlimited.
-        capacity.update(capacity: 0)
-        #expect(capacity.reserve(1_000_000) == 1_000_000)
-    }
-
     @Test("With max-bps, client-to-peer bytes over the second's budget are dropped and counted bandwidth")
     func clientToPeerLimited() throws {
         let harness = CoreHarness(configuration: Self.limited(1000))
@@ -166,16 +147,16 @@ import Testing
         #expect(harness.allocation(of: CoreFixture.clientB)?.bandwidth?.bytesPerSecond == 500)
         let third = harness.restClient(at: .literal("192.0.2.3:40003"), user: "dave")
         #expect(try third.allocate().errorCode == 486)
-        #expect(harness.quota.total == 2)
+        #expect(harness.admission.total == 2)
         #expect(harness.sockets.opens == 2)
         #expect(try first.refresh(lifetime: 0).isSuccess)
-        #expect(harness.core.context.bandwidth.reserved == 500)
+        #expect(harness.admission.reservedBytesPerSecond == 500)
         #expect(try third.allocate().isSuccess)
-        #expect(harness.core.context.bandwidth.reserved == 1500)
+        #expect(harness.admission.reservedBytesPerSecond == 1500)
         // Expiry returns the reservations too.
         harness.advance(by: 3601)
         harness.sweep()
-        #expect(harness.core.context.bandwidth.reserved == 0)
+        #expect(harness.admission.reservedBytesPerSecond == 0)
     }
 
     @Test("An Allocate that fails after its reservation (no relay port: 508) returns it")
@@ -183,10 +164,10 @@ import Testing
         let harness = CoreHarness(configuration: Self.limited(1000, capacity: 1000))
         harness.sockets.refusedPorts = Set(CoreFixture.minPort...CoreFixture.maxPort)
         #expect(try harness.restClient(at: CoreFixture.clientA).allocate().errorCode == 508)
-        #expect(harness.core.context.bandwidth.reserved == 0)
+        #expect(harness.admission.reservedBytesPerSecond == 0)
         harness.sockets.refusedPorts = []
         #expect(try harness.restClient(at: CoreFixture.clientB).allocate().isSuccess)
-        #expect(harness.core.context.bandwidth.reserved == 1000)
+        #expect(harness.admission.reservedBytesPerSecond == 1000)
     }
 
     @Test("A packet another loop counted but a stream connection refused gives its bytes back to the target's budget")

@@ -38,7 +38,7 @@ import Testing
         #expect(try first.allocate().xorRelayedAddress?.port == 50001)
         let second = harness.restClient(at: CoreFixture.clientB)
         #expect(try second.allocate().errorCode == 508)
-        #expect(harness.quota.total == 1)
+        #expect(harness.admission.total == 1)
         #expect(harness.core.relayPortsFree == 0)
 
         #expect(try first.refresh(lifetime: 0).isSuccess)
@@ -56,7 +56,7 @@ import Testing
         #expect(try harness.restClient(at: CoreFixture.clientA).allocate().xorRelayedAddress?.port == 50001)
         #expect(try harness.restClient(at: CoreFixture.clientB).allocate().errorCode == 508)
         #expect(harness.sockets.refusals >= 2)
-        #expect(harness.quota.total == 1)
+        #expect(harness.admission.total == 1)
 
         harness.sockets.refusedPorts = []
         let third = try harness.restClient(at: .literal("192.0.2.3:40003")).allocate()
@@ -119,7 +119,7 @@ import Testing
             try w.append(ReservationToken(value: 42))
         }
         #expect(response.errorCode == 508)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
     }
 
     @Test("An unused reservation is released after 30 s by sweep")
@@ -171,6 +171,6 @@ import Testing
             try w.append(EvenPort(reservePair: true))
         }
         #expect(response.errorCode == 508)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
     }
 }

@@ -151,7 +151,7 @@ import Testing
         #expect(try client.channelBind(0x4000, to: CoreFixture.peer1).isSuccess)
         #expect(try client.channelBind(0x4001, to: CoreFixture.peer2).isSuccess)
         let stricter = CoreFixture.configuration { $0.deniedPeerIPs = [IPRange("1.2.3.0/24")!] }
-        harness.core.update(context: CoreContext(configuration: stricter, nonceKey: Array(0..<32), quota: harness.quota))
+        harness.core.update(context: CoreContext(configuration: stricter, nonceKey: Array(0..<32), ledger: harness.admission))
         _ = harness.drainOutbox()
         #expect(removals(harness).map(\.number) == [0x4000])
         #expect(harness.receive(StunTestMessages.channelData(0x4000, [1, 2, 3]), from: CoreFixture.clientA).isEmpty)

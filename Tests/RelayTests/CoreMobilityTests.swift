@@ -133,8 +133,8 @@ import Testing
     func keyRotation() throws {
         let tickets = MobilityTickets()
         let directory = RelayedAddressDirectory()
-        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
-        let placement = CoreHarness.LoopPlacement(index: 0, count: 1, quota: quota, directory: directory, mobility: tickets)
+        let admission = LocalAdmissionLedger()
+        let placement = CoreHarness.LoopPlacement(index: 0, count: 1, admission: admission, directory: directory, mobility: tickets)
         let (harness, _, _, ticket) = try mobile(CoreHarness(loop: placement))
         tickets.rotate()
         let answer = try move(harness.restClient(at: Self.newClient), ticket: ticket)
@@ -149,10 +149,10 @@ import Testing
     func acrossLoops() throws {
         let tickets = MobilityTickets()
         let directory = RelayedAddressDirectory()
-        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let admission = LocalAdmissionLedger()
         let ports = CoreFixture.portPool()
         func placement(_ index: Int) -> CoreHarness.LoopPlacement {
-            .init(index: index, count: 2, quota: quota, directory: directory, mobility: tickets, ports: ports)
+            .init(index: index, count: 2, admission: admission, directory: directory, mobility: tickets, ports: ports)
         }
         let (owner, _, socket, ticket) = try mobile(CoreHarness(loop: placement(0)))
         let other = CoreHarness(loop: placement(1))
@@ -198,11 +198,11 @@ import Testing
     @Test("A TCP client presenting another loop's ticket gets 405 where it is; nothing is forwarded")
     func streamClientIsNotForwarded() throws {
         let tickets = MobilityTickets()
-        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let admission = LocalAdmissionLedger()
         let directory = RelayedAddressDirectory()
         let ports = CoreFixture.portPool()
         func placement(_ index: Int) -> CoreHarness.LoopPlacement {
-            .init(index: index, count: 2, quota: quota, directory: directory, mobility: tickets, ports: ports)
+            .init(index: index, count: 2, admission: admission, directory: directory, mobility: tickets, ports: ports)
         }
         let (_, _, _, ticket) = try mobile(CoreHarness(loop: placement(0)))
         let other = CoreHarness(loop: placement(1))

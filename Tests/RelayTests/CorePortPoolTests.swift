@@ -6,9 +6,9 @@ import Testing
 /// The node's relay ports are one pool that every loop takes from (RFC 8656 §7.2): a 508 means no
 /// port of the family is free on the node, whichever loop the client hashed to.
 @Suite struct CorePortPoolTests {
-    /// Two loops of one node sharing quota, directory and ports.
+    /// Two loops of one node sharing admission, directory and ports.
     static func twoLoops(_ configuration: RelayConfiguration) -> (CoreHarness, CoreHarness) {
-        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let admission = LocalAdmissionLedger()
         let directory = RelayedAddressDirectory()
         let ports = CoreFixture.portPool(configuration)
         let reservations = ReservationTable()
@@ -16,7 +16,7 @@ import Testing
             CoreHarness(
                 configuration: configuration,
                 loop: .init(
-                    index: index, count: 2, quota: quota, directory: directory, ports: ports,
+                    index: index, count: 2, admission: admission, directory: directory, ports: ports,
                     reservations: reservations))
         }
         return (loop(0), loop(1))
@@ -71,7 +71,7 @@ import Testing
         #expect(try harness.restClient(at: Self.client(1)).allocate().errorCode == 508)
         #expect(harness.sockets.exhaustedAttempts == 2)
         #expect(harness.core.relayPortsInUse == 0)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
         harness.sockets.outOfDescriptors = false
         #expect(try harness.restClient(at: Self.client(2)).allocate().isSuccess)
     }

@@ -28,7 +28,7 @@ import Testing
         #expect(harness.sockets.closed == [socket])
         #expect(harness.sockets.bound.isEmpty)
         #expect(harness.core.relayPortsInUse == 0)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
         #expect(harness.counters.allocationsDeleted == 1)
 
         let again = try harness.restClient(at: CoreFixture.clientB).allocate()
@@ -100,7 +100,7 @@ import Testing
         harness.advance(by: 599)
         harness.sweep()
         #expect(harness.core.allocationCount == 1)
-        #expect(harness.quota.total == 1)
+        #expect(harness.admission.total == 1)
 
         harness.advance(by: 1)
         harness.sweep()
@@ -108,7 +108,7 @@ import Testing
         #expect(harness.sockets.closes == 1)
         #expect(harness.sockets.bound.isEmpty)
         #expect(harness.core.relayPortsInUse == 0)
-        #expect(harness.quota.total == 0)
+        #expect(harness.admission.total == 0)
         #expect(harness.counters.allocationsExpired == 1)
 
         let next = try harness.restClient(at: CoreFixture.clientB).allocate()

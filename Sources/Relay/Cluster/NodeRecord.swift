@@ -105,9 +105,9 @@ public struct ClusterFleet: Sendable, Equatable {
     }
 
     /// Other live nodes that can take a redirected client, least loaded first.
-    public func alternates(excluding name: String) -> [ClusterLink.Alternate] {
+    func alternates(excluding name: String) -> [ClusterAdmissionLedger.Alternate] {
         nodes.filter { $0.name != name && !$0.draining && !$0.addresses.isEmpty }
             .sorted(by: NodeRecord.lessLoaded)
-            .map { ClusterLink.Alternate(name: $0.name, addresses: $0.addresses, tlsPort: $0.tlsPort) }
+            .map { ClusterAdmissionLedger.Alternate(name: $0.name, addresses: $0.addresses, tlsPort: $0.tlsPort) }
     }
 }

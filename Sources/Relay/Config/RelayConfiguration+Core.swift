@@ -33,25 +33,31 @@ extension CoreSettings {
 }
 
 extension CoreContext {
-    /// The context of loop thread `threadIndex` of `threadCount` for `configuration`; the shared
-    /// trackers are passed in so every loop thread counts against the same ones.
+    /// The context of loop thread `threadIndex` of `threadCount` for `configuration`; the ledger
+    /// and the shared tables are passed in so every loop thread counts against the same ones.
     public init(
-        configuration: RelayConfiguration, nonceKey: [UInt8], quota: QuotaTracker,
+        configuration: RelayConfiguration, nonceKey: [UInt8], ledger: any AdmissionLedger,
         reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
         threadIndex: Int = 0, threadCount: Int = 1, sourceLimits: SourceLimits? = nil,
-        bandwidth: BandwidthCapacity? = nil, mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
+        mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
     ) {
         self.init(
             settings: CoreSettings(configuration: configuration),
             credentials: CredentialStore(configuration: configuration),
             nonces: NonceGenerator(key: nonceKey, lifetime: Int64(configuration.staleNonce)),
             policy: PeerPolicy(configuration: configuration, interfaceAddresses: interfaceAddresses),
-            relayAddresses: RelayAddress.mappings(configuration: configuration), quota: quota,
-            bandwidth: bandwidth ?? BandwidthCapacity(capacity: configuration.bpsCapacity),
+            relayAddresses: RelayAddress.mappings(configuration: configuration), ledger: ledger,
             sourceLimits: sourceLimits ?? SourceLimits(configuration: configuration),
             reservationTable: reservationTable, directory: directory, threadIndex: threadIndex,
             threadCount: threadCount, mobility: mobility, ports: ports)
+    }
+}
+
+extension LocalAdmissionLedger.Limits {
+    /// `user-quota`, `total-quota` and `bps-capacity`.
+    public init(configuration c: RelayConfiguration) {
+        self.init(userQuota: c.userQuota, totalQuota: c.totalQuota, bpsCapacity: c.bpsCapacity)
     }
 }
 

@@ -50,12 +50,6 @@ extension EventLoop {
                 requestForwarder?(request)
             case .steerClient:
                 break
-            case .admitAllocation(let request):
-                if let admissionForwarder {
-                    admissionForwarder(request)
-                } else {
-                    mailbox.post(AdmittedRequest(request: request, admission: .local))
-                }
             case .connectPeer(let request):
                 tcpRelay.connect(request)
             case .bindDataConnection(let bind):

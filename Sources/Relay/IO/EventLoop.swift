@@ -22,9 +22,6 @@ final class EventLoop: RelaySocketProvider {
     var steeredAnswer: [Int32: Int32] = [:]
     /// Hands a request to the loop that holds its allocation; set by the server.
     var requestForwarder: ((ForwardedRequest) -> Void)?
-    /// Hands an Allocate to the cluster agent for its quota check; set by the server when it
-    /// runs in a cluster (docs/cluster.md).
-    var admissionForwarder: ((AdmissionRequest) -> Void)?
     var relayEvents: [Int32: OpaquePointer] = [:]
     var timer: LoopEvent?
     var pendingClose: [Int32] = []
@@ -177,9 +174,7 @@ final class EventLoop: RelaySocketProvider {
         }
         for answer in admitted {
             if slotsInUse > 0 { flush() }
-            let request = answer.request
-            core.handleAdmittedRequest(
-                request.bytes, from: request.origin, user: request.user, admission: answer.admission, now: now)
+            core.resumeAllocate(answer.ticket, decision: answer.decision, now: now)
             if core.outbox.needsFlush { flush() }
         }
         flush()

@@ -11,8 +11,8 @@ final class LoopMailbox: Sendable {
         var context: CoreContext?
         /// Requests other loops received for allocations this loop holds (mobility, RFC 8016).
         var requests: [ForwardedRequest] = []
-        /// Allocates back from the cluster's quota check, with Redis's answer (docs/cluster.md).
-        var admitted: [AdmittedRequest] = []
+        /// The admission ledger's decisions on this loop's pending Allocates (docs/cluster.md).
+        var admitted: [AdmissionAnswer] = []
         /// The admin API's requests: list or end allocations (docs/admin.md).
         var adminTasks: [AdminTask] = []
         /// Pipes of TCP allocations another loop ended (RFC 6062, docs/tcp-relay.md), by connection id.
@@ -54,9 +54,9 @@ final class LoopMailbox: Sendable {
 
     static let requestLimit = 1024
 
-    /// From the main thread: an Allocate this loop sent for the cluster's quota check, answered.
-    /// Never dropped: a granted answer carries a count Redis holds for this node.
-    func post(_ answer: AdmittedRequest) {
+    /// From the main thread: the decision on an Allocate this loop holds as pending. Never
+    /// dropped: a granted decision carries a lease the loop must take or give back.
+    func post(_ answer: AdmissionAnswer) {
         state.withLock { s in
             s.admitted.append(answer)
             if s.event != 0 { event_active(OpaquePointer(bitPattern: s.event), 0, 0) }
@@ -95,8 +95,8 @@ final class LoopMailbox: Sendable {
         }
     }
 
-    /// On the loop thread: the answered admissions posted since the last call.
-    func takeAdmitted() -> [AdmittedRequest] {
+    /// On the loop thread: the admission decisions posted since the last call.
+    func takeAdmitted() -> [AdmissionAnswer] {
         state.withLock { s in
             defer { s.admitted.removeAll() }
             return s.admitted
@@ -120,10 +120,10 @@ final class LoopMailbox: Sendable {
     }
 }
 
-/// An Allocate and what the cluster's quota check said of it.
-struct AdmittedRequest: Sendable {
-    let request: AdmissionRequest
-    let admission: ClusterAdmission
+/// The admission ledger's decision on a pending Allocate, named by its ticket.
+struct AdmissionAnswer: Sendable {
+    let ticket: AdmissionTicket
+    let decision: AdmissionDecision
 }
 
 /// What the admin API asks every loop thread (docs/admin.md).

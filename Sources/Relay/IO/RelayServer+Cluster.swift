@@ -5,17 +5,17 @@ extension RelayServer {
     /// Joins the cluster when `cluster-redis` is set (docs/cluster.md): the agent runs on the
     /// main loop beside the HTTP service, which reads the fleet from it.
     func startCluster(base: OpaquePointer, http: HTTPService) {
-        guard let endpoint = configuration.clusterRedis, let link = clusterLink else { return }
+        guard let endpoint = configuration.clusterRedis, let ledger = clusterLedger else { return }
         let name = ClusterNode.name(configuration: configuration)
         let record = ClusterNode.record(
             name: name, configuration: configuration, interfaceAddresses: interfaceAddresses, startedAt: startedAt)
         let agent = ClusterAgent(
             name: name, record: record, endpoint: endpoint, ttlSeconds: configuration.clusterNodeTTL, base: base,
-            link: link, quota: quota, mailboxes: mailboxes, inbox: admissionInbox, logger: logger
+            ledger: ledger, logger: logger
         ) { [unowned self] in
             let c = metrics.total().counters
             return ClusterAgent.Status(
-                allocations: quota.total, relayedPackets: c.packetsToPeer &+ c.packetsToClient,
+                allocations: admission.total, relayedPackets: c.packetsToPeer &+ c.packetsToClient,
                 relayedBytes: c.bytesToPeer &+ c.bytesToClient, draining: drain.active)
         }
         http.router.cluster = { [unowned agent] in

@@ -79,7 +79,7 @@ extension RelayServer {
 
     /// Live allocations over all loops, counted exactly by the quota tracker (taken before an
     /// allocation is created, released when it is deleted).
-    func activeAllocations() -> Int { quota.total }
+    func activeAllocations() -> Int { admission.total }
 
     func exitMainLoop() {
         if let mainBase { event_base_loopexit(mainBase, nil) }

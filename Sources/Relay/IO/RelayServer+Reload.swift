@@ -52,9 +52,8 @@ extension RelayServer {
         let previous = configuration
         configuration = next
         logger.logLevel = next.logLevel
-        quota.update(userQuota: next.userQuota, totalQuota: next.totalQuota)
-        clusterLink?.update(clusterTotalQuota: next.clusterTotalQuota)
-        bandwidth.update(capacity: next.bpsCapacity)
+        admission.update(limits: .init(configuration: next))
+        clusterLedger?.update(clusterTotalQuota: next.clusterTotalQuota)
         sourceLimits = sourceLimits.updated(from: previous, to: next)
         streams.limiter.update(ConnectionLimiter.Limits(configuration: next))
         streams.reloadTLS(using: next)

@@ -15,8 +15,8 @@ public final class RelayServer {
     /// The running configuration; replaced (on the main thread) by a reload.
     public internal(set) var configuration: RelayConfiguration
     var logger: Logger
-    let quota: QuotaTracker
-    let bandwidth: BandwidthCapacity
+    /// The node's admission: quotas, `bps-capacity` and blocks (docs/architecture.md, "Admission").
+    let admission: LocalAdmissionLedger
     let reservations = ReservationTable()
     /// The peer connections of TCP allocations, shared by the loops (docs/tcp-relay.md).
     let tcpConnections = TCPConnectionTable()
@@ -55,14 +55,16 @@ public final class RelayServer {
     var http: HTTPService?
     /// The kernel fast path, when `kernel-offload` is on or auto and it could attach (docs/kernel-fast-path.md).
     var fastPath: KernelFastPath?
-    /// The cluster (docs/cluster.md), when `cluster-redis` is set: what the cores read, the
-    /// queue of their quota checks, and the agent on the main loop that talks to Redis.
-    let clusterLink: ClusterLink?
-    let admissionInbox = AdmissionInbox()
+    /// The cluster (docs/cluster.md), when `cluster-redis` is set: the admission ledger the
+    /// cores ask (quotas counted across nodes, redirects), and the agent on the main loop that
+    /// keeps the node in the registry.
+    let clusterLedger: ClusterAdmissionLedger?
     var clusterAgent: ClusterAgent?
     let startedAt = Int64(time(nil))
     /// Users the admin API blocked (docs/admin.md); outlives reloads.
-    public let blocklist = UserBlocklist()
+    public var blocklist: UserBlocklist { admission.blocklist }
+    /// What the cores ask before they allocate: the cluster's ledger in a cluster, else the node's.
+    var ledger: any AdmissionLedger { clusterLedger ?? admission }
 
     public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
         evthread_use_pthreads()
@@ -72,8 +74,7 @@ public final class RelayServer {
         self.logger = logger
         self.notifier = notifier
         self.interfaceAddresses = interfaces
-        quota = QuotaTracker(userQuota: c.userQuota, totalQuota: c.totalQuota)
-        bandwidth = BandwidthCapacity(capacity: c.bpsCapacity)
+        admission = LocalAdmissionLedger(limits: .init(configuration: c))
         sourceLimits = SourceLimits(configuration: c)
         ports = RelayPortPool(
             range: c.minPort...c.maxPort, addresses: RelayAddress.mappings(configuration: c).map(\.bound),
@@ -82,25 +83,30 @@ public final class RelayServer {
         var g = SystemRandomNumberGenerator()
         for i in key.indices { key[i] = g.next() }
         nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? key
-        clusterLink = c.clusterRedis.map { _ in ClusterLink(clusterTotalQuota: c.clusterTotalQuota) }
+        threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
+        self.mailboxes = mailboxes
+        clusterLedger = c.clusterRedis.map { [admission] _ in
+            ClusterAdmissionLedger(local: admission, clusterTotalQuota: c.clusterTotalQuota) { ticket, decision in
+                if mailboxes.indices.contains(ticket.loop.value) {
+                    mailboxes[ticket.loop.value].post(AdmissionAnswer(ticket: ticket, decision: decision))
+                }
+            }
+        }
         var ports = [c.listeningPort]
         if let alt = c.effectiveAltListeningPort { ports.append(alt) }
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
-        threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         streams = StreamService(configuration: c, logger: logger)
         metrics = MetricsRegistry(threads: threadCount)
     }
 
     func makeContext(thread index: Int) -> CoreContext {
         var context = CoreContext(
-            configuration: configuration, nonceKey: nonceKey, quota: quota, reservationTable: reservations, directory: directory,
-            interfaceAddresses: interfaceAddresses,
+            configuration: configuration, nonceKey: nonceKey, ledger: ledger, reservationTable: reservations,
+            directory: directory, interfaceAddresses: interfaceAddresses,
             threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
-            bandwidth: bandwidth, mobility: mobility, ports: ports)
+            mobility: mobility, ports: ports)
         context.draining = drain.active
-        context.cluster = clusterLink
-        context.blocklist = blocklist
         context.tcpConnections = tcpConnections
         return context
     }
@@ -153,8 +159,6 @@ public final class RelayServer {
             let slot = metrics.slots[index]
             let mailbox = mailboxes[index]
             let mailboxes = mailboxes
-            let clustered = clusterLink != nil
-            let inbox = admissionInbox
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
                 loop.pipeCloser = { thread, id in
@@ -162,12 +166,6 @@ public final class RelayServer {
                 }
                 loop.requestForwarder = { request in
                     if mailboxes.indices.contains(request.thread) { mailboxes[request.thread].post(request) }
-                }
-                if clustered {
-                    loop.admissionForwarder = { request in
-                        // A full queue, or no agent yet or any more: the node decides alone.
-                        if !inbox.post(request) { mailbox.post(AdmittedRequest(request: request, admission: .local)) }
-                    }
                 }
                 loop.fastPath = fastPath.map(FastPathRoutes.init)
                 let transport = StreamTransport(loop: loop, service: streams)

@@ -30,6 +30,9 @@ public final class Allocation {
     public internal(set) var permissions: [Permission] = []
     public internal(set) var channels: [ChannelBinding] = []
     public internal(set) var traffic = TrafficCounters()
+    /// What admission granted (a quota share and the `max-bps` reserved); released once, when
+    /// the allocation ends (docs/architecture.md, "Admission").
+    public let lease: AdmissionLease
     /// The `max-bps` budget granted at Allocate; nil when `max-bps` is 0 (unlimited).
     public internal(set) var bandwidth: BandwidthBudget?
     /// A TCP allocation's peer connections (RFC 6062); nil for a UDP allocation.
@@ -60,8 +63,10 @@ public final class Allocation {
 
     init(
         origin: ClientOrigin, relayedAddress: TransportAddress, advertisedAddress: TransportAddress,
-        relaySocket: RelaySocket, username: String, key: [UInt8], transactionID: TransactionID, now: Int64, lifetime: Int64
+        relaySocket: RelaySocket, username: String, key: [UInt8], transactionID: TransactionID, now: Int64, lifetime: Int64,
+        lease: AdmissionLease
     ) {
+        self.lease = lease
         self.origin = origin
         self.relayedAddress = relayedAddress
         self.advertisedAddress = advertisedAddress

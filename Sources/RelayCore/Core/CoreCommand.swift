@@ -34,10 +34,6 @@ public enum CoreCommand {
     /// connected socket in the listeners' SO_REUSEPORT group), stops doing so for `from`, and
     /// logs a move as `allocation_moved`.
     case steerClient(session: String, from: FiveTuple, to: FiveTuple?)
-    /// An Allocate that a quota counted across the cluster must clear first (docs/cluster.md):
-    /// the I/O layer asks Redis and hands the request back with the answer
-    /// (`RelayCore.handleAdmittedRequest`).
-    case admitAllocation(AdmissionRequest)
     /// A Connect of a TCP allocation (RFC 6062 §5.2): the I/O layer connects from the relayed
     /// address to the peer and reports with `RelayCore.peerConnectFinished`.
     case connectPeer(PeerConnect)

@@ -14,15 +14,15 @@ public struct RelayAddress: Sendable, Hashable {
 
 /// Everything a loop thread's core needs besides its sockets: the immutable configuration and
 /// what was derived from it once (credentials, nonces, policy, relay addresses), plus the
-/// cross-thread quota and bandwidth trackers. Swapped as a whole on reload.
+/// node's admission ledger and the tables loops share. Swapped as a whole on reload.
 public struct CoreContext: Sendable {
     public var settings: CoreSettings
     public var credentials: CredentialStore
     public var nonces: NonceGenerator
     public var policy: PeerPolicy
-    public var quota: QuotaTracker
-    /// `bps-capacity`, from which each allocation reserves its `max-bps`, shared by all loop threads.
-    public var bandwidth: BandwidthCapacity
+    /// Whether an Allocate may take a share of the node: quotas, `bps-capacity`, blocks and the
+    /// cluster (docs/architecture.md, "Admission"); shared by all loop threads.
+    public var ledger: any AdmissionLedger
     /// EVEN-PORT reservations, shared by all loop threads.
     public var reservationTable: ReservationTable
     /// The relay ports of every relay address, shared by all loop threads: a 508 means the
@@ -41,17 +41,13 @@ public struct CoreContext: Sendable {
     public var sourceLimits: SourceLimits
     /// Mobility tickets' keys and which thread holds each mobile allocation (docs/mobility.md).
     public var mobility: MobilityTickets
-    /// The cluster (docs/cluster.md): quotas across nodes and where to redirect; nil alone.
-    public var cluster: ClusterLink?
-    /// Users an operator refused new allocations to (docs/admin.md); shared, kept across reloads.
-    public var blocklist = UserBlocklist()
     /// The peer connections of TCP allocations (RFC 6062), shared by all loop threads: a
     /// ConnectionBind may reach any of them (docs/tcp-relay.md).
     public var tcpConnections = TCPConnectionTable()
 
     public init(
         settings: CoreSettings, credentials: CredentialStore, nonces: NonceGenerator, policy: PeerPolicy,
-        relayAddresses: [RelayAddress], quota: QuotaTracker, bandwidth: BandwidthCapacity,
+        relayAddresses: [RelayAddress], ledger: any AdmissionLedger,
         sourceLimits: SourceLimits, reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), threadIndex: Int = 0, threadCount: Int = 1,
         mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
@@ -63,8 +59,7 @@ public struct CoreContext: Sendable {
         self.credentials = credentials
         self.nonces = nonces
         self.policy = policy
-        self.quota = quota
-        self.bandwidth = bandwidth
+        self.ledger = ledger
         self.reservationTable = reservationTable
         self.directory = directory
         self.relayAddresses = relayAddresses

@@ -1,86 +1,81 @@
 import StunCodec
 
-/// Allocations in a cluster (docs/cluster.md): quotas counted across nodes through Redis, and
-/// redirects to another node when this one is full or draining.
+/// Admission of Allocates (docs/architecture.md, "Admission"): the core asks the node's
+/// `AdmissionLedger` and acts on its answer. A pending answer (a cluster asking Redis) keeps the
+/// request in `pendingAllocates` until `resumeAllocate` brings the decision back.
 extension RelayCore {
-    /// What `admit` decided for an Allocate.
-    enum AdmissionStep {
-        /// Sent to Redis; the request comes back through `handleAdmittedRequest`.
-        case wait
-        case refuse(RelayError)
-        /// Go on; `counted` when Redis already counts the allocation for this node.
-        case proceed(counted: Bool)
+    /// Asks the ledger whether `request` may allocate, and allocates, refuses, or holds it.
+    func admit(_ request: AllocateRequest, now: Int64) {
+        let fiveTuple = request.origin.fiveTuple
+        guard pendingAllocates.hasRoom(now: now) else {
+            return refuse(AdmissionRefusal(.backlog), request)
+        }
+        let question = AdmissionRequest(
+            user: request.userID, bytesPerSecond: settings.maxBPS, family: fiveTuple.server.ip.family,
+            transport: fiveTuple.transport, wallTime: wallTime(now),
+            ticket: pendingAllocates.nextTicket(loop: LoopIndex(context.threadIndex)))
+        decide(request, context.ledger.admit(question), now: now)
     }
 
-    /// Whether `user`'s Allocate may go on now. Alone, or with no quota counted across the
-    /// cluster, or with Redis away, the node decides on its own counts. Otherwise the request
-    /// waits for Redis, unless this node alone already holds the user's whole quota: that
-    /// refusal is safe without asking.
-    func admit(_ message: StunMessage, origin: ClientOrigin, user: String, now: Int64) -> AdmissionStep {
-        if let answer = admission {
-            switch answer {
-            case .granted:
-                admission = nil  // the quota tracker holds the count from here on
-                return .proceed(counted: true)
-            case .refused(let error): return .refuse(error)
-            case .local: return .proceed(counted: false)
-            }
-        }
-        let userQuota = context.quota.userQuota
-        guard let cluster = context.cluster, cluster.needsAdmission(userQuota: userQuota) else {
-            return .proceed(counted: false)
-        }
-        if userQuota > 0 && context.quota.count(user: user) >= userQuota { return .refuse(.allocationQuotaReached) }
-        let fiveTuple = origin.fiveTuple
-        // A retransmission while the first copy is with Redis is dropped: its answer will come.
-        if isAwaitingAdmission(fiveTuple, now: now) { return .wait }
-        if awaitingAdmission.count >= Self.admissionBacklog {
-            awaitingAdmission = awaitingAdmission.filter { now - $0.value < Self.admissionPatience }
-            guard awaitingAdmission.count < Self.admissionBacklog else { return .refuse(.insufficientCapacity) }
-        }
-        awaitingAdmission[fiveTuple] = now
-        outbox.emit(
-            .admitAllocation(
-                AdmissionRequest(thread: context.threadIndex, bytes: Array(message.bytes), origin: origin, user: user)))
-        return .wait
-    }
-
-    /// Whether `fiveTuple`'s Allocate is with the quota check now (a retransmission of it is
-    /// neither charged to `allocate-rate-limit` nor sent again).
-    func isAwaitingAdmission(_ fiveTuple: FiveTuple, now: Int64) -> Bool {
-        guard let sent = awaitingAdmission[fiveTuple] else { return false }
-        return now - sent < Self.admissionPatience
-    }
-
-    /// Seconds a sent admission holds back retransmissions of the same Allocate.
-    static let admissionPatience: Int64 = 2
-    /// Allocates waiting for Redis on one thread at most; beyond, 508.
-    static let admissionBacklog = 4096
-
-    /// An Allocate back from the cluster's quota check with Redis's answer for `user`: handled
-    /// again as received, with the answer in place of the question.
-    public func handleAdmittedRequest(
-        _ bytes: [UInt8], from origin: ClientOrigin, user: String, admission answer: ClusterAdmission, now: Int64
-    ) {
-        awaitingAdmission[origin.fiveTuple] = nil
-        if closedWhileAwaiting.remove(origin.fiveTuple) != nil {
-            // The client's connection is gone: nothing to allocate, and Redis's count goes back.
-            if answer == .granted { context.quota.returnCounted(user: user) }
+    /// The ledger's answer to an Allocate it held as pending, named by `ticket` (the cluster
+    /// ledger posts it to this loop). When the Allocate is no longer held (its connection closed,
+    /// or a later copy asked again) a granted lease goes back at once.
+    public func resumeAllocate(_ ticket: AdmissionTicket, decision: AdmissionDecision, now: Int64) {
+        guard let request = pendingAllocates.take(ticket), byFiveTuple[request.origin.fiveTuple] == nil else {
+            if case .granted(let lease) = decision { context.ledger.release(lease) }
             return
         }
-        admission = answer
-        defer { admission = nil }
-        bytes.withUnsafeBytes { raw in handleClientPacket(raw, from: origin, now: now) }
-        // A count Redis holds that no allocation took (a retransmission of an Allocate already
-        // answered, a redirect, a request refused on the second reading) goes back.
-        if admission == .granted { context.quota.returnCounted(user: user) }
+        if case .pending = decision {
+            // A ledger answers a pending question with a decision; another wait is refused.
+            return refuse(AdmissionRefusal(.backlog), request)
+        }
+        decide(request, decision, now: now)
+    }
+
+    /// The 5-tuple of the pending Allocate `ticket` names; nil when none is held under it.
+    public func pendingAllocate(_ ticket: AdmissionTicket) -> FiveTuple? { pendingAllocates.fiveTuple(of: ticket) }
+
+    /// Allocates held for the ledger's answer on this loop.
+    public var pendingAllocateCount: Int { pendingAllocates.count }
+
+    private func decide(_ request: AllocateRequest, _ decision: AdmissionDecision, now: Int64) {
+        switch decision {
+        case .granted(let lease): allocate(request, lease: lease, now: now)
+        case .refused(let refusal): refuse(refusal, request)
+        case .pending(let ticket): pendingAllocates.hold(request, ticket: ticket, now: now)
+        }
+    }
+
+    private func refuse(_ refusal: AdmissionRefusal, _ request: AllocateRequest) {
+        if refusal.reason == .blocked { counters.allocatesOfBlockedUsers += 1 }
+        let key = request.auth.key
+        guard refusal.redirectable else {
+            return sendError(refusal.error, to: request.reply, origin: request.origin, key: key)
+        }
+        refuse(refusal.error, to: request.reply, origin: request.origin, key: key, redirect: refusal.redirect)
+    }
+
+    /// A full or draining node: 300 to `redirect`, else to the least loaded other node of the
+    /// cluster or to `alternate-server`, when there is one (RFC 8489 §10); else `error` itself.
+    func refuse(
+        _ error: RelayError, to reply: ReplyTarget, origin: ClientOrigin, key: IntegrityKey,
+        redirect: TransportAddress? = nil
+    ) {
+        guard let alternate = redirect ?? alternate(for: origin) else {
+            return sendError(error, to: reply, origin: origin, key: key)
+        }
+        sendError(.tryAlternate, to: reply, origin: origin, key: key) { w throws(StunEncodeError) in
+            try w.append(AlternateServer(address: alternate))
+        }
     }
 
     /// Where to send a client this node cannot serve (full, draining): the least loaded other
     /// live node of the cluster in the client's address family, else the first `alternate-server`.
     func alternate(for origin: ClientOrigin) -> TransportAddress? {
-        let family = origin.fiveTuple.server.ip.family
-        if let node = context.cluster?.alternate(family: family, transport: origin.fiveTuple.transport) { return node }
+        let fiveTuple = origin.fiveTuple
+        if let node = context.ledger.alternate(family: fiveTuple.server.ip.family, transport: fiveTuple.transport) {
+            return node
+        }
         return settings.alternateServers.first
     }
 }

@@ -15,20 +15,11 @@ extension RelayCore {
             return
         }
         guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
+        // A retransmission while the first copy waits for the ledger's answer: that answer will come.
+        if pendingAllocates.isWaiting(fiveTuple, now: now) { return }
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
 
-        // Full or draining: 300 to the least loaded other node of the cluster, or to
-        // `alternate-server`, when there is one (RFC 8489 §10); else the error itself.
-        let refuseOrRedirect = { (error: RelayError) in
-            if let alternate = self.alternate(for: origin) {
-                self.sendError(.tryAlternate, to: message, origin: origin, key: auth.key) { w throws(StunEncodeError) in
-                    try w.append(AlternateServer(address: alternate))
-                }
-            } else {
-                reply(error)
-            }
-        }
-        if context.draining { return refuseOrRedirect(.insufficientCapacity) }
+        if context.draining { return refuse(.insufficientCapacity, to: ReplyTarget(message), origin: origin, key: auth.key) }
         guard let transport = try? message.decode(RequestedTransport.self) else { return reply(.badRequest) }
         // UDP, or TCP (RFC 6062 §5.1) asked for over a TCP or TLS connection (else 400).
         let tcp = transport.protocolNumber == RequestedTransport.tcp.protocolNumber && settings.tcpRelay
@@ -59,7 +50,6 @@ extension RelayCore {
         if token != nil && (evenPort != nil || requestedFamily != nil || dual) { return reply(.badRequest) }
         if requestedFamily != nil && dual { return reply(.badRequest) }
         if dual && (evenPort?.reservePair == true || additionalFamily?.family != .ipv6) { return reply(.badRequest) }
-        let family = requestedFamily?.family ?? .ipv4
         let mobile: Bool
         switch mobilityRequested(by: message, from: origin) {
         case .success(let asked): mobile = asked
@@ -72,71 +62,66 @@ extension RelayCore {
         }
 
         // A source over `allocate-rate-limit` (when set) gets 486, as for a quota: authenticated, so
-        // not a reflector. A request back from the cluster's quota check was charged already.
-        guard admission != nil || isAwaitingAdmission(fiveTuple, now: now)
-            || context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now)
-        else {
+        // not a reflector.
+        guard context.sourceLimits.allocations.allow(fiveTuple.client.ip, now: now) else {
             counters.drop(.rateLimited)
             return reply(.allocationQuotaReached)
         }
-        let userID = String(context.credentials.userID(of: auth.username))
-        // An operator blocked this user (docs/admin.md): refused on administrative grounds.
-        if context.blocklist.isBlocked(userID, now: wallTime(now)) {
-            counters.allocatesOfBlockedUsers += 1
-            return reply(.forbidden)
-        }
-        var counted = false
-        switch admit(message, origin: origin, user: userID, now: now) {
-        case .wait: return
-        case .refuse(let error): return reply(error)
-        case .proceed(let byRedis): counted = byRedis
-        }
-        if let quotaError = context.quota.acquire(user: userID, counted: counted) {
-            return quotaError == .insufficientCapacity ? refuseOrRedirect(quotaError) : reply(quotaError)
-        }
-        // `max-bps` is reserved from `bps-capacity`; none left: 486, as coturn answers.
-        var granted = 0
-        if settings.maxBPS > 0 {
-            guard let reserved = context.bandwidth.reserve(settings.maxBPS) else {
-                context.quota.release(user: userID)
-                return refuseOrRedirect(.allocationQuotaReached)
-            }
-            granted = reserved
-        }
+        let request = AllocateRequest(
+            origin: origin, reply: ReplyTarget(message), auth: auth,
+            userID: String(context.credentials.userID(of: auth.username)), tcp: tcp,
+            family: requestedFamily?.family ?? .ipv4, dual: dual,
+            draftAddressError: message.contains(.additionalAddressFamilyDraft)
+                && !message.contains(.additionalAddressFamily),
+            evenPort: evenPort, token: token, mobile: mobile, dontFragment: message.contains(.dontFragment),
+            requestedLifetime: try? message.decode(Lifetime.self))
+        admit(request, now: now)
+    }
+
+    /// Creates the allocation `request` was granted `lease` for (RFC 8656 §7.2 steps 10-12) and
+    /// answers it; the lease goes back when no relayed address can be had.
+    func allocate(_ request: AllocateRequest, lease: AdmissionLease, now: Int64) {
+        let origin = request.origin
+        let fiveTuple = origin.fiveTuple
+        let key = request.auth.key
         let opened =
-            dual
-            ? openDualRelay(evenPort: evenPort, now: now)
-            : openRelay(family: family, evenPort: evenPort, token: token, tcp: tcp, now: now).map { ($0, nil, nil) }
+            request.dual
+            ? openDualRelay(evenPort: request.evenPort, now: now)
+            : openRelay(
+                family: request.family, evenPort: request.evenPort, token: request.token, tcp: request.tcp, now: now
+            ).map { ($0, nil, nil) }
         guard let (first, second, addressError) = opened else {
-            context.quota.release(user: userID)
-            if granted > 0 { context.bandwidth.release(granted) }
-            if token == nil && !dual && !context.relayAddresses.contains(where: { $0.bound.family == family }) {
-                return reply(.addressFamilyNotSupported)
+            context.ledger.release(lease)
+            if request.token == nil && !request.dual
+                && !context.relayAddresses.contains(where: { $0.bound.family == request.family })
+            {
+                return sendError(.addressFamilyNotSupported, to: request.reply, origin: origin, key: key)
             }
-            return refuseOrRedirect(.insufficientCapacity)
+            return refuse(.insufficientCapacity, to: request.reply, origin: origin, key: key)
         }
         let (relay, socket) = first
-        let lifetime = allocateLifetime(requested: try? message.decode(Lifetime.self))
+        let lifetime = allocateLifetime(requested: request.requestedLifetime)
         let advertised = advertisedForm(of: relay)
         let allocation = Allocation(
             origin: origin, relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket,
-            username: auth.username, key: auth.key.bytes, transactionID: message.transactionID, now: now, lifetime: lifetime)
+            username: request.auth.username, key: key.bytes, transactionID: request.reply.transactionID, now: now,
+            lifetime: lifetime, lease: lease)
         if let (relay, socket) = second {
             allocation.additional = AdditionalRelay(
                 relayedAddress: relay, advertisedAddress: advertisedForm(of: relay), relaySocket: socket,
                 expiry: allocation.expiry)
         }
-        if tcp { allocation.tcpRelay = TCPRelayState() }
-        allocation.credentials = auth.credentials
-        counters.allocationsByCredentials[auth.credentials.index] &+= 1
-        if granted > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: granted) }
-        if message.contains(.dontFragment) {
+        if request.tcp { allocation.tcpRelay = TCPRelayState() }
+        allocation.credentials = request.auth.credentials
+        counters.allocationsByCredentials[request.auth.credentials.index] &+= 1
+        if lease.bytesPerSecond > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: lease.bytesPerSecond) }
+        if request.dontFragment {
             allocation.dontFragment = true
             outbox.emit(.setDontFragment(socket))
             if let additional = allocation.additional { outbox.emit(.setDontFragment(additional.relaySocket)) }
         }
         var reservation: UInt64? = nil
-        if evenPort?.reservePair == true {
+        if request.evenPort?.reservePair == true {
             // The pool reserved the successor with the port (RFC 8656 §7.2, §18.10).
             let value = random.next()
             let entry = ReservationTable.Entry(address: relay.ip, port: relay.port + 1, expiry: now + 30)
@@ -145,10 +130,10 @@ extension RelayCore {
             reservation = value
         }
         allocation.sessionID = random.next()
-        if mobile { registerMobile(allocation) }
+        if request.mobile { registerMobile(allocation) }
         byFiveTuple[fiveTuple] = allocation
         bySocket[socket] = allocation
-        if !tcp {
+        if !request.tcp {
             byRelayedAddress[relay] = allocation
             byRelayedAddress[advertised] = allocation
         }
@@ -159,17 +144,17 @@ extension RelayCore {
         }
         publish(allocation)
         counters.allocationsCreated += 1
-        let response = respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) {
+        let response = respond(to: request.reply, origin: origin, messageClass: .successResponse, key: key) {
             w throws(StunEncodeError) in
             try w.append(XORRelayedAddress(address: advertised))
             if let additional = allocation.additional {
                 try w.append(XORRelayedAddress(address: additional.advertisedAddress))
             }
             if let addressError {
-                if message.contains(.additionalAddressFamilyDraft) && !message.contains(.additionalAddressFamily) {
+                if request.draftAddressError {
                     // Answered in the code point the client asked with (coturn's clients).
                     try w.appendAttribute(.addressErrorCodeDraft, length: addressError.encodedLength) {
-                        addressError.encode(into: $0, transactionID: message.transactionID)
+                        addressError.encode(into: $0, transactionID: request.reply.transactionID)
                     }
                 } else {
                     try w.append(addressError)
@@ -177,7 +162,7 @@ extension RelayCore {
             }
             try w.append(Lifetime(seconds: UInt32(lifetime)))
             if let reservation { try w.append(ReservationToken(value: reservation)) }
-            if mobile, let ticket = ticket(for: allocation) { try w.append(ticket) }
+            if request.mobile, let ticket = ticket(for: allocation) { try w.append(ticket) }
             try w.append(XORMappedAddress(address: fiveTuple.client))
             try appendSoftware(&w)
         }
@@ -186,8 +171,8 @@ extension RelayCore {
             .sessionStarted(
                 SessionStart(
                     session: allocation.session, fiveTuple: fiveTuple, relayed: advertised, bound: relay,
-                    additionalRelayed: allocation.additional?.advertisedAddress, user: userID,
-                    credentials: auth.credentials, lifetimeSeconds: lifetime)))
+                    additionalRelayed: allocation.additional?.advertisedAddress, user: request.userID,
+                    credentials: request.auth.credentials, lifetimeSeconds: lifetime)))
     }
 
     /// A dual allocation's relayed addresses (RFC 8656 §7.2 step 9): IPv4 and IPv6. When only

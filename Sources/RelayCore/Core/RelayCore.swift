@@ -38,13 +38,8 @@ public final class RelayCore {
     /// nonce unique (`ticketNonce`).
     var mobileBySession: [UInt64: Allocation] = [:]
     var ticketsSealed: UInt64 = 0
-    /// Allocates waiting for the cluster's quota check, by 5-tuple, with the time each was sent
-    /// (a retransmission meanwhile is not sent again); and the answer the request being handled
-    /// again carries (docs/cluster.md).
-    var awaitingAdmission: [FiveTuple: Int64] = [:]
-    /// TCP/TLS connections that closed while their Allocate was with the quota check.
-    var closedWhileAwaiting: Set<FiveTuple> = []
-    var admission: ClusterAdmission? = nil
+    /// Allocates waiting for the admission ledger's answer (docs/architecture.md, "Admission").
+    var pendingAllocates = PendingAllocates()
     var random: FastRandom
 
     /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.
@@ -210,6 +205,7 @@ public final class RelayCore {
 
     /// Expires allocations, permissions, channels and port reservations; call about once a second.
     public func sweep(now: Int64) {
+        pendingAllocates.sweep(now: now)
         var expired: [Allocation] = []
         for allocation in byFiveTuple.values {
             // A dual allocation's two relayed addresses expire each on its own (RFC 8656 §8.1).
@@ -237,9 +233,9 @@ public final class RelayCore {
     /// A TCP/TLS connection closed: its allocation ends with it (RFC 8656 §3.1 over streams).
     public func connectionClosed(_ origin: ClientOrigin, now: Int64) {
         if let allocation = byFiveTuple[origin.fiveTuple] { delete(allocation, reason: .connectionClosed, now: now) }
-        // An Allocate of this connection still with the cluster's quota check must not allocate
-        // when it comes back (docs/cluster.md).
-        if awaitingAdmission.removeValue(forKey: origin.fiveTuple) != nil { closedWhileAwaiting.insert(origin.fiveTuple) }
+        // An Allocate of this connection still waiting for admission must not allocate when its
+        // answer comes (a granted lease then goes straight back).
+        pendingAllocates.forget(origin.fiveTuple)
     }
 
     /// Ends every allocation (process exit).
@@ -275,8 +271,7 @@ public final class RelayCore {
         }
         closeRelay(allocation.relayedAddress, advertised: allocation.advertisedAddress,
                    socket: allocation.relaySocket, of: allocation)
-        context.quota.release(user: String(context.credentials.userID(of: allocation.username)))
-        if let budget = allocation.bandwidth { context.bandwidth.release(budget.bytesPerSecond) }
+        context.ledger.release(allocation.lease)
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
         if reason == .terminated { counters.allocationsTerminated += 1 }
         lifetimes.observe(seconds: now - allocation.created)
@@ -287,7 +282,7 @@ public final class RelayCore {
                     relaySocket: allocation.relaySocket, relayed: allocation.advertisedAddress,
                     additionalRelaySocket: allocation.additional?.relaySocket,
                     additionalRelayed: allocation.additional?.advertisedAddress,
-                    user: String(context.credentials.userID(of: allocation.username)), reason: reason,
+                    user: allocation.lease.user, reason: reason,
                     credentials: allocation.credentials,
                     durationSeconds: now - allocation.created, traffic: allocation.endTraffic(),
                     permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed)))

@@ -84,35 +84,34 @@ struct SentPacket {
 final class CoreHarness {
     let sockets = FakeRelaySocketProvider()
     let core: RelayCore
-    let quota: QuotaTracker
+    /// The node's own admission (quotas, `bps-capacity`, blocks).
+    let admission: LocalAdmissionLedger
     var now: Int64
     let configuration: RelayConfiguration
 
     init(
         configuration: RelayConfiguration = CoreFixture.configuration(), now: Int64 = CoreFixture.start,
         interfaceAddresses: [IPAddress] = [], loop: LoopPlacement? = nil, seed: UInt64? = nil,
-        cluster: ClusterLink? = nil
+        ledger: ((LocalAdmissionLedger) -> any AdmissionLedger)? = nil
     ) {
         self.configuration = configuration
         self.now = now
-        quota = loop?.quota ?? QuotaTracker(userQuota: configuration.userQuota, totalQuota: configuration.totalQuota)
-        var context = CoreContext(
-            configuration: configuration, nonceKey: Array(0..<32), quota: quota,
+        admission = loop?.admission ?? LocalAdmissionLedger(limits: .init(configuration: configuration))
+        let context = CoreContext(
+            configuration: configuration, nonceKey: Array(0..<32), ledger: ledger?(admission) ?? admission,
             reservationTable: loop?.reservations ?? ReservationTable(), directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
-            threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1, bandwidth: loop?.bandwidth,
+            threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1,
             mobility: loop?.mobility ?? MobilityTickets(), ports: loop?.ports)
-        context.cluster = cluster
         core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger, seed: seed)
         core.addUDPListener(CoreFixture.server, socket: listenerSocket)
     }
 
-    /// One of several loop threads sharing a quota tracker and the relayed-address directory.
+    /// One of several loop threads sharing an admission ledger and the relayed-address directory.
     struct LoopPlacement {
         var index: Int
         var count: Int
-        var quota: QuotaTracker
+        var admission: LocalAdmissionLedger
         var directory: RelayedAddressDirectory
-        var bandwidth: BandwidthCapacity? = nil
         var mobility: MobilityTickets? = nil
         /// The node's relay ports, which loops of one node share (nil: a pool of this loop's own).
         var ports: RelayPortPool? = nil
@@ -185,8 +184,6 @@ final class CoreHarness {
                 forwarded.append(request)
             case .steerClient(_, let from, let to):
                 steering.append(Steering(from: from, to: to))
-            case .admitAllocation(let request):
-                admissions.append(request)
             case .connectPeer(let request):
                 connects.append(request)
             case .bindDataConnection(let bind):
@@ -201,13 +198,11 @@ final class CoreHarness {
     var connects: [PeerConnect] = []
     var dataBinds: [DataConnectionBind] = []
 
-    /// Allocates the core held for the cluster's quota check, in order.
-    var admissions: [AdmissionRequest] = []
-
-    /// Hands an Allocate back from the quota check with `answer`, as the I/O layer does.
+    /// Hands the core the ledger's decision on a pending Allocate, as the loop does when it
+    /// arrives in its mailbox.
     @discardableResult
-    func answer(_ request: AdmissionRequest, _ answer: ClusterAdmission) -> [SentPacket] {
-        core.handleAdmittedRequest(request.bytes, from: request.origin, user: request.user, admission: answer, now: now)
+    func resume(_ ticket: AdmissionTicket, _ decision: AdmissionDecision) -> [SentPacket] {
+        core.resumeAllocate(ticket, decision: decision, now: now)
         return drainOutbox()
     }
 

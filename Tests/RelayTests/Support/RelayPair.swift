@@ -5,7 +5,7 @@ import Testing
 
 /// Two REST clients with UDP (or, for B, stream) allocations for the relay-to-relay
 /// short-circuit tests: A on `sender`, B on `receiver`. With `loops: 1` both are one core; with
-/// `loops: 2` they are loop threads 0 and 1 sharing a relayed-address directory and a quota;
+/// `loops: 2` they are loop threads 0 and 1 sharing a relayed-address directory and an admission ledger;
 /// `streamSink`: B's connection as the stream transport lists it (`StreamSinkHooks`), so a stream
 /// B is in the directory as it is in the server.
 struct RelayPair {
@@ -25,16 +25,15 @@ struct RelayPair {
             sender = CoreHarness(configuration: configuration)
             receiver = sender
         } else {
-            let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+            let admission = LocalAdmissionLedger(limits: .init(bpsCapacity: configuration.bpsCapacity))
             let directory = RelayedAddressDirectory()
-            let bandwidth = BandwidthCapacity(capacity: configuration.bpsCapacity)
             let ports = CoreFixture.portPool(configuration)
             sender = CoreHarness(
                 configuration: configuration,
-                loop: .init(index: 0, count: 2, quota: quota, directory: directory, bandwidth: bandwidth, ports: ports))
+                loop: .init(index: 0, count: 2, admission: admission, directory: directory, ports: ports))
             receiver = CoreHarness(
                 configuration: configuration,
-                loop: .init(index: 1, count: 2, quota: quota, directory: directory, bandwidth: bandwidth, ports: ports))
+                loop: .init(index: 1, count: 2, admission: admission, directory: directory, ports: ports))
         }
         if let streamSink {
             streamSink.install(owner: receiver.core, client: CoreFixture.clientB)

@@ -8,7 +8,7 @@ import StunCodec
 import Synchronization
 
 /// Real loop threads, as `RelayServer` runs them: each an `EventLoop` with its `StreamTransport`,
-/// created and run on its own thread, sharing one quota tracker and relayed-address directory.
+/// created and run on its own thread, sharing one admission ledger and relayed-address directory.
 /// Loop `i` listens for TURN over TCP on its own port of 127.0.0.1 (`ports[i]`), so a test
 /// decides which loop each client lands on.
 final class RunningLoops: @unchecked Sendable {
@@ -25,7 +25,7 @@ final class RunningLoops: @unchecked Sendable {
         for _ in 0..<count { ports.append(try StreamTestClient.freePort()) }
         self.ports = ports
         finished = (0..<count).map { _ in DispatchSemaphore(value: 0) }
-        let quota = QuotaTracker(userQuota: 0, totalQuota: 0)
+        let ledger = LocalAdmissionLedger()
         let directory = RelayedAddressDirectory()
         let pool = RelayPortPool(range: relayBase...relayBase + 99, addresses: [.ipv4Loopback])
         let logger = Logger(label: "relayd.loop-tests") { _ in SwiftLogNoOpLogHandler() }
@@ -39,7 +39,7 @@ final class RunningLoops: @unchecked Sendable {
             c.minPort = relayBase
             c.maxPort = relayBase + 99
             let context = CoreContext(
-                configuration: c, nonceKey: Array(0..<32), quota: quota, directory: directory, threadIndex: index,
+                configuration: c, nonceKey: Array(0..<32), ledger: ledger, directory: directory, threadIndex: index,
                 threadCount: count, ports: pool)
             let service = StreamService(configuration: c, logger: logger)
             let done = finished[index]
