@@ -67,10 +67,20 @@ let package = Package(
             dependencies: ["StunCodec", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        // The kernel fast path (docs/kernel-fast-path.md): loads relayd's BPF program, attaches it,
+        // and executes the core's channel route commands into its maps. The only Swift target that
+        // calls libbpf (scripts/check-layers.sh).
+        .target(
+            name: "FastPath",
+            dependencies: [
+                "StunCodec", "RelayCore", "CBPF", "CRelayFastPath", .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "RelayCore", "CLibevent", "COpenSSL", "CStreamIO", "CBPF", "CRelayFastPath", "CHiredis",
+                "StunCodec", "RelayCore", "FastPath", "CLibevent", "COpenSSL", "CStreamIO", "CHiredis",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -111,7 +121,7 @@ let package = Package(
         // The kernel fast path program's cost per packet (BPF_PROG_TEST_RUN), for docs and notes.
         .executableTarget(
             name: "fastpath-bench",
-            dependencies: ["Relay", "RelayCore", "StunCodec", "CRelayFastPath"],
+            dependencies: ["FastPath", "RelayCore", "StunCodec", "CRelayFastPath"],
             swiftSettings: strict
         ),
         // One side of the benchmark's kernel load generator (scripts/bench-fastpath.sh): BPF
@@ -136,6 +146,6 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "StunCodecTests", dependencies: ["StunCodec"], swiftSettings: strict),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "StunCodec", "RelayFuzzing"], swiftSettings: strict),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "FastPath", "StunCodec", "RelayFuzzing"], swiftSettings: strict),
     ]
 )

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The layers of docs/architecture.md, checked where the compiler cannot: the protocol core
 # (Sources/RelayCore) imports only the codec, swift-log and the standard library's
-# Synchronization (no C module, no Foundation, no libc), the codec keeps OpenSSL internal, and
-# only Sources/Relay/FastPath calls libbpf (and, outside relayd, the benchmark's kernel-loadgen).
-# SwiftPM already refuses a C module the core's target does not depend on (libevent);
-# this catches the ones reachable through the codec or the SDK.
+# Synchronization (no C module, no Foundation, no libc), the codec keeps OpenSSL internal, only
+# Sources/FastPath calls libbpf (and, outside relayd, the benchmark's kernel-loadgen), and the
+# transports (Sources/Relay/Transport) know nothing of the daemon's lifecycle (Sources/Relay/Daemon:
+# RelayServer, SystemdNotifier, SelfTest) but the error type a failed start throws,
+# RelayServer.StartError. SwiftPM already refuses a C module the core's target does not depend on
+# (libevent); this catches the ones reachable through the codec or the SDK, and the folders of one
+# target, which the compiler does not separate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -20,9 +23,16 @@ while IFS= read -r line; do
     status=1
 done < <(grep -rnE '^[[:space:]]*(public[[:space:]]+)?import[[:space:]]+COpenSSL' Sources/StunCodec --include='*.swift' || true)
 while IFS= read -r line; do
-    echo "layer violation: ${line%%:*}: only Sources/Relay/FastPath (and the benchmark's kernel-loadgen) use libbpf (CBPF)" >&2
+    echo "layer violation: ${line%%:*}: only Sources/FastPath (and the benchmark's kernel-loadgen) use libbpf (CBPF)" >&2
     status=1
 done < <(grep -rlE '^[[:space:]]*((public|package|internal)[[:space:]]+)?import[[:space:]]+CBPF' Sources --include='*.swift' \
-    | grep -vE '^Sources/(Relay/FastPath|kernel-loadgen)/' || true)
-[ "$status" = 0 ] && echo "layers: Sources/RelayCore imports only StunCodec, Logging, Synchronization; only Relay/FastPath uses libbpf"
+    | grep -vE '^Sources/(FastPath|kernel-loadgen)/' || true)
+daemon='RelayServer|SystemdNotifier|SelfTest'
+while IFS= read -r line; do
+    code="${line#*:*:}"
+    grep -qwE "$daemon" <<<"${code//RelayServer.StartError/}" || continue
+    echo "layer violation: ${line%%:"$code"}: a transport may not use the daemon's lifecycle ($daemon)" >&2
+    status=1
+done < <(grep -rnwE "$daemon" Sources/Relay/Transport --include='*.swift' || true)
+[ "$status" = 0 ] && echo "layers: Sources/RelayCore imports only StunCodec, Logging, Synchronization; only FastPath uses libbpf; Relay/Transport uses no daemon type but RelayServer.StartError"
 exit "$status"

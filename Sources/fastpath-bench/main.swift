@@ -12,8 +12,8 @@
 //   A's ChannelData into B's and back: each pass is a full relay-to-relay rewrite. (A cycle
 //   through client -> peer is not possible: the program would take it as relay to relay.)
 import CRelayFastPath
+import FastPath
 import Glibc
-import Relay
 import RelayCore
 import StunCodec
 

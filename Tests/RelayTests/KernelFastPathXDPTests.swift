@@ -1,4 +1,5 @@
 import CRelayFastPath
+@testable import FastPath
 import Glibc
 @testable import Relay
 import RelayCore

@@ -6,8 +6,8 @@ import StunCodec
 /// into the shared maps (`KernelFastPath`), remembers what it installed, and hands what the
 /// kernel relayed back to the core, so allocations' traffic, `/metrics` and the session summary
 /// count every packet, wherever it was relayed (docs/kernel-fast-path.md).
-final class FastPathRoutes {
-    let fastPath: KernelFastPath
+package final class FastPathRoutes {
+    package let fastPath: KernelFastPath
 
     private struct Installed {
         var route: ChannelRoute
@@ -32,33 +32,29 @@ final class FastPathRoutes {
         var number: UInt16
     }
 
-    init(_ fastPath: KernelFastPath) { self.fastPath = fastPath }
+    package init(_ fastPath: KernelFastPath) { self.fastPath = fastPath }
 
     /// Routes installed by this loop.
-    var count: Int { installed.count }
+    package var count: Int { installed.count }
     /// Everything the kernel relayed for this loop's routes, as reported to the core.
-    private(set) var relayed = KernelFastPath.Counters()
+    package private(set) var relayed = KernelFastPath.Counters()
 
-    /// Adds this loop's fast path figures to its metrics snapshot; loop 0 also adds the
-    /// program's machine-wide ones.
-    func contribute(to metrics: inout LoopMetrics, isFirstLoop: Bool) {
-        metrics.kernelRelayed = relayed
-        metrics.kernelRoutes = UInt64(installed.count)
-        guard isFirstLoop else { return }
-        metrics.offloadEnabled = 1
+    /// The program's machine-wide figures, for `/metrics`: the packets it left to relayd, by
+    /// reason (route expired, length mismatch, unsupported), and those the XDP program relayed.
+    package func programFigures() -> (fallback: [UInt64], xdp: UInt64) {
         let stats = fastPath.statistics()
-        metrics.offloadFallback = [
+        let fallback = [
             stats[Int(RELAYD_STAT_PASS_EXPIRED.rawValue)], stats[Int(RELAYD_STAT_PASS_LENGTH.rawValue)],
             stats[Int(RELAYD_STAT_PASS_UNSUPPORTED.rawValue)],
         ]
-        metrics.offloadXDP = stats[Int(RELAYD_STAT_XDP.rawValue)]
+        return (fallback, stats[Int(RELAYD_STAT_XDP.rawValue)])
     }
 
     /// `installChannel`: installs or refreshes the route (its counters carry on). When the
     /// channel's client moved to another 5-tuple (mobility, docs/mobility.md), the entries of the
     /// old one are removed first: the core's `removeChannel` for the old route comes after this
     /// install (routes go in before a flush's other commands) and is then a no-op.
-    func install(_ route: ChannelRoute) {
+    package func install(_ route: ChannelRoute) {
         let id = RouteID(relaySocket: route.relaySocket, number: route.number)
         if let old = installed[id], old.route.client != route.client || old.route.server != route.server {
             installed[id] = nil
@@ -73,7 +69,7 @@ final class FastPathRoutes {
 
     /// `removeChannel`: removes the route; what the kernel relayed since the last report. A route
     /// for a client the channel no longer has (replaced by `install`) removes nothing.
-    func remove(_ route: ChannelRoute) -> KernelFastPath.Counters {
+    package func remove(_ route: ChannelRoute) -> KernelFastPath.Counters {
         let id = RouteID(relaySocket: route.relaySocket, number: route.number)
         guard let current = installed[id], current.route.client == route.client, current.route.server == route.server,
             let entry = installed.removeValue(forKey: id)
@@ -84,7 +80,7 @@ final class FastPathRoutes {
     }
 
     /// Once a second: what each installed route relayed since the last report, by relay socket.
-    func collect() -> [(RelaySocket, KernelFastPath.Counters)] {
+    package func collect() -> [(RelaySocket, KernelFastPath.Counters)] {
         var retries = Self.linkLayerRetriesPerSecond
         for (id, entry) in installed where entry.linkLayerMissing && retries > 0 {
             retries -= 1

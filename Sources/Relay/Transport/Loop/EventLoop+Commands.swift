@@ -1,3 +1,4 @@
+import FastPath
 import Glibc
 import Logging
 import RelayCore

@@ -1,6 +1,7 @@
 import RelayCore
 import CLibevent
 import COpenSSL
+import FastPath
 import Foundation
 import Glibc
 import Logging

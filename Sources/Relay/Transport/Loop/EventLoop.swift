@@ -1,5 +1,6 @@
 import RelayCore
 import CLibevent
+import FastPath
 import Glibc
 import Logging
 import StunCodec

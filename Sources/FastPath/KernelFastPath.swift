@@ -17,12 +17,13 @@ import StunCodec
 /// Shared by every loop thread: the map calls are system calls the kernel serializes, and the
 /// attachments change only at start and at deinit.
 package final class KernelFastPath: @unchecked Sendable {
+    /// Why the program could not be loaded, attached or test-run, in words for the log.
     package struct Failure: Error, CustomStringConvertible {
         package let description: String
     }
 
     /// What one route relayed in the kernel, each way: counted as an allocation's traffic is.
-    typealias Counters = TrafficCounters
+    package typealias Counters = TrafficCounters
 
     private let object: OpaquePointer
     package let programDescriptor: Int32
@@ -112,7 +113,7 @@ package final class KernelFastPath: @unchecked Sendable {
 
     /// Takes the program off every interface it was attached to (and the clsact hooks this
     /// process created); called at shutdown. A tcx link also goes when the process dies.
-    func detachAll() {
+    package func detachAll() {
         for link in xdpLinks.withLock({ links in defer { links.removeAll() }; return links }) { close(link) }
         for attachment in attachments {
             switch attachment {

@@ -1,0 +1,39 @@
+import FastPath
+import Logging
+import StunCodec
+
+extension KernelFastPath {
+    /// Loads the program and attaches it to the configured interfaces (default: those carrying a
+    /// listening or relay address). The failure names what failed (a missing object, the
+    /// kernel's refusal, missing privileges).
+    static func start(configuration c: RelayConfiguration, interfaceAddresses: [IPAddress], logger: Logger)
+        throws(RelayServer.StartError) -> KernelFastPath
+    {
+        let (found, candidates) = locateObject(configured: c.kernelOffloadObject)
+        guard let path = found else {
+            throw RelayServer.StartError(
+                description:
+                    "kernel-offload: no BPF object at \(candidates.joined(separator: ", ")) (build it with scripts/build-bpf.sh, or set kernel-offload-object)"
+            )
+        }
+        let interfaces =
+            c.kernelOffloadInterfaces.isEmpty
+            ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelOffloadInterfaces
+        do {
+            return try start(
+                objectPath: path, interfaces: interfaces,
+                localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
+                egressInterfaces: InterfaceAddresses.indexes(), xdp: c.kernelOffloadXDP, logger: logger)
+        } catch {
+            throw RelayServer.StartError(description: "kernel-offload: \(error.description)")
+        }
+    }
+}
+
+/// `check-config`'s question about `kernel-offload`, public for the executable.
+public enum KernelOffloadProbe {
+    /// Nil when the BPF program loads into this kernel with this configuration, else why not.
+    public static func problem(configuration: RelayConfiguration) -> String? {
+        KernelFastPath.probe(configuredObject: configuration.kernelOffloadObject)
+    }
+}
