@@ -41,10 +41,11 @@ extension RelayServer: AdminControl {
         let arrived = DispatchSemaphore(value: 0)
         for mailbox in mailboxes {
             mailbox.post(
-                AdminTask(operation: operation) { answer in
-                    answers.withLock { $0.append(answer) }
-                    arrived.signal()
-                })
+                .admin(
+                    AdminTask(operation: operation) { answer in
+                        answers.withLock { $0.append(answer) }
+                        arrived.signal()
+                    }))
         }
         let deadline = DispatchTime.now() + Self.adminTimeout
         for _ in mailboxes where arrived.wait(timeout: deadline) == .timedOut { return nil }

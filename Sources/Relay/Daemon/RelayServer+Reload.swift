@@ -68,7 +68,7 @@ extension RelayServer {
 
     /// Hands every loop a context built from the running configuration and drain state.
     func postContexts() {
-        for (index, mailbox) in mailboxes.enumerated() { mailbox.post(makeContext(thread: index)) }
+        for (index, mailbox) in mailboxes.enumerated() { mailbox.post(.context(makeContext(thread: index))) }
     }
 
     var readyStatus: String {

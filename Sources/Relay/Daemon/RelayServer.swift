@@ -90,7 +90,7 @@ public final class RelayServer {
         clusterLedger = c.clusterRedis.map { [admission] _ in
             ClusterAdmissionLedger(local: admission, clusterTotalQuota: c.clusterTotalQuota) { ticket, decision in
                 if mailboxes.indices.contains(ticket.loop.value) {
-                    mailboxes[ticket.loop.value].post(AdmissionAnswer(ticket: ticket, decision: decision))
+                    mailboxes[ticket.loop.value].post(.admission(AdmissionAnswer(ticket: ticket, decision: decision)))
                 }
             }
         }
@@ -157,46 +157,19 @@ public final class RelayServer {
             let logger = logger
             let loops = loops
             let streams = streams
-            let slot = metrics.slots[index]
-            let mailbox = mailboxes[index]
-            let mailboxes = mailboxes
+            let wiring = LoopWiring(
+                index: LoopIndex(index), mailboxes: mailboxes, streams: streams, fastPath: fastPath,
+                metrics: metrics.slots[index])
             let thread = Thread {
-                let loop = EventLoop(context: context, logger: logger, mailbox: mailbox)
-                loop.pipeCloser = { thread, id in
-                    if mailboxes.indices.contains(thread) { mailboxes[thread].post(closingPipe: id) }
-                }
-                loop.requestForwarder = { request in
-                    if mailboxes.indices.contains(request.thread) { mailboxes[request.thread].post(request) }
-                }
-                loop.fastPath = fastPath.map(FastPathRoutes.init)
-                let transport = StreamTransport(loop: loop, service: streams)
-                let dtls = DTLSTransport(loop: loop, service: streams)
-                let routes = loop.fastPath
-                let sender = loop.sender
-                loop.onPublish = { core in
-                    var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
-                    snapshot.sendFailures = sender.failed
-                    transport.contribute(to: &snapshot)
-                    dtls.contribute(to: &snapshot)
-                    routes?.contribute(to: &snapshot, isFirstLoop: index == 0)
-                    slot.publish(snapshot)
-                }
-                loop.onPublish?(loop.core)
-                var failure: String? = nil
-                for address in addresses where !loop.addUDPListener(address) {
-                    failure = "cannot bind UDP \(address): \(String(cString: strerror(errno)))"
-                    break
-                }
-                if failure == nil { failure = transport.start() }
-                if failure == nil { failure = dtls.start() }
+                let loop = EventLoop(context: context, logger: logger, wiring: wiring)
+                let failure = loop.start(udp: addresses)
                 loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
                 started.withLock {
                     $0.ready += 1
                     if $0.failure == nil { $0.failure = failure }
                 }
                 if failure == nil { loop.run() }
-                dtls.shutdown()
-                transport.shutdown()
+                loop.shutdownTransports()
                 // OpenSSL keeps per-thread state (error queue, DRBG) that it frees when the thread
                 // exits. Free it here instead: once the main thread is let go, the process may
                 // exit, and OpenSSL's exit handler must not race this thread's own cleanup.

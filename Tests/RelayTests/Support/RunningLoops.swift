@@ -29,6 +29,7 @@ final class RunningLoops: @unchecked Sendable {
         let directory = RelayedAddressDirectory()
         let pool = RelayPortPool(range: relayBase...relayBase + 99, addresses: [.ipv4Loopback])
         let logger = Logger(label: "relayd.loop-tests") { _ in SwiftLogNoOpLogHandler() }
+        let mailboxes = (0..<count).map { _ in LoopMailbox() }
         for index in 0..<count {
             var c = RelayConfiguration()
             c.noAuth = true
@@ -44,14 +45,15 @@ final class RunningLoops: @unchecked Sendable {
             let service = StreamService(configuration: c, logger: logger)
             let done = finished[index]
             let thread = Thread { [self] in
-                let loop = EventLoop(context: context, logger: logger)
-                let transport = StreamTransport(loop: loop, service: service)
-                let failure = transport.start()
+                let loop = EventLoop(
+                    context: context, logger: logger,
+                    wiring: LoopWiring(index: LoopIndex(index), mailboxes: mailboxes, streams: service))
+                let failure = loop.start(udp: [])
                 precondition(failure == nil, "loop \(index): \(failure ?? "")")
                 self.bases.withLock { $0[index] = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base))) }
                 self.ready.signal()
                 loop.run()
-                transport.shutdown()
+                loop.shutdownTransports()
                 done.signal()
             }
             thread.name = "relayd-test-loop-\(index)"

@@ -59,7 +59,6 @@ final class DTLSTransport {
             listeners.append((fd, address, event))
         }
         guard !listeners.isEmpty else { return nil }
-        loop.dtlsSender = { [unowned self] origin, bytes in send(bytes, to: origin) }
         sweepTimer = LoopEvent(base: loop.base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in sweep() }
         return nil
     }
@@ -212,9 +211,9 @@ final class DTLSTransport {
         loop.flush()
     }
 
-    /// `EventLoop.dtlsSender`: one record per packet, sent at once on the session's socket (a
+    /// From the loop's flush: one record per packet, sent at once on the session's socket (a
     /// full socket drops it, as UDP would).
-    private func send(_ bytes: UnsafeRawBufferPointer, to origin: ClientOrigin) {
+    func send(_ bytes: UnsafeRawBufferPointer, to origin: ClientOrigin) {
         guard let session = sessions[origin.socket.descriptor], session.origin == origin, session.handshakeDone,
             let base = bytes.baseAddress
         else { return }
@@ -275,7 +274,6 @@ final class DTLSTransport {
 
     /// Loop exit: every session and listener.
     func shutdown() {
-        loop.dtlsSender = nil
         sweepTimer = nil
         for session in Array(sessions.values) { end(session, reason: "shutdown") }
         for (_, ssl) in listening { SSL_free(ssl) }

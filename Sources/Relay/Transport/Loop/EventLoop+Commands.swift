@@ -38,7 +38,7 @@ extension EventLoop {
                     core.logger.warning("cannot set DONT-FRAGMENT on a relay socket", metadata: ["event": "dont_fragment_failed"])
                 }
             case .deliverToStream(let delivery):
-                if streamDeliverer?(delivery) != true { core.streamDeliveryRefused(delivery, now: EventLoop.now()) }
+                if !stream.deliver(delivery) { core.streamDeliveryRefused(delivery, now: EventLoop.now()) }
             case .installChannel:
                 break
             case .removeChannel(let route):
@@ -48,13 +48,13 @@ extension EventLoop {
             case .sessionStarted(let start):
                 logSessionStart(start)
             case .forwardRequest(let request):
-                requestForwarder?(request)
+                post(.forwarded(request), to: LoopIndex(request.thread))
             case .steerClient:
                 break
             case .connectPeer(let request):
                 tcpRelay.connect(request)
             case .bindDataConnection(let bind):
-                if dataConnectionBinder?(bind) != true {
+                if !stream.startPipe(bind) {
                     close(bind.peerSocket)
                     core.context.tcpConnections.remove(bind.id)
                 }

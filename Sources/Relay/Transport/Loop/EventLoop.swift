@@ -21,19 +21,18 @@ final class EventLoop: RelaySocketProvider {
     var steered: [FiveTuple: Int32] = [:]
     /// For each of those sockets, this loop's listener on the same address.
     var steeredAnswer: [Int32: Int32] = [:]
-    /// Hands a request to the loop that holds its allocation; set by the server.
-    var requestForwarder: ((ForwardedRequest) -> Void)?
     var relayEvents: [Int32: OpaquePointer] = [:]
     var timer: LoopEvent?
     var pendingClose: [Int32] = []
-    /// Called after each sweep with the core, for publishing metrics snapshots.
-    var onTick: ((RelayCore) -> Void)?
-    /// Called on this thread every `publishInterval` and once at the end of `run()`, to publish
-    /// a metrics snapshot of the core (the scrape shows traffic within that interval).
-    var onPublish: ((RelayCore) -> Void)?
+    /// This loop's place among the node's loops and the node-wide services it uses, given when
+    /// it is made.
+    let wiring: LoopWiring
+    /// Publishes a metrics snapshot every `publishInterval` and once at the end of `run()`
+    /// (the scrape shows traffic within that interval).
     var publishTimer: LoopEvent?
-    /// New contexts from the main thread (reload, drain), and the event that wakes this loop for them.
-    let mailbox: LoopMailbox
+    /// Mail from other threads (contexts, forwarded requests, admission decisions, admin
+    /// requests, pipes to end), and the event that wakes this loop for it.
+    var mailbox: LoopMailbox { wiring.mailboxes[wiring.index.value] }
     var mailboxEvent: OpaquePointer?
     static let publishInterval = timeval(tv_sec: 0, tv_usec: 250_000)
     /// Reads per readiness event before yielding to other sockets.
@@ -46,23 +45,19 @@ final class EventLoop: RelaySocketProvider {
     /// ready events and flushes them all at once.
     var flushEvent: LoopEvent?
     /// The kernel fast path's routes of this loop (`kernel-offload`); nil: the core relays every packet.
-    var fastPath: FastPathRoutes?
+    let fastPath: FastPathRoutes?
     /// TCP allocations' listeners and connects (RFC 6062, docs/tcp-relay.md).
     lazy var tcpRelay = TCPRelaySockets(loop: self)
-    /// Tells loop thread `thread` to end the pipe of peer connection `id` (its allocation ended
-    /// here); set by the server.
-    var pipeCloser: ((Int, UInt32) -> Void)?
-    /// Turns a data connection of this loop into a pipe (`CoreCommand.bindDataConnection`);
-    /// false when the connection is gone. Set by the stream transport layer.
-    var dataConnectionBinder: ((DataConnectionBind) -> Bool)?
-    /// Ends the pipe of peer connection `id` on this loop, if it runs here. Set by the stream
-    /// transport layer.
-    var pipeTerminator: ((UInt32) -> Void)?
+    /// TCP and TLS clients (RFC 8656 §3.1, RFC 6062 data connections), and DTLS clients
+    /// (docs/dtls.md): owned by this loop, made with it, listening once `start` opens them.
+    lazy var stream = StreamTransport(loop: self, service: wiring.streams)
+    lazy var dtls = DTLSTransport(loop: self, service: wiring.streams)
 
-    init(context: CoreContext, logger: Logger, mailbox: LoopMailbox = LoopMailbox()) {
+    init(context: CoreContext, logger: Logger, wiring: LoopWiring) {
         base = EventLoop.makeBase()
         self.logger = logger
-        self.mailbox = mailbox
+        self.wiring = wiring
+        fastPath = wiring.fastPath.map(FastPathRoutes.init)
         batch = DatagramBatch(headroom: RelayCore.peerHeadroom, tailroom: RelayCore.peerTailroom)
         sender = SendBatch(capacity: 256)
         core = RelayCore(context: context, sockets: self, logger: logger)
@@ -108,11 +103,28 @@ final class EventLoop: RelaySocketProvider {
         return true
     }
 
+    /// Opens this loop's listeners: UDP on `udp`, then the TCP, TLS and DTLS ones of the stream
+    /// service. The failure to report, if any.
+    func start(udp addresses: [TransportAddress]) -> String? {
+        publishMetrics()
+        for address in addresses where !addUDPListener(address) {
+            return "cannot bind UDP \(address): \(String(cString: strerror(errno)))"
+        }
+        return stream.start() ?? dtls.start()
+    }
+
+    /// Closes the transports' listeners and connections, after `run()` returned (or instead of
+    /// it, when `start` failed).
+    func shutdownTransports() {
+        dtls.shutdown()
+        stream.shutdown()
+    }
+
     /// Runs until `stop()`; sweeps expired state once a second.
     func run() {
         timer = LoopEvent(base: base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in tick() }
-        if let onPublish {
-            publishTimer = LoopEvent(base: base, every: EventLoop.publishInterval) { [unowned self] in onPublish(core) }
+        if wiring.metrics != nil {
+            publishTimer = LoopEvent(base: base, every: EventLoop.publishInterval) { [unowned self] in publishMetrics() }
         }
         mailboxEvent = event_new(base, -1, 0, { _, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().applyMail()
@@ -125,7 +137,7 @@ final class EventLoop: RelaySocketProvider {
         core.shutdown(now: EventLoop.now())
         flush()
         tcpRelay.shutdown()
-        onPublish?(core)
+        publishMetrics()
     }
 
     /// An event base whose epoll backend batches interest changes (the changelist): the changes
@@ -155,30 +167,31 @@ final class EventLoop: RelaySocketProvider {
     /// wall clock (REST expiry, nonces).
     static func wallOffset() -> Int64 { Int64(time(nil)) - now() }
 
-    /// Swaps in a context posted by the main thread (live allocations keep their state), then
-    /// handles the requests other loops forwarded.
+    /// Applies what other threads posted, in order: a new context is swapped in (live
+    /// allocations keep their state), forwarded requests and admission decisions go to the core,
+    /// admin requests are answered, pipes ended.
     func applyMail() {
-        if let context = mailbox.take() {
-            core.update(context: context)
-            flush()
-        }
-        for task in mailbox.takeAdminTasks() { serve(task) }
-        for id in mailbox.takePipesToClose() { pipeTerminator?(id) }
-        let requests = mailbox.takeRequests()
-        let admitted = mailbox.takeAdmitted()
-        guard !requests.isEmpty || !admitted.isEmpty else { return }
+        let mail = mailbox.take()
+        guard !mail.isEmpty else { return }
         let now = EventLoop.now()
-        for request in requests {
+        for item in mail {
             if slotsInUse > 0 { flush() }
-            core.handleForwardedRequest(request.bytes, from: request.origin, now: now)
-            if core.outbox.needsFlush { flush() }
-        }
-        for answer in admitted {
-            if slotsInUse > 0 { flush() }
-            core.resumeAllocate(answer.ticket, decision: answer.decision, now: now)
+            switch item {
+            case .context(let context): core.update(context: context)
+            case .forwarded(let request): core.handleForwardedRequest(request.bytes, from: request.origin, now: now)
+            case .admission(let answer): core.resumeAllocate(answer.ticket, decision: answer.decision, now: now)
+            case .admin(let task): serve(task)
+            case .closePipe(let id): stream.endPipe(id)
+            }
             if core.outbox.needsFlush { flush() }
         }
         flush()
+    }
+
+    /// Posts `mail` to loop `loop` of this node (this one included); nothing when no such loop.
+    func post(_ mail: LoopMail, to loop: LoopIndex) {
+        guard wiring.mailboxes.indices.contains(loop.value) else { return }
+        wiring.mailboxes[loop.value].post(mail)
     }
 
     func tick() {
@@ -187,7 +200,6 @@ final class EventLoop: RelaySocketProvider {
         core.sweep(now: EventLoop.now())
         tcpRelay.sweep(now: EventLoop.now())
         flush()
-        onTick?(core)
     }
 
     // MARK: Reading
@@ -287,9 +299,9 @@ final class EventLoop: RelaySocketProvider {
             case .client(let origin):
                 guard origin.fiveTuple.transport == .udp else {
                     if origin.fiveTuple.transport == .dtls {
-                        dtlsSender?(origin, packet.bytes)
+                        dtls.send(packet.bytes, to: origin)
                     } else {
-                        streamSender?(origin, packet.bytes)
+                        stream.send(packet.bytes, to: origin)
                     }
                     continue
                 }
@@ -316,14 +328,6 @@ final class EventLoop: RelaySocketProvider {
         }
         if staged > 0 { sender.send(count: staged, from: currentFD) }
     }
-
-    /// Writes packets for TCP/TLS clients; set by the stream transport layer.
-    var streamSender: ((ClientOrigin, UnsafeRawBufferPointer) -> Void)?
-    /// Writes packets for DTLS clients; set by the DTLS transport (docs/dtls.md).
-    var dtlsSender: ((ClientOrigin, UnsafeRawBufferPointer) -> Void)?
-    /// Queues a `deliverToStream` packet on a connection of any loop; false when the connection
-    /// refuses it (closing, or over its output bound). Set by the stream transport layer.
-    var streamDeliverer: ((StreamDelivery) -> Bool)?
 
     // MARK: RelaySocketProvider
 

@@ -6,7 +6,7 @@ import Logging
 import StunCodec
 
 /// TURN over TCP and TLS on one loop thread: its listeners, its connections (by descriptor), a
-/// once-a-second sweep for the abuse deadlines, and the `streamSender` hook through which the
+/// once-a-second sweep for the abuse deadlines, and `send`, through which the
 /// loop's flush hands over packets for stream clients. Runs on the same `event_base` and
 /// `RelayCore` as the thread's UDP listeners.
 final class StreamTransport {
@@ -64,15 +64,9 @@ final class StreamTransport {
         }
         guard !listeners.isEmpty else { return nil }
         let me = Unmanaged.passUnretained(self).toOpaque()
-        loop.streamSender = { [unowned self] origin, bytes in self.send(bytes, to: origin) }
         loop.core.streamHooks = StreamSinkHooks(sink: { [unowned self] origin in
             connections[origin.socket.descriptor].flatMap { $0.origin == origin ? $0 : nil }
         })
-        loop.streamDeliverer = { [unowned self] delivery in
-            queue(delivery.bytes, on: unsafeDowncast(delivery.sink, to: StreamConnection.self))
-        }
-        loop.dataConnectionBinder = { [unowned self] bind in startPipe(bind) }
-        loop.pipeTerminator = { [unowned self] id in pipes[id]?.close(.relayEnded) }
         writeEvent = LoopEvent(base: loop.base) { [unowned self] in writeUnflushed() }
         sweepTimer = event_new(
             loop.base, -1, Int16(EV_PERSIST),
@@ -150,7 +144,19 @@ final class StreamTransport {
 
     /// `CoreCommand.bindDataConnection`: the data connection becomes a pipe (RFC 6062 §5.4); it
     /// no longer counts as pending against its source's limit. False when it is gone.
-    private func startPipe(_ bind: DataConnectionBind) -> Bool {
+    /// Queues a `deliverToStream` packet on a connection of any loop; false when the connection
+    /// refuses it (closing, or over its output bound).
+    func deliver(_ delivery: StreamDelivery) -> Bool {
+        queue(delivery.bytes, on: unsafeDowncast(delivery.sink, to: StreamConnection.self))
+    }
+
+    /// Ends the pipe of peer connection `id` on this loop, if it runs here (its allocation
+    /// ended on another loop).
+    func endPipe(_ id: UInt32) { pipes[id]?.close(.relayEnded) }
+
+    /// Turns a data connection of this loop into a pipe (`CoreCommand.bindDataConnection`);
+    /// false when the connection is gone.
+    func startPipe(_ bind: DataConnectionBind) -> Bool {
         guard let connection = connections[bind.origin.socket.descriptor], connection.origin == bind.origin,
             connection.state == .open, connection.pipe == nil
         else { return false }
@@ -170,7 +176,7 @@ final class StreamTransport {
 
     // MARK: Sending
 
-    /// `EventLoop.streamSender`: a packet the core queued for a TCP/TLS client.
+    /// A packet the core queued for a TCP/TLS client, from the loop's flush.
     @inline(__always)
     func send(_ bytes: UnsafeRawBufferPointer, to origin: ClientOrigin) {
         guard let connection = connections[origin.socket.descriptor], connection.origin == origin else {
@@ -281,10 +287,6 @@ final class StreamTransport {
 
     /// Loop exit: closes every listener and connection before the `event_base` goes away.
     func shutdown() {
-        loop.dataConnectionBinder = nil
-        loop.pipeTerminator = nil
-        loop.streamSender = nil
-        loop.streamDeliverer = nil
         loop.core.streamHooks = StreamSinkHooks()
         for listener in listeners { listener.close() }
         listeners.removeAll()

@@ -189,7 +189,7 @@ final class TCPRelaySockets {
     private func release(_ entry: TCPConnectionTable.Entry) {
         switch entry.state {
         case .ready(let peerSocket): Glibc.close(peerSocket)
-        case .bound(let pipeThread): loop.pipeCloser?(pipeThread, entry.id)
+        case .bound(let pipeThread): loop.post(.closePipe(entry.id), to: LoopIndex(pipeThread))
         case .connecting: break
         }
     }

@@ -1,0 +1,17 @@
+import FastPath
+import RelayCore
+
+/// What a loop thread is given when it is made (docs/architecture.md, "Threads"): its place among
+/// the node's loops and the node-wide services it uses. Nothing is wired into a loop later.
+struct LoopWiring {
+    var index: LoopIndex
+    /// Every loop's mailbox, this loop's at `index`: where forwarded requests, pipes to end and
+    /// admission decisions are posted.
+    var mailboxes: [LoopMailbox]
+    /// The TCP, TLS and DTLS listeners' addresses, TLS contexts and connection limits.
+    var streams: StreamService
+    /// The kernel fast path, when it runs (docs/kernel-fast-path.md).
+    var fastPath: KernelFastPath? = nil
+    /// Where this loop publishes its metrics snapshots; nil: nowhere.
+    var metrics: MetricsRegistry.Slot? = nil
+}
