@@ -3,18 +3,48 @@
 # (Sources/RelayCore) imports only the codec, swift-log and the standard library's
 # Synchronization (no C module, no Foundation, no libc), the codec keeps OpenSSL internal, and
 # only Sources/Relay/FastPath calls libbpf (and, outside relayd, the benchmark's kernel-loadgen).
+# The core's tests (Tests/RelayCoreTests, with Tests/CoreTestSupport) and its fuzzer
+# (Sources/CoreFuzzing, FuzzCore) build on the core alone: the core, the codec, swift-log,
+# Synchronization, the test libraries, each other, and (the fuzz driver's file reading) libc;
+# no `Relay`, so no libevent, hiredis or libbpf behind them.
 # SwiftPM already refuses a C module the core's target does not depend on (libevent);
 # this catches the ones reachable through the codec or the SDK.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
-while IFS= read -r line; do
-    module=$(sed -E 's/^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]+(class |struct |enum |func |var |let )?([A-Za-z0-9_]+).*/\5/' <<<"${line#*:*:}")
+
+# An import line (`@testable`, access levels and `import struct` forms too); \5 below is its module.
+import_line='^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]'
+
+# `file:module` for each import in the Swift files under the given paths.
+imports() {
+    grep -rnE "$import_line" "$@" --include='*.swift' | while IFS= read -r line; do
+        module=$(sed -E "s/${import_line}+(class |struct |enum |func |var |let )?([A-Za-z0-9_]+).*/\\5/" <<<"${line#*:*:}")
+        echo "${line%%:*}:$module"
+    done || true
+}
+
+while IFS=: read -r file module; do
     case "$module" in
         StunCodec | Logging | Synchronization) ;;
-        *) echo "layer violation: ${line%%:*}: the core may not import $module" >&2; status=1 ;;
+        *) echo "layer violation: $file: the core may not import $module" >&2; status=1 ;;
     esac
-done < <(grep -rnE '^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]' Sources/RelayCore --include='*.swift' || true)
+done < <(imports Sources/RelayCore)
+while IFS=: read -r file module; do
+    case "$module" in
+        RelayCore | StunCodec | Logging | Synchronization | Testing | XCTest | CoreTestSupport | CoreFuzzing) ;;
+        Glibc | Darwin)
+            case "$file" in
+                Sources/CoreFuzzing/*) ;;
+                *)
+                    echo "layer violation: $file: only Sources/CoreFuzzing may import $module (the fuzz driver's files)" >&2
+                    status=1
+                    ;;
+            esac
+            ;;
+        *) echo "layer violation: $file: the core's tests and fuzzer may not import $module" >&2; status=1 ;;
+    esac
+done < <(imports Tests/RelayCoreTests Tests/CoreTestSupport Sources/CoreFuzzing FuzzCore)
 while IFS= read -r line; do
     echo "layer violation: ${line%%:*}: the codec must import COpenSSL as 'internal import'" >&2
     status=1
@@ -24,5 +54,7 @@ while IFS= read -r line; do
     status=1
 done < <(grep -rlE '^[[:space:]]*((public|package|internal)[[:space:]]+)?import[[:space:]]+CBPF' Sources --include='*.swift' \
     | grep -vE '^Sources/(Relay/FastPath|kernel-loadgen)/' || true)
-[ "$status" = 0 ] && echo "layers: Sources/RelayCore imports only StunCodec, Logging, Synchronization; only Relay/FastPath uses libbpf"
+[ "$status" = 0 ] && echo "layers: Sources/RelayCore imports only StunCodec, Logging, Synchronization;" \
+    "the core's tests and fuzzer only the core, the codec, Logging, Synchronization and the test libraries;" \
+    "only Relay/FastPath uses libbpf"
 exit "$status"

@@ -1,9 +1,11 @@
 import CRelayFastPath
 import Glibc
-@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
+
+@testable import CoreTestSupport
+@testable import Relay
 
 extension KernelFastPathTests {
     static let movedClient = TransportAddress.literal("127.0.0.11:40002")
