@@ -94,17 +94,18 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // What the fuzz targets share: the libFuzzer driver/replay main, input files, the core
-        // fuzzer's operation decoder (also replayed over the corpus by RelayTests).
+        // The core fuzzer's operation decoder and invariants (FuzzSession, also replayed over the
+        // corpus by RelayCoreTests), and what both fuzz targets share: the libFuzzer driver/replay
+        // main and input files. The core and the codec only: no C module but libc.
         .target(
-            name: "RelayFuzzing",
-            dependencies: ["Relay", "StunCodec", .product(name: "Logging", package: "swift-log")],
+            name: "CoreFuzzing",
+            dependencies: ["RelayCore", "StunCodec", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         // Decoder fuzzer: libFuzzer entry in Fuzz/; scripts/fuzz.sh builds it with -sanitize=fuzzer,address.
         .executableTarget(
             name: "stun-fuzz",
-            dependencies: ["StunCodec", "RelayFuzzing"],
+            dependencies: ["StunCodec", "CoreFuzzing"],
             path: "Fuzz",
             exclude: ["corpus", "make_corpus.py"],
             swiftSettings: strict
@@ -138,14 +139,40 @@ let package = Package(
             swiftSettings: strict
         ),
         // Core state-machine fuzzer: arbitrary datagrams from arbitrary 5-tuples, manual clock.
+        // No `Relay`, so it links neither libevent, hiredis nor libbpf (scripts/check-layers.sh).
         .executableTarget(
             name: "core-fuzz",
-            dependencies: ["Relay", "StunCodec", "RelayFuzzing"],
+            dependencies: ["RelayCore", "StunCodec", "CoreFuzzing"],
             path: "FuzzCore",
             exclude: ["corpus"],
             swiftSettings: strict
         ),
         .testTarget(name: "StunCodecTests", dependencies: ["StunCodec"], swiftSettings: strict),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "FastPath", "StunCodec", "RelayFuzzing"], swiftSettings: strict),
+        // What the core's tests and Relay's share: `CoreHarness` (a `RelayCore` with fake relay
+        // sockets and a manual clock, its context built by `CoreFixture` from the core's own
+        // types), the STUN messages and the TURN client they send. Imported `@testable`.
+        .target(
+            name: "CoreTestSupport",
+            dependencies: ["RelayCore", "StunCodec", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/CoreTestSupport",
+            swiftSettings: strict
+        ),
+        // The protocol core's tests: no `Relay` behind them, so no libevent, hiredis or libbpf
+        // (scripts/check-layers.sh checks their imports).
+        .testTarget(
+            name: "RelayCoreTests",
+            dependencies: [
+                "RelayCore", "StunCodec", "CoreFuzzing", "CoreTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The I/O layer's, configuration's and daemon's tests; CoreFuzzing for FuzzSession's parity
+        // with the configuration (CoreFixtureParityTests).
+        .testTarget(
+            name: "RelayTests",
+            dependencies: ["Relay", "FastPath", "StunCodec", "RelayCore", "CoreTestSupport", "CoreFuzzing"],
+            swiftSettings: strict
+        ),
     ]
 )

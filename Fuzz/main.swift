@@ -1,4 +1,4 @@
-import RelayFuzzing
+import CoreFuzzing
 
 /// stun-fuzz: the StunCodec decoders and stream framer under libFuzzer (scripts/fuzz.sh), or a
 /// replay of inputs in an ordinary build (`.build/debug/stun-fuzz fuzz-artifacts/decoder/crash-...`).

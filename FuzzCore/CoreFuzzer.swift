@@ -1,5 +1,5 @@
+import CoreFuzzing
 import RelayCore
-import RelayFuzzing
 
 /// libFuzzer's entry point (https://llvm.org/docs/LibFuzzer.html): one input as a sequence of
 /// operations on a fresh `RelayCore` (FuzzSession). Refused packets are fine; a crash, an

@@ -1,5 +1,5 @@
+import CoreFuzzing
 import RelayCore
-import RelayFuzzing
 
 /// core-fuzz: the RelayCore state machine under libFuzzer (scripts/fuzz.sh), or a replay of
 /// inputs in an ordinary build (`.build/debug/core-fuzz fuzz-artifacts/core/crash-...`).

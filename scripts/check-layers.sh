@@ -5,19 +5,48 @@
 # Sources/FastPath calls libbpf (and, outside relayd, the benchmark's kernel-loadgen), and the
 # transports (Sources/Relay/Transport) know nothing of the daemon's lifecycle (Sources/Relay/Daemon:
 # RelayServer, SystemdNotifier, SelfTest) but the error type a failed start throws,
-# RelayServer.StartError. SwiftPM already refuses a C module the core's target does not depend on
-# (libevent); this catches the ones reachable through the codec or the SDK, and the folders of one
-# target, which the compiler does not separate.
+# RelayServer.StartError. The core's tests (Tests/RelayCoreTests, with Tests/CoreTestSupport) and
+# its fuzzer (Sources/CoreFuzzing, FuzzCore) build on the core alone: the core, the codec,
+# swift-log, Synchronization, the test libraries, each other, and (the fuzz driver's file reading)
+# libc; no `Relay`, so no libevent, hiredis or libbpf behind them. SwiftPM already refuses a C
+# module the core's target does not depend on (libevent); this catches the ones reachable through
+# the codec or the SDK, and the folders of one target, which the compiler does not separate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
-while IFS= read -r line; do
-    module=$(sed -E 's/^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]+(class |struct |enum |func |var |let )?([A-Za-z0-9_]+).*/\5/' <<<"${line#*:*:}")
+
+# An import line (`@testable`, access levels and `import struct` forms too); \5 below is its module.
+import_line='^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]'
+
+# `file:module` for each import in the Swift files under the given paths.
+imports() {
+    grep -rnE "$import_line" "$@" --include='*.swift' | while IFS= read -r line; do
+        module=$(sed -E "s/${import_line}+(class |struct |enum |func |var |let )?([A-Za-z0-9_]+).*/\\5/" <<<"${line#*:*:}")
+        echo "${line%%:*}:$module"
+    done || true
+}
+
+while IFS=: read -r file module; do
     case "$module" in
         StunCodec | Logging | Synchronization) ;;
-        *) echo "layer violation: ${line%%:*}: the core may not import $module" >&2; status=1 ;;
+        *) echo "layer violation: $file: the core may not import $module" >&2; status=1 ;;
     esac
-done < <(grep -rnE '^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]' Sources/RelayCore --include='*.swift' || true)
+done < <(imports Sources/RelayCore)
+while IFS=: read -r file module; do
+    case "$module" in
+        RelayCore | StunCodec | Logging | Synchronization | Testing | XCTest | CoreTestSupport | CoreFuzzing) ;;
+        Glibc | Darwin)
+            case "$file" in
+                Sources/CoreFuzzing/*) ;;
+                *)
+                    echo "layer violation: $file: only Sources/CoreFuzzing may import $module (the fuzz driver's files)" >&2
+                    status=1
+                    ;;
+            esac
+            ;;
+        *) echo "layer violation: $file: the core's tests and fuzzer may not import $module" >&2; status=1 ;;
+    esac
+done < <(imports Tests/RelayCoreTests Tests/CoreTestSupport Sources/CoreFuzzing FuzzCore)
 while IFS= read -r line; do
     echo "layer violation: ${line%%:*}: the codec must import COpenSSL as 'internal import'" >&2
     status=1
@@ -34,5 +63,7 @@ while IFS= read -r line; do
     echo "layer violation: ${line%%:"$code"}: a transport may not use the daemon's lifecycle ($daemon)" >&2
     status=1
 done < <(grep -rnwE "$daemon" Sources/Relay/Transport --include='*.swift' || true)
-[ "$status" = 0 ] && echo "layers: Sources/RelayCore imports only StunCodec, Logging, Synchronization; only FastPath uses libbpf; Relay/Transport uses no daemon type but RelayServer.StartError"
+[ "$status" = 0 ] && echo "layers: Sources/RelayCore imports only StunCodec, Logging, Synchronization;" \
+    "the core's tests and fuzzer only the core, the codec, Logging, Synchronization and the test libraries;" \
+    "only FastPath uses libbpf; Relay/Transport uses no daemon type but RelayServer.StartError"
 exit "$status"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes with libFuzzer and AddressSanitizer for SECONDS (default 30) per target:
 #   decoder  the StunCodec decoders (Fuzz/DecoderFuzzer.swift), seeds in Fuzz/corpus/decoder/
-#   core     the RelayCore state machine (FuzzCore/FuzzSession.swift), seeds in FuzzCore/corpus/core/
+#   core     the RelayCore state machine (Sources/CoreFuzzing/FuzzSession.swift), seeds in FuzzCore/corpus/core/
 # Each target starts from a fresh copy of its committed seeds in fuzz-artifacts/<target>/corpus/
 # (grown by the run and left there); its log and crash inputs go to fuzz-artifacts/<target>/.
 # Prints one summary line per target; exits non-zero if any target crashed.

@@ -4,8 +4,8 @@
 #   1. installs build and test dependencies (apt: libevent-dev libssl-dev libbpf-dev libhiredis-dev coturn redis-server
 #      chromium chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
 #   2. builds everything (the kernel fast path's BPF program too), checks the core imports no C
-#      module or Foundation (check-layers.sh), and runs the Swift unit and daemon tests
-#      (swift test), then again under ThreadSanitizer,
+#      module or Foundation and its tests and fuzzer no Relay (check-layers.sh), and runs the
+#      Swift unit and daemon tests (swift test), then again under ThreadSanitizer,
 #   3. runs each libFuzzer target (decoder/framer, core state machine) for a bounded time,
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of core-fuzz (FuzzCore/corpus/core/) in the operation format that
-FuzzCore/FuzzSession.swift decodes: a flags byte, then opcodes with their operands.
+Sources/CoreFuzzing/FuzzSession.swift decodes: a flags byte, then opcodes with their operands.
 
     python3 FuzzCore/corpus/make_corpus.py           # rewrites the seed-* files
 """

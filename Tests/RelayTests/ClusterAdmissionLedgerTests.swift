@@ -3,6 +3,7 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
 @testable import Relay
 
 /// The cluster's admission ledger without Redis (docs/cluster.md): when it asks Redis and when

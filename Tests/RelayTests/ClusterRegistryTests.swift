@@ -3,6 +3,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// The cluster's pieces that need no Redis (docs/cluster.md): where Redis is, labels, registry
 /// entries, the choice of nodes for credentials and redirects.
 @Suite struct ClusterRegistryTests {

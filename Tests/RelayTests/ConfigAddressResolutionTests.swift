@@ -3,6 +3,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// The one place listening and relay addresses left to the machine are filled in, and the one
 /// place the core's defaults are written.
 @Suite struct ConfigAddressResolutionTests {

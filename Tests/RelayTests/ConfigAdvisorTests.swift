@@ -193,4 +193,20 @@ import Testing
         }
         #expect(warnings(c).contains { $0.hasPrefix("no relay address") })
     }
+
+    @Test("bps-capacity without max-bps, and a max-bps below one audio stream, are warned about")
+    func bandwidthWarnings() {
+        func maxBPSWarnings(_ maxBPS: Int, capacity: Int = 0) -> [String] {
+            let c = Self.sound {
+                $0.maxBPS = maxBPS
+                $0.bpsCapacity = capacity
+            }
+            return warnings(c).filter { $0.contains("max-bps") }
+        }
+        let none = maxBPSWarnings(0, capacity: 10_000_000)
+        #expect(none.count == 1 && none.first?.contains("no effect without max-bps") == true)
+        let bits = maxBPSWarnings(500)
+        #expect(bits.count == 1 && bits.first?.contains("bytes a second, not bits") == true)
+        #expect(maxBPSWarnings(125_000, capacity: 10_000_000).isEmpty)
+    }
 }

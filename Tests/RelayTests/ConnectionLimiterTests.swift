@@ -1,6 +1,7 @@
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
 @testable import Relay
 
 /// The TCP/TLS/DTLS connection limits: per-source shares that bind only once the node is half

@@ -5,6 +5,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// Two `relayd` daemons (two loop threads each) and a real redis-server on 127.0.0.1: Allocates
 /// from many client sockets cross from the loops to the cluster agent and back (docs/cluster.md)
 /// while `user-quota` holds across both nodes. Under ThreadSanitizer (scripts/test.sh runs the

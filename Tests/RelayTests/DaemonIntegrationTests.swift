@@ -5,6 +5,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// The built `relayd` binary on real UDP sockets on 127.0.0.1: the whole TURN flow a WebRTC
 /// client runs, with a plain UDP socket as the peer, then a clean SIGTERM shutdown.
 @Suite struct DaemonIntegrationTests {

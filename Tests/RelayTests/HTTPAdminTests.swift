@@ -3,6 +3,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// The admin API through the router (docs/admin.md), against a stand-in for the running server
 /// that holds allocation records as its loop threads would hand them over.
 @Suite struct HTTPAdminTests {

@@ -3,6 +3,7 @@ import Glibc
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
 @testable import Relay
 
 /// A relay socket's error queue in the real kernel (docs/icmp.md): an ICMP port unreachable for

@@ -1,10 +1,12 @@
 import CRelayFastPath
 @testable import FastPath
 import Glibc
-@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
+
+@testable import CoreTestSupport
+@testable import Relay
 
 /// The kernel fast path's program on IPv6 (RFC 6156) over crafted packets (BPF_PROG_TEST_RUN):
 /// both directions byte for byte with the mandatory UDP checksum (RFC 8200 §8.1), and what it

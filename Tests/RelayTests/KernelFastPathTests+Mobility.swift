@@ -1,10 +1,12 @@
 import CRelayFastPath
 @testable import FastPath
 import Glibc
-@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
+
+@testable import CoreTestSupport
+@testable import Relay
 
 extension KernelFastPathTests {
     static let movedClient = TransportAddress.literal("127.0.0.11:40002")

@@ -1,10 +1,12 @@
 import CRelayFastPath
 @testable import FastPath
 import Glibc
-@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
+
+@testable import CoreTestSupport
+@testable import Relay
 
 /// Relay to relay in one pass: ChannelData from client A on a channel to B's relayed address,
 /// where B bound a channel to A's relayed address, reaches B as ChannelData on B's channel

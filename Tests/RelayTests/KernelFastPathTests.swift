@@ -1,10 +1,12 @@
 import CRelayFastPath
 @testable import FastPath
 import Glibc
-@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
+
+@testable import CoreTestSupport
+@testable import Relay
 
 /// The kernel fast path's BPF program, loaded into the running kernel and run over crafted
 /// packets with BPF_PROG_TEST_RUN: what it leaves is checked byte for byte, checksums included

@@ -1,10 +1,12 @@
 import CRelayFastPath
 @testable import FastPath
 import Glibc
-@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
+
+@testable import CoreTestSupport
+@testable import Relay
 
 /// The XDP side of the kernel fast path over crafted frames (BPF_PROG_TEST_RUN): it rewrites
 /// and redirects what it can finish itself (IPv4, a destination on another host, link-layer

@@ -1,10 +1,12 @@
 import Dispatch
 import Foundation
-@testable import Relay
 import RelayCore
 import StunCodec
 import Synchronization
 import Testing
+
+@testable import CoreTestSupport
+@testable import Relay
 
 /// `EventLoop`, `StreamTransport` and `StreamConnection` on real threads with real sockets: two
 /// loops, TURN-over-TCP clients on each, relaying to each other across the loops while the test

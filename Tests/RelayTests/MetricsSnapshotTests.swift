@@ -3,6 +3,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// Each loop thread publishes a snapshot of its core; the scrape sums the snapshots.
 @Suite struct MetricsSnapshotTests {
     @Test("A snapshot counts live allocations, permissions and channels and copies the counters")

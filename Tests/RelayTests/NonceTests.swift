@@ -3,6 +3,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// Stateless nonces (RFC 8489 §9.2): issue time plus an HMAC over it and the client IP.
 @Suite struct NonceTests {
     private static let key: [UInt8] = Array(0..<32)

@@ -3,6 +3,8 @@ import RelayCore
 import StunCodec
 import Testing
 
+@testable import CoreTestSupport
+
 /// The peer policy (RFC 8656 §21.3; docs/peer-policy.md): deny
 /// special-purpose ranges and the server's own service ports, allow the relay's own relayed
 /// addresses, honour `allowed-peer-ip` / `denied-peer-ip` to the address.

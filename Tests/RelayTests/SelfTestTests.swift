@@ -6,6 +6,8 @@ import StunCodec
 import Synchronization
 import Testing
 
+@testable import CoreTestSupport
+
 /// `--self-test`: a Binding from the relay address to the server's own listener, against a UDP
 /// socket on 127.0.0.1 that answers Bindings the way the listener does.
 @Suite struct SelfTestTests {

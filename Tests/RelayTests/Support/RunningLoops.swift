@@ -2,10 +2,12 @@ import CLibevent
 import Dispatch
 import Foundation
 import Logging
-@testable import Relay
 import RelayCore
 import StunCodec
 import Synchronization
+
+@testable import CoreTestSupport
+@testable import Relay
 
 /// Real loop threads, as `RelayServer` runs them: each an `EventLoop` with its `StreamTransport`,
 /// created and run on its own thread, sharing one admission ledger and relayed-address directory.

@@ -2,6 +2,8 @@ import Glibc
 import StunCodec
 import Synchronization
 
+@testable import CoreTestSupport
+
 /// A blocking TCP client of a loop's TURN-over-TCP listener on 127.0.0.1, for tests that drive
 /// real loops on real threads: STUN requests and ChannelData out, frames in (RFC 8656 §12.5
 /// framing: ChannelData padded to 4 bytes). Reads time out after `timeoutSeconds`.
