@@ -267,10 +267,13 @@ final class CoreHarness {
                 channelCommands.append(.install(route))
             case .removeChannel(let route):
                 channelCommands.append(.remove(route))
-            case .sessionStarted:
-                started += 1
-            case .sessionEnded(let summary):
-                sessions.append(summary)
+            case .session(let event):
+                sessionEvents.append(event)
+                switch event {
+                case .started: started += 1
+                case .ended(let summary): sessions.append(summary)
+                case .refreshed, .moved: break
+                }
             case .forwardRequest(let request):
                 forwarded.append(request)
             case .steerClient(_, let from, let to):
@@ -320,6 +323,8 @@ final class CoreHarness {
     var channelCommands: [ChannelCommand] = []
     /// Allocations whose start the core announced.
     var started = 0
+    /// Every session event the core emitted, in order.
+    var sessionEvents: [SessionEvent] = []
     /// Every session summary the core emitted, in order.
     var sessions: [SessionSummary] = []
 

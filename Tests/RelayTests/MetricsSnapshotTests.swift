@@ -1,4 +1,4 @@
-import Relay
+@testable import Relay
 import RelayCore
 import StunCodec
 import Testing
@@ -49,7 +49,11 @@ import Testing
         harness.advance(by: 601)
         harness.sweep()
 
-        let m = LoopMetrics(capturing: harness.core, now: harness.now)
+        // The loop's session metrics observe the ended sessions the core emitted.
+        let sessions = SessionMetrics()
+        for event in harness.sessionEvents { sessions.observe(event) }
+        var m = LoopMetrics(capturing: harness.core, now: harness.now)
+        m.lifetimes.add(sessions.lifetimes)
         #expect(m.lifetimes.count == 2)
         #expect(m.lifetimes.sum == 42 + 601)
         #expect(m.lifetimes.cumulativeCounts[LifetimeHistogram.bounds.firstIndex(of: 60)!] == 1)

@@ -4,6 +4,7 @@ extension EventLoop {
     func publishMetrics() {
         guard let slot = wiring.metrics else { return }
         var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
+        snapshot.lifetimes.add(sessionMetrics.lifetimes)
         snapshot.sendFailures = sender.failed
         stream.contribute(to: &snapshot)
         dtls.contribute(to: &snapshot)

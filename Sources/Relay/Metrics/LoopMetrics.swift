@@ -55,12 +55,12 @@ public struct LoopMetrics: Sendable {
         allocationsActive[Self.allocationIndex(transport, family)]
     }
 
-    /// Reads `core` at monotonic second `now`: counters and histogram are copied element by element
-    /// (so the core's arrays never become shared and its next increment never copies), gauges
-    /// are counted over the live allocations.
+    /// Reads `core` at monotonic second `now`: counters are copied element by element (so the
+    /// core's arrays never become shared and its next increment never copies), gauges are
+    /// counted over the live allocations. The lifetime histogram comes from the loop's
+    /// `SessionMetrics`.
     public init(capturing core: RelayCore, now: Int64) {
         counters.add(core.counters)
-        lifetimes.add(core.lifetimes)
         for allocation in core.allocations {
             allocationsActive[
                 Self.allocationIndex(allocation.origin.fiveTuple.transport, allocation.relayedAddress.ip.family)] &+= 1

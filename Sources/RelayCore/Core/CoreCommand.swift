@@ -21,10 +21,9 @@ public enum CoreCommand {
     /// A channel that must no longer be relayed without the core: it, its permission or its
     /// allocation ended.
     case removeChannel(ChannelRoute)
-    /// An allocation was created; for the log (the core logs nothing itself).
-    case sessionStarted(SessionStart)
-    /// An allocation ended; its summary is for the log.
-    case sessionEnded(SessionSummary)
+    /// An allocation started, was refreshed, moved or ended: for whatever observes sessions
+    /// (the log, metrics; the core logs nothing itself).
+    case session(SessionEvent)
     /// A Refresh with a mobility ticket for an allocation another loop thread holds (RFC 8016,
     /// docs/mobility.md): the I/O layer hands it to that thread, which calls
     /// `RelayCore.handleForwardedRequest`.
@@ -95,42 +94,4 @@ public struct ChannelRoute: Hashable, Sendable {
         self.relaySocket = relaySocket
         self.expiry = expiry
     }
-}
-
-/// A new allocation, logged as one `allocation_created` line.
-public struct SessionStart: Sendable {
-    public let session: String
-    public let fiveTuple: FiveTuple
-    /// The relayed address as the client was told it (advertised form), and as bound.
-    public let relayed: TransportAddress
-    public let bound: TransportAddress
-    /// A dual allocation's second relayed address (advertised form); nil otherwise.
-    public var additionalRelayed: TransportAddress? = nil
-    /// The user id (the part after the REST separator, or the whole USERNAME), as received.
-    public let user: String
-    /// How the client authenticated (RFC 8489 §9.2).
-    public let credentials: CredentialAlgorithms
-    public let lifetimeSeconds: Int64
-}
-
-/// Why an allocation ended and what it carried, logged as one `allocation_deleted` line.
-public struct SessionSummary: Sendable {
-    public let session: String
-    public let fiveTuple: FiveTuple
-    /// The allocation's relay socket (what a data plane outside the core counted it under).
-    public let relaySocket: RelaySocket
-    /// The relayed address as the client was told it (advertised form).
-    public let relayed: TransportAddress
-    /// A dual allocation's second relay socket and relayed address, when it had one at the end.
-    public var additionalRelaySocket: RelaySocket? = nil
-    public var additionalRelayed: TransportAddress? = nil
-    /// The user id (the part after the REST separator, or the whole USERNAME), as received.
-    public let user: String
-    public let reason: AllocationEnd
-    /// How the client authenticated (RFC 8489 §9.2).
-    public let credentials: CredentialAlgorithms
-    public let durationSeconds: Int64
-    public let traffic: TrafficCounters
-    public let permissionsUsed: Int
-    public let channelsUsed: Int
 }

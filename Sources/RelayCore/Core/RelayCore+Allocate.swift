@@ -168,11 +168,11 @@ extension RelayCore {
         }
         if let response { allocation.allocateResponse = Array(response) }
         outbox.emit(
-            .sessionStarted(
+            .session(.started(
                 SessionStart(
                     session: allocation.session, fiveTuple: fiveTuple, relayed: advertised, bound: relay,
                     additionalRelayed: allocation.additional?.advertisedAddress, user: request.userID,
-                    credentials: request.auth.credentials, lifetimeSeconds: lifetime)))
+                    credentials: request.auth.credentials, lifetimeSeconds: lifetime))))
     }
 
     /// A dual allocation's relayed addresses (RFC 8656 §7.2 step 9): IPv4 and IPv6. When only

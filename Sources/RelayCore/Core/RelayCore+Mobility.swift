@@ -104,6 +104,7 @@ extension RelayCore {
         byFiveTuple[origin.fiveTuple] = allocation
         allocation.moves &+= 1
         outbox.emit(.steerClient(session: allocation.session, from: old.fiveTuple, to: origin.fiveTuple))
+        outbox.emit(.session(.moved(SessionMove(session: allocation.session, from: old.fiveTuple, to: origin.fiveTuple))))
         counters.mobility[MobilityOutcome.moved.rawValue] &+= 1
         applyRefresh(message, to: allocation, origin: allocation.origin, key: auth.key, now: now)
     }

@@ -52,6 +52,12 @@ extension RelayCore {
             }
             publish(allocation)
             announceChannels(of: allocation, peerIPs: nil, now: now)
+            outbox.emit(
+                .session(
+                    .refreshed(
+                        SessionRefresh(
+                            session: allocation.session, fiveTuple: allocation.origin.fiveTuple,
+                            lifetimeSeconds: lifetime))))
         }
     }
 }

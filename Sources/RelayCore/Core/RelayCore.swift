@@ -15,8 +15,6 @@ public final class RelayCore {
     /// How this core reaches TCP/TLS connections for the cross-loop short-circuit.
     public var streamHooks = StreamSinkHooks()
     public var counters = CoreCounters()
-    /// Lifetimes of ended allocations, for the metrics histogram.
-    public var lifetimes = LifetimeHistogram()
     public internal(set) var logger: Logger
 
     var byFiveTuple: [FiveTuple: Allocation] = [:]
@@ -274,9 +272,8 @@ public final class RelayCore {
         context.ledger.release(allocation.lease)
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
         if reason == .terminated { counters.allocationsTerminated += 1 }
-        lifetimes.observe(seconds: now - allocation.created)
         outbox.emit(
-            .sessionEnded(
+            .session(.ended(
                 SessionSummary(
                     session: allocation.session, fiveTuple: allocation.origin.fiveTuple,
                     relaySocket: allocation.relaySocket, relayed: allocation.advertisedAddress,
@@ -285,6 +282,6 @@ public final class RelayCore {
                     user: allocation.lease.user, reason: reason,
                     credentials: allocation.credentials,
                     durationSeconds: now - allocation.created, traffic: allocation.endTraffic(),
-                    permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed)))
+                    permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed))))
     }
 }

@@ -6,16 +6,7 @@ import RelayCore
 extension EventLoop {
     /// The flush's `steerClient` commands, run before its packets are sent.
     func steerMovedClients(_ commands: [CoreCommand]) {
-        for case .steerClient(let session, let from, let to) in commands {
-            steer(from: from, to: to)
-            if let to {
-                core.logger.info(
-                    "allocation moved",
-                    metadata: [
-                        "event": "allocation_moved", "session": "\(session)", "from": "\(from)", "five_tuple": "\(to)",
-                    ])
-            }
-        }
+        for case .steerClient(_, let from, let to) in commands { steer(from: from, to: to) }
     }
 
     /// The flush's `installChannel` commands, run before its packets are sent.
@@ -45,8 +36,6 @@ extension EventLoop {
                 guard let fastPath else { continue }
                 let relayed = fastPath.remove(route)
                 if !report(relayed, for: route.relaySocket) { ended[route.relaySocket, default: .init()] += relayed }
-            case .sessionStarted(let start):
-                logSessionStart(start)
             case .forwardRequest(let request):
                 post(.forwarded(request), to: LoopIndex(request.thread))
             case .steerClient:
@@ -58,26 +47,16 @@ extension EventLoop {
                     close(bind.peerSocket)
                     core.context.tcpConnections.remove(bind.id)
                 }
-            case .sessionEnded(let summary):
-                var relayed = ended.removeValue(forKey: summary.relaySocket)
+            case .session(.ended(var summary)):
+                summary.relayedOutside = ended.removeValue(forKey: summary.relaySocket)
                 if let second = summary.additionalRelaySocket, let more = ended.removeValue(forKey: second) {
-                    relayed = (relayed ?? .init()) + more
+                    summary.relayedOutside = (summary.relayedOutside ?? .init()) + more
                 }
-                logSessionEnd(summary, relayedInKernel: relayed)
+                for observer in sessionObservers { observer.observe(.ended(summary)) }
+            case .session(let event):
+                for observer in sessionObservers { observer.observe(event) }
             }
         }
-    }
-
-    /// The `allocation_created` log line.
-    func logSessionStart(_ s: SessionStart) {
-        core.logger.info(
-            "allocation created",
-            metadata: [
-                "event": "allocation_created", "session": "\(s.session)", "five_tuple": "\(s.fiveTuple)",
-                "relayed": "\(s.relayed)", "bound": "\(s.bound)", "user": "\(LogSafe.text(s.user))",
-                "lifetime_s": "\(s.lifetimeSeconds)", "password_algorithm": "\(s.credentials.passwordLabel)",
-                "integrity": "\(s.credentials.integrityLabel)",
-            ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
     }
 
     /// Hands what the kernel relayed to the core; false when its allocation has ended already.
@@ -90,22 +69,5 @@ extension EventLoop {
     func collectFastPathTraffic() {
         guard let fastPath else { return }
         for (socket, relayed) in fastPath.collect() { report(relayed, for: socket) }
-    }
-
-    /// The `allocation_deleted` log line: one per allocation, with what it relayed (in the core,
-    /// and in the kernel after the last collection).
-    func logSessionEnd(_ s: SessionSummary, relayedInKernel k: KernelFastPath.Counters? = nil) {
-        let t = s.traffic + (k ?? TrafficCounters())
-        core.logger.info(
-            "allocation deleted",
-            metadata: [
-                "event": "allocation_deleted", "session": "\(s.session)", "five_tuple": "\(s.fiveTuple)",
-                "relayed": "\(s.relayed)", "user": "\(LogSafe.text(s.user))", "reason": "\(s.reason.rawValue)",
-                "duration_s": "\(s.durationSeconds)",
-                "packets_to_peer": "\(t.packetsToPeer)", "bytes_to_peer": "\(t.bytesToPeer)",
-                "packets_to_client": "\(t.packetsToClient)", "bytes_to_client": "\(t.bytesToClient)",
-                "permissions": "\(s.permissionsUsed)", "channels": "\(s.channelsUsed)",
-                "password_algorithm": "\(s.credentials.passwordLabel)", "integrity": "\(s.credentials.integrityLabel)",
-            ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
     }
 }

@@ -52,6 +52,11 @@ final class EventLoop: RelaySocketProvider {
     /// (docs/dtls.md): owned by this loop, made with it, listening once `start` opens them.
     lazy var stream = StreamTransport(loop: self, service: wiring.streams)
     lazy var dtls = DTLSTransport(loop: self, service: wiring.streams)
+    /// Sessions' metrics (allocation lifetimes), one of `sessionObservers`.
+    let sessionMetrics = SessionMetrics()
+    /// Who follows this loop's sessions (docs/architecture.md, "Session events"): the log, the
+    /// metrics, then the wiring's own, in that order.
+    private(set) var sessionObservers: [any SessionObserver] = []
 
     init(context: CoreContext, logger: Logger, wiring: LoopWiring) {
         base = EventLoop.makeBase()
@@ -62,6 +67,7 @@ final class EventLoop: RelaySocketProvider {
         sender = SendBatch(capacity: 256)
         core = RelayCore(context: context, sockets: self, logger: logger)
         core.wallOffset = EventLoop.wallOffset()
+        sessionObservers = [SessionLog { [unowned self] in core.logger }, sessionMetrics] + wiring.sessionObservers()
     }
 
     deinit {

@@ -14,4 +14,7 @@ struct LoopWiring {
     var fastPath: KernelFastPath? = nil
     /// Where this loop publishes its metrics snapshots; nil: nowhere.
     var metrics: MetricsRegistry.Slot? = nil
+    /// Makes, on the loop's thread, who follows its sessions besides the log and the metrics
+    /// (accounting, tests): observers belong to one loop and are never shared.
+    var sessionObservers: @Sendable () -> [any SessionObserver] = { [] }
 }
