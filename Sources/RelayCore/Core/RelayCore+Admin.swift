@@ -47,6 +47,7 @@ extension RelayCore {
     /// (relay sockets closed, quota released, routes withdrawn, `allocation_deleted` logged with
     /// reason `terminated`). The client's next Refresh gets 437 (RFC 8656 §8). Returns how many.
     public func terminateAllocations(_ selector: AllocationSelector, now: Int64) -> Int {
+        assertOwned()
         let chosen = byFiveTuple.values.filter {
             selector.matches(session: $0.session, user: context.credentials.userID(of: $0.username))
         }
@@ -56,7 +57,8 @@ extension RelayCore {
 
     /// This thread's live allocations summed by user.
     public func userTraffic() -> [String: UserTraffic] {
-        UserTraffic.byUser(
+        assertOwned()
+        return UserTraffic.byUser(
             byFiveTuple.values.lazy.map {
                 UserTraffic(
                     user: String(self.context.credentials.userID(of: $0.username)), allocations: 1, traffic: $0.relayedTraffic)

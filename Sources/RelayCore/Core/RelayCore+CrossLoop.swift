@@ -98,6 +98,7 @@ extension RelayCore {
     /// The connection of a `deliverToStream` command would not take the packet (it is closing,
     /// or over its output bound): the packet is counted as dropped (no allocation), not delivered.
     public func streamDeliveryRefused(_ delivery: StreamDelivery, now: Int64) {
+        assertOwned()
         context.directory.retract(delivery.target, bytes: delivery.payloadCount, now: now)
         counters.drop(.noAllocation)
         counters.packetsToClient &-= 1

@@ -134,6 +134,7 @@ extension RelayCore {
         relaySocket: RelaySocket, from peer: TransportAddress, buffer: UnsafeMutableRawBufferPointer, payload: Range<Int>,
         now: Int64
     ) {
+        assertOwned()
         guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
         let source = context.externalMappings.isEmpty ? peer : sourceAsKnown(peer, by: allocation, now: now)
         deliverToClient(allocation, from: source, buffer: buffer, payload: payload, now: now)

@@ -67,6 +67,7 @@ extension RelayCore {
 
     /// A request another loop thread received for an allocation this one holds (`forwardRequest`).
     public func handleForwardedRequest(_ bytes: [UInt8], from origin: ClientOrigin, now: Int64) {
+        assertOwned()
         bytes.withUnsafeBytes { raw in handleClientPacket(raw, from: origin, now: now) }
     }
 

@@ -45,6 +45,7 @@ extension RelayCore {
     /// CONNECTION-ID, and true (the I/O layer parks the socket for the ConnectionBind); else 447
     /// and false. False also when the allocation ended meanwhile (the caller closes the socket).
     public func peerConnectFinished(_ id: UInt32, relaySocket: RelaySocket, connected: Bool, now: Int64) -> Bool {
+        assertOwned()
         guard let allocation = bySocket[relaySocket], var state = allocation.tcpRelay,
             let pending = state.pendingConnects.removeValue(forKey: id)
         else {
@@ -75,6 +76,7 @@ extension RelayCore {
     /// indication and the id is returned (the I/O layer parks the socket under it for the
     /// ConnectionBind); nil: the I/O layer closes the connection (counted).
     public func peerConnectionArrived(on relaySocket: RelaySocket, from peer: TransportAddress, now: Int64) -> UInt32? {
+        assertOwned()
         guard let allocation = bySocket[relaySocket], var state = allocation.tcpRelay, allocation.expiry > now else {
             counters.tcpConnections[TCPConnectionOutcome.refused.rawValue] &+= 1
             return nil

@@ -16,6 +16,9 @@ public final class RelayCore {
     public var streamHooks = StreamSinkHooks()
     public var counters = CoreCounters()
     public internal(set) var logger: Logger
+    /// Whether the calling thread is the loop thread that owns this core; set by the I/O layer,
+    /// checked by every entry point in debug builds (`assertOwned`).
+    public var ownerCheck: (@Sendable () -> Bool)? = nil
 
     var byFiveTuple: [FiveTuple: Allocation] = [:]
     var bySocket: [RelaySocket: Allocation] = [:]
@@ -71,6 +74,7 @@ public final class RelayCore {
     /// it relays to that peer again; Send indications and the peer's packets are checked against
     /// the policy one by one already.
     public func update(context newContext: CoreContext) {
+        assertOwned()
         let policyChanged = newContext.policy != context.policy
         context = newContext
         logger.logLevel = newContext.settings.logLevel
@@ -92,6 +96,7 @@ public final class RelayCore {
 
     /// Registers this thread's UDP listener on `address` (called by the I/O layer as it opens it).
     public func addUDPListener(_ address: TransportAddress, socket: ClientSocket) {
+        assertOwned()
         udpListeners.append((address, socket))
         discoveries = [:]
         for listener in udpListeners {
@@ -116,6 +121,7 @@ public final class RelayCore {
 
     /// A datagram or stream frame from a client: STUN or ChannelData (RFC 7983 demultiplexing).
     public func handleClientPacket(_ bytes: UnsafeRawBufferPointer, from origin: ClientOrigin, now: Int64) {
+        assertOwned()
         guard let first = bytes.first else {
             counters.drop(.malformed)
             return
@@ -203,6 +209,7 @@ public final class RelayCore {
 
     /// Expires allocations, permissions, channels and port reservations; call about once a second.
     public func sweep(now: Int64) {
+        assertOwned()
         pendingAllocates.sweep(now: now)
         var expired: [Allocation] = []
         for allocation in byFiveTuple.values {
@@ -230,6 +237,7 @@ public final class RelayCore {
 
     /// A TCP/TLS connection closed: its allocation ends with it (RFC 8656 §3.1 over streams).
     public func connectionClosed(_ origin: ClientOrigin, now: Int64) {
+        assertOwned()
         if let allocation = byFiveTuple[origin.fiveTuple] { delete(allocation, reason: .connectionClosed, now: now) }
         // An Allocate of this connection still waiting for admission must not allocate when its
         // answer comes (a granted lease then goes straight back).
@@ -238,6 +246,7 @@ public final class RelayCore {
 
     /// Ends every allocation (process exit).
     public func shutdown(now: Int64) {
+        assertOwned()
         for allocation in Array(byFiveTuple.values) { delete(allocation, reason: .shutdown, now: now) }
     }
 

@@ -67,6 +67,9 @@ final class EventLoop: RelaySocketProvider {
         sender = SendBatch(capacity: 256)
         core = RelayCore(context: context, sockets: self, logger: logger)
         core.wallOffset = EventLoop.wallOffset()
+        // The thread that makes the loop runs it (docs/architecture.md, "Threads").
+        let owner = pthread_self()
+        core.ownerCheck = { pthread_equal(owner, pthread_self()) != 0 }
         sessionObservers = [SessionLog { [unowned self] in core.logger }, sessionMetrics] + wiring.sessionObservers()
     }
 
