@@ -15,7 +15,7 @@ extension RelayCore {
     {
         var matching = 0
         var candidates: [Allocation] = []
-        for allocation in byFiveTuple.values {
+        for allocation in table.all {
             let user = context.credentials.userID(of: allocation.username)
             guard selector.matches(session: allocation.session, user: user) else { continue }
             matching += 1
@@ -47,7 +47,7 @@ extension RelayCore {
     /// (relay sockets closed, quota released, routes withdrawn, `allocation_deleted` logged with
     /// reason `terminated`). The client's next Refresh gets 437 (RFC 8656 §8). Returns how many.
     public func terminateAllocations(_ selector: AllocationSelector, now: Int64) -> Int {
-        let chosen = byFiveTuple.values.filter {
+        let chosen = table.all.filter {
             selector.matches(session: $0.session, user: context.credentials.userID(of: $0.username))
         }
         for allocation in chosen { delete(allocation, reason: .terminated, now: now) }
@@ -57,7 +57,7 @@ extension RelayCore {
     /// This thread's live allocations summed by user.
     public func userTraffic() -> [String: UserTraffic] {
         UserTraffic.byUser(
-            byFiveTuple.values.lazy.map {
+            table.all.lazy.map {
                 UserTraffic(
                     user: String(self.context.credentials.userID(of: $0.username)), allocations: 1, traffic: $0.relayedTraffic)
             })
