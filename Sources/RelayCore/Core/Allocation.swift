@@ -1,23 +1,30 @@
 import StunCodec
 
 /// One TURN allocation (RFC 8656 §6, §7): a relayed transport address bound to a client's
-/// 5-tuple, with its permissions, channels, credentials and expiry. Lives on one loop thread.
+/// 5-tuple, with its permissions, channels, credentials and expiry. Lives on one loop thread,
+/// indexed by that loop's `AllocationTable`.
 ///
 /// A dual allocation (ADDITIONAL-ADDRESS-FAMILY, RFC 8656 §7.2) has a second relayed address of
 /// the other family, `additional`, with its own socket and expiry (RFC 8656 §8.1: each family is
 /// refreshed and deleted on its own). Permissions and channels are per peer IP, so each belongs
 /// to the family of its peer; the relayed address of that family sends to it.
 public final class Allocation {
-    /// The client's 5-tuple; a mobility move (RFC 8016) replaces it.
+    /// The client's 5-tuple; a mobility move (RFC 8016) replaces it (`AllocationTable.move`).
     public internal(set) var origin: ClientOrigin
-    /// The address the relay socket is bound to.
-    public internal(set) var relayedAddress: TransportAddress
-    /// The address advertised in XOR-RELAYED-ADDRESS (the `external-ip` public form, or the same).
-    public internal(set) var advertisedAddress: TransportAddress
-    /// The relay socket, owned by the I/O layer.
-    public internal(set) var relaySocket: RelaySocket
-    /// The second relayed address of a dual allocation: the other family's; nil otherwise.
-    public internal(set) var additional: AdditionalRelay?
+    /// The relayed address the allocation was created with (RFC 8656 §7.2), or, once that one
+    /// ended in a dual allocation, the one that took its place (RFC 8656 §8.1).
+    public internal(set) var main: RelayEndpoint
+    /// The second relayed address of a dual allocation: the other family's (RFC 8656 §7.2 step
+    /// 9); nil otherwise.
+    public internal(set) var additional: RelayEndpoint?
+    /// `main`'s bound address (RFC 8656 §7.2).
+    @inlinable public var relayedAddress: TransportAddress { main.relayedAddress }
+    /// `main`'s address as XOR-RELAYED-ADDRESS gives it (RFC 8656 §7.2, §18.5).
+    @inlinable public var advertisedAddress: TransportAddress { main.advertisedAddress }
+    /// `main`'s relay socket, owned by the I/O layer (RFC 8656 §7.2).
+    @inlinable public var relaySocket: RelaySocket { main.relaySocket }
+    /// When `main` expires (RFC 8656 §7.2, §8.1); `additional` has its own.
+    @inlinable public var expiry: Int64 { main.expiry }
     /// USERNAME the allocation was created with; later requests must use the same (RFC 8656 §5, 441).
     public let username: String
     /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
@@ -26,7 +33,6 @@ public final class Allocation {
     public let allocateTransactionID: TransactionID
     var allocateResponse: [UInt8]
     public let created: Int64
-    public internal(set) var expiry: Int64
     public internal(set) var permissions: [Permission] = []
     public internal(set) var channels: [ChannelBinding] = []
     public internal(set) var traffic = TrafficCounters()
@@ -61,24 +67,38 @@ public final class Allocation {
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
+    /// A new allocation (RFC 8656 §7.2 step 10); `main.expiry` is its lifetime's end.
     init(
-        origin: ClientOrigin, relayedAddress: TransportAddress, advertisedAddress: TransportAddress,
-        relaySocket: RelaySocket, username: String, key: [UInt8], transactionID: TransactionID, now: Int64, lifetime: Int64,
-        lease: AdmissionLease
+        origin: ClientOrigin, main: RelayEndpoint, username: String, key: [UInt8], transactionID: TransactionID,
+        now: Int64, lease: AdmissionLease
     ) {
         self.lease = lease
         self.origin = origin
-        self.relayedAddress = relayedAddress
-        self.advertisedAddress = advertisedAddress
-        self.relaySocket = relaySocket
+        self.main = main
         self.username = username
         self.key = key
         self.allocateTransactionID = transactionID
         self.allocateResponse = []
         self.created = now
-        self.expiry = now + lifetime
         permissions.reserveCapacity(4)
         channels.reserveCapacity(4)
+    }
+
+    /// Ends the relayed address of `family` in a dual allocation and returns it (RFC 8656 §8.1);
+    /// when it is `main`, the additional one takes its place. Nil, and nothing changes, when the
+    /// allocation is not dual or has no relayed address of `family`. Only `AllocationTable`
+    /// calls it, so its indexes follow.
+    func dropRelay(of family: IPAddress.Family) -> RelayEndpoint? {
+        guard let second = additional else { return nil }
+        if second.relayedAddress.ip.family == family {
+            additional = nil
+            return second
+        }
+        guard main.relayedAddress.ip.family == family else { return nil }
+        let first = main
+        main = second
+        additional = nil
+        return first
     }
 
     /// Whether the allocation has a relayed address of `family` (RFC 8656 §10.2, §12.2: a peer
@@ -88,14 +108,15 @@ public final class Allocation {
         relayedAddress.ip.family == family || additional?.relayedAddress.ip.family == family
     }
 
-    /// The relay socket that sends to peers of `family`.
+    /// The relay socket that sends to peers of `family` (RFC 8656 §7.2 step 9, §11.2).
     @inlinable
     public func relaySocket(for family: IPAddress.Family) -> RelaySocket {
         if let additional, additional.relayedAddress.ip.family == family { return additional.relaySocket }
         return relaySocket
     }
 
-    /// The relayed address (bound and advertised forms) that sends to peers of `family`.
+    /// The relayed address (bound and advertised forms) that sends to peers of `family` (RFC 8656
+    /// §7.2 step 9).
     @inlinable
     public func relayed(for family: IPAddress.Family) -> (bound: TransportAddress, advertised: TransportAddress) {
         if let additional, additional.relayedAddress.ip.family == family {
@@ -104,7 +125,7 @@ public final class Allocation {
         return (relayedAddress, advertisedAddress)
     }
 
-    /// When the relayed address of `family` expires.
+    /// When the relayed address of `family` expires (RFC 8656 §8.1).
     @inlinable
     public func expiry(for family: IPAddress.Family) -> Int64 {
         if let additional, additional.relayedAddress.ip.family == family { return additional.expiry }
@@ -167,11 +188,19 @@ public final class Allocation {
     func livePermissionCount(now: Int64) -> Int { permissions.reduce(0) { $0 + ($1.expiry > now ? 1 : 0) } }
 }
 
-/// The second relayed transport address of a dual allocation (RFC 8656 §7.2 step 9).
-public struct AdditionalRelay: Sendable {
+/// One relayed transport address of an allocation (RFC 8656 §2, §7.2): the address its relay
+/// socket is bound to, the form XOR-RELAYED-ADDRESS advertises, the socket, and when it expires.
+/// An allocation has one, `main`, and a dual allocation a second of the other family,
+/// `additional` (RFC 8656 §7.2 step 9), each refreshed and ended on its own (RFC 8656 §8.1).
+public struct RelayEndpoint: Sendable {
+    /// The address the relay socket is bound to.
     public let relayedAddress: TransportAddress
+    /// The address advertised in XOR-RELAYED-ADDRESS (RFC 8656 §18.5): the `external-ip` public
+    /// form, or the same.
     public let advertisedAddress: TransportAddress
+    /// The relay socket, owned by the I/O layer.
     public let relaySocket: RelaySocket
+    /// When this relayed address expires unless refreshed (RFC 8656 §8.1).
     public internal(set) var expiry: Int64
 
     init(relayedAddress: TransportAddress, advertisedAddress: TransportAddress, relaySocket: RelaySocket, expiry: Int64) {

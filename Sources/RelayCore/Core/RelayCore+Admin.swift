@@ -15,7 +15,7 @@ extension RelayCore {
     {
         var matching = 0
         var candidates: [Allocation] = []
-        for allocation in byFiveTuple.values {
+        for allocation in table.all {
             let user = context.credentials.userID(of: allocation.username)
             guard selector.matches(session: allocation.session, user: user) else { continue }
             matching += 1
@@ -48,7 +48,7 @@ extension RelayCore {
     /// reason `terminated`). The client's next Refresh gets 437 (RFC 8656 §8). Returns how many.
     public func terminateAllocations(_ selector: AllocationSelector, now: Int64) -> Int {
         assertOwned()
-        let chosen = byFiveTuple.values.filter {
+        let chosen = table.all.filter {
             selector.matches(session: $0.session, user: context.credentials.userID(of: $0.username))
         }
         for allocation in chosen { delete(allocation, reason: .terminated, now: now) }
@@ -59,7 +59,7 @@ extension RelayCore {
     public func userTraffic() -> [String: UserTraffic] {
         assertOwned()
         return UserTraffic.byUser(
-            byFiveTuple.values.lazy.map {
+            table.all.lazy.map {
                 UserTraffic(
                     user: String(self.context.credentials.userID(of: $0.username)), allocations: 1, traffic: $0.relayedTraffic)
             })

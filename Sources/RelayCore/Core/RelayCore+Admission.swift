@@ -22,7 +22,7 @@ extension RelayCore {
     /// or a later copy asked again) a granted lease goes back at once.
     public func resumeAllocate(_ ticket: AdmissionTicket, decision: AdmissionDecision, now: Int64) {
         assertOwned()
-        guard let request = pendingAllocates.take(ticket), byFiveTuple[request.origin.fiveTuple] == nil else {
+        guard let request = pendingAllocates.take(ticket), table[request.origin.fiveTuple] == nil else {
             if case .granted(let lease) = decision { context.ledger.release(lease) }
             return
         }

@@ -4,7 +4,7 @@ extension RelayCore {
     /// Allocate request (RFC 8656 §7.2, RFC 6156 §4, RFC 6062 §5.1).
     func handleAllocate(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         let fiveTuple = origin.fiveTuple
-        if let existing = byFiveTuple[fiveTuple] {
+        if let existing = table[fiveTuple] {
             // A retransmission gets the original success response again; anything else is 437.
             if existing.allocateTransactionID == message.transactionID {
                 existing.allocateResponse.withUnsafeBytes { outbox.enqueueCopy($0, route: .client(origin)) }
@@ -103,11 +103,13 @@ extension RelayCore {
         let lifetime = allocateLifetime(requested: request.requestedLifetime)
         let advertised = advertisedForm(of: relay)
         let allocation = Allocation(
-            origin: origin, relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket,
+            origin: origin,
+            main: RelayEndpoint(
+                relayedAddress: relay, advertisedAddress: advertised, relaySocket: socket, expiry: now + lifetime),
             username: request.auth.username, key: key.bytes, transactionID: request.reply.transactionID, now: now,
-            lifetime: lifetime, lease: lease)
+            lease: lease)
         if let (relay, socket) = second {
-            allocation.additional = AdditionalRelay(
+            allocation.additional = RelayEndpoint(
                 relayedAddress: relay, advertisedAddress: advertisedForm(of: relay), relaySocket: socket,
                 expiry: allocation.expiry)
         }
@@ -131,17 +133,7 @@ extension RelayCore {
         }
         allocation.sessionID = random.next()
         if request.mobile { registerMobile(allocation) }
-        byFiveTuple[fiveTuple] = allocation
-        bySocket[socket] = allocation
-        if !request.tcp {
-            byRelayedAddress[relay] = allocation
-            byRelayedAddress[advertised] = allocation
-        }
-        if let additional = allocation.additional {
-            bySocket[additional.relaySocket] = allocation
-            byRelayedAddress[additional.relayedAddress] = allocation
-            byRelayedAddress[additional.advertisedAddress] = allocation
-        }
+        table.insert(allocation)
         publish(allocation)
         counters.allocationsCreated += 1
         let response = respond(to: request.reply, origin: origin, messageClass: .successResponse, key: key) {

@@ -40,16 +40,27 @@ extension RelayCore {
         }
     }
 
+    /// Withdraws the route of each channel of a UDP allocation that `ending` picks (every channel
+    /// by default): the channel ends (RFC 8656 §12: it expired, its allocation ended, RFC 8656 §7,
+    /// §8), or a data plane outside the core must no longer relay it (its permission ends, RFC 8656
+    /// §9; its relayed address ends, RFC 8656 §8.1; its client moves, RFC 8016 §3.2.2; the peer
+    /// policy now denies its peer). Call it before the allocation forgets the channels or changes
+    /// its relayed addresses: a route names both. The one place routes are withdrawn.
+    func withdrawChannelRoutes(of allocation: Allocation, where ending: (ChannelBinding) -> Bool = { _ in true }) {
+        guard allocation.origin.fiveTuple.transport == .udp else { return }
+        for channel in allocation.channels where ending(channel) {
+            outbox.emit(.removeChannel(route(for: channel, of: allocation)))
+        }
+    }
+
     /// Before `allocation.sweep(now:)`: withdraws the route of each channel that ends now, or
-    /// whose permission ends now (the channel itself may live on, and is announced again if a
-    /// CreatePermission or ChannelBind renews the permission).
+    /// whose permission ends now (RFC 8656 §9, §12; the channel itself may live on, and is
+    /// announced again if a CreatePermission or ChannelBind renews the permission).
     func withdrawEndingChannels(of allocation: Allocation, now: Int64) {
-        guard allocation.origin.fiveTuple.transport == .udp, !allocation.channels.isEmpty else { return }
-        for channel in allocation.channels {
-            let permissionEnds = allocation.permissions.contains { $0.peer == channel.peer.ip && $0.expiry <= now }
-            if channel.expiry <= now || permissionEnds {
-                outbox.emit(.removeChannel(route(for: channel, of: allocation)))
-            }
+        guard !allocation.channels.isEmpty else { return }
+        withdrawChannelRoutes(of: allocation) { channel in
+            channel.expiry <= now
+                || allocation.permissions.contains { $0.peer == channel.peer.ip && $0.expiry <= now }
         }
     }
 
@@ -62,7 +73,7 @@ extension RelayCore {
         counters.bytesToPeer &+= relayed.bytesToPeer
         counters.packetsToClient &+= relayed.packetsToClient
         counters.bytesToClient &+= relayed.bytesToClient
-        guard let allocation = bySocket[relaySocket] else { return false }
+        guard let allocation = table.allocation(onRelaySocket: relaySocket) else { return false }
         allocation.traffic += relayed
         return true
     }

@@ -4,7 +4,7 @@ extension RelayCore {
     /// ChannelBind (RFC 8656 §12.2): binds or refreshes a channel number for one peer transport
     /// address and installs or refreshes the permission for the peer's IP.
     func handleChannelBind(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
-        let existing = byFiveTuple[origin.fiveTuple]
+        let existing = table[origin.fiveTuple]
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
         guard let allocation = existing else {
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)

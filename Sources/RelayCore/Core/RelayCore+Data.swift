@@ -4,7 +4,7 @@ extension RelayCore {
     /// Send indication (RFC 8656 §11.2): relays DATA to XOR-PEER-ADDRESS if a permission
     /// exists and the peer policy allows the exact transport address. Failures are silent drops.
     func handleSendIndication(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
-        guard let allocation = byFiveTuple[origin.fiveTuple] else { return counters.drop(.noAllocation) }
+        guard let allocation = table[origin.fiveTuple] else { return counters.drop(.noAllocation) }
         // A TCP allocation relays over its data connections only (RFC 6062 §5.5).
         guard allocation.tcpRelay == nil else { return counters.drop(.unexpectedMessage) }
         // An indication with unknown comprehension-required attributes is discarded (RFC 8489 §6.3.2).
@@ -31,7 +31,7 @@ extension RelayCore {
         } catch {
             return counters.drop(.malformed)
         }
-        guard let allocation = byFiveTuple[origin.fiveTuple] else { return counters.drop(.noAllocation) }
+        guard let allocation = table[origin.fiveTuple] else { return counters.drop(.noAllocation) }
         guard let channel = allocation.channel(number: frame.channelNumber, now: now) else {
             return counters.drop(.noChannel)
         }
@@ -100,7 +100,7 @@ extension RelayCore {
     func shortCircuit(_ payload: UnsafeRawBufferPointer, from: Allocation, to peer: TransportAddress, now: Int64)
         -> Bool
     {
-        guard let target = byRelayedAddress[peer], target !== from else { return false }
+        guard let target = table.allocation(atRelayed: peer), target !== from else { return false }
         let relayed = from.relayed(for: peer.ip.family)
         let source = target.permissions.knownForm(advertised: relayed.advertised, bound: relayed.bound, now: now)
         guard let copy = copyToScratch(payload) else { return false }
@@ -135,7 +135,7 @@ extension RelayCore {
         now: Int64
     ) {
         assertOwned()
-        guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
+        guard let allocation = table.allocation(onRelaySocket: relaySocket) else { return counters.drop(.noAllocation) }
         let source = context.externalMappings.isEmpty ? peer : sourceAsKnown(peer, by: allocation, now: now)
         deliverToClient(allocation, from: source, buffer: buffer, payload: payload, now: now)
     }

@@ -7,42 +7,22 @@ extension RelayCore {
     /// family go with it; those of the other family are untouched. When the first relayed address
     /// ends, the additional one takes its place.
     func endRelay(of family: IPAddress.Family, in allocation: Allocation, now: Int64) {
-        guard let additional = allocation.additional else { return }
-        if allocation.origin.fiveTuple.transport == .udp {
-            for channel in allocation.channels where channel.peer.ip.family == family {
-                outbox.emit(.removeChannel(route(for: channel, of: allocation)))
-            }
-        }
+        guard allocation.additional != nil else { return }
+        // The routes first: each names the relayed address of its peer's family.
+        withdrawChannelRoutes(of: allocation) { $0.peer.ip.family == family }
         allocation.forgetPeers(of: family)
-        if additional.relayedAddress.ip.family == family {
-            closeRelay(
-                additional.relayedAddress, advertised: additional.advertisedAddress, socket: additional.relaySocket,
-                of: allocation)
-        } else {
-            closeRelay(
-                allocation.relayedAddress, advertised: allocation.advertisedAddress, socket: allocation.relaySocket,
-                of: allocation)
-            allocation.relayedAddress = additional.relayedAddress
-            allocation.advertisedAddress = additional.advertisedAddress
-            allocation.relaySocket = additional.relaySocket
-            allocation.expiry = additional.expiry
-        }
-        allocation.additional = nil
+        guard let ended = table.dropRelay(family: family, of: allocation) else { return }
+        closeRelay(ended, of: allocation)
         publish(allocation)
     }
 
-    /// Closes one relayed address of `allocation`: forgets it in this thread's tables and the
-    /// shared directory (adding what other threads delivered through it to the allocation's
-    /// traffic), closes its socket and releases its port.
-    func closeRelay(
-        _ relayed: TransportAddress, advertised: TransportAddress, socket: RelaySocket, of allocation: Allocation
-    ) {
-        bySocket[socket] = nil
-        byRelayedAddress[relayed] = nil
-        byRelayedAddress[advertised] = nil
-        unlist(relayed, of: allocation)
-        outbox.emit(.closeRelaySocket(socket))
-        context.ports.release(relayed.port, on: relayed.ip)
+    /// Closes one relayed address of `allocation` that the table no longer lists (RFC 8656 §7,
+    /// §8.1): forgets it in the shared directory (adding what other threads delivered through it
+    /// to the allocation's traffic), closes its socket and releases its port.
+    func closeRelay(_ relay: RelayEndpoint, of allocation: Allocation) {
+        unlist(relay.relayedAddress, of: allocation)
+        outbox.emit(.closeRelaySocket(relay.relaySocket))
+        context.ports.release(relay.relayedAddress.port, on: relay.relayedAddress.ip)
     }
 
     /// Takes one relayed address of `allocation` out of the shared directory, adding what other

@@ -12,7 +12,7 @@ extension RelayCore {
     /// The I/O layer has already kept only the types and codes the RFC relays.
     public func handlePeerICMP(relaySocket: RelaySocket, peer: TransportAddress, icmp: ICMP, now: Int64) {
         assertOwned()
-        guard let allocation = bySocket[relaySocket] else { return counters.drop(.noAllocation) }
+        guard let allocation = table.allocation(onRelaySocket: relaySocket) else { return counters.drop(.noAllocation) }
         guard allocation.hasPermission(for: peer.ip, now: now) else { return counters.drop(.noPermission) }
         if allocation.icmpSecond != now {
             allocation.icmpSecond = now

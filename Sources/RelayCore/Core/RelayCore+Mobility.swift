@@ -11,10 +11,10 @@ extension RelayCore {
         return .success(true)
     }
 
-    /// Makes a new allocation mobile: known by its session id on this thread and to the others.
+    /// Makes a new allocation mobile (RFC 8016 §3.1.2): the other threads learn that this one
+    /// holds its session; `AllocationTable.insert` then lists it by session id here.
     func registerMobile(_ allocation: Allocation) {
         allocation.mobile = true
-        mobileBySession[allocation.sessionID] = allocation
         context.mobility.register(session: allocation.sessionID, thread: context.threadIndex)
     }
 
@@ -58,7 +58,7 @@ extension RelayCore {
             return outbox.emit(
                 .forwardRequest(ForwardedRequest(thread: owner, bytes: Array(message.bytes), origin: origin)))
         }
-        guard let allocation = mobileBySession[opened.session] else {
+        guard let allocation = table.mobile(session: opened.session) else {
             guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
         }
@@ -88,7 +88,7 @@ extension RelayCore {
             return sendError(.mobilityForbidden, to: message, origin: origin, key: auth.key)
         }
         // The new 5-tuple must be free (it could hold another allocation of this thread).
-        guard byFiveTuple[origin.fiveTuple] == nil else {
+        guard table[origin.fiveTuple] == nil else {
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)
         }
         // A family the allocation does not have is refused before anything moves (RFC 8656 §8.1).
@@ -96,13 +96,11 @@ extension RelayCore {
             return sendError(.peerAddressFamilyMismatch, to: message, origin: origin, key: auth.key)
         }
         let old = allocation.origin
-        for channel in allocation.channels { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
+        withdrawChannelRoutes(of: allocation)
         unpublish(allocation)
-        byFiveTuple[old.fiveTuple] = nil
         // Answers leave from this thread's own listener on the server address.
         let listener = udpListeners.first { $0.0 == origin.fiveTuple.server }?.1 ?? origin.socket
-        allocation.origin = ClientOrigin(fiveTuple: origin.fiveTuple, socket: listener)
-        byFiveTuple[origin.fiveTuple] = allocation
+        table.move(allocation, to: ClientOrigin(fiveTuple: origin.fiveTuple, socket: listener))
         allocation.moves &+= 1
         outbox.emit(.steerClient(session: allocation.session, from: old.fiveTuple, to: origin.fiveTuple))
         outbox.emit(.session(.moved(SessionMove(session: allocation.session, from: old.fiveTuple, to: origin.fiveTuple))))
@@ -117,11 +115,11 @@ extension RelayCore {
         if let additional = allocation.additional { unlist(additional.relayedAddress, of: allocation) }
     }
 
-    /// A mobile allocation ended: other threads no longer send its tickets here, and the I/O
-    /// layer stops receiving its 5-tuple on a socket of its own.
+    /// A mobile allocation ended (RFC 8016 §3.2.2; `AllocationTable.remove` has forgotten its
+    /// session): other threads no longer send its tickets here, and the I/O layer stops receiving
+    /// its 5-tuple on a socket of its own.
     func forgetMobile(_ allocation: Allocation) {
         guard allocation.mobile else { return }
-        mobileBySession[allocation.sessionID] = nil
         context.mobility.unregister(session: allocation.sessionID)
         if allocation.moves > 0 {
             outbox.emit(.steerClient(session: allocation.session, from: allocation.origin.fiveTuple, to: nil))

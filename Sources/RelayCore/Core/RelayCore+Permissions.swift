@@ -3,7 +3,7 @@ import StunCodec
 extension RelayCore {
     /// CreatePermission (RFC 8656 §10): one or more XOR-PEER-ADDRESS, installed all or none.
     func handleCreatePermission(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
-        let existing = byFiveTuple[origin.fiveTuple]
+        let existing = table[origin.fiveTuple]
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
         guard let allocation = existing else {
             return sendError(.allocationMismatch, to: message, origin: origin, key: auth.key)

@@ -5,7 +5,7 @@ extension RelayCore {
     /// by the "desired lifetime" computed as for Allocate: min(requested, max-allocate-lifetime)
     /// but never below the default 600 s, which is also used when LIFETIME is absent.
     func handleRefresh(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
-        let existing = byFiveTuple[origin.fiveTuple]
+        let existing = table[origin.fiveTuple]
         if existing == nil, let ticket = message.attribute(.mobilityTicket) {
             return handleMobileRefresh(message, ticket: ticket.value, from: origin, now: now)
         }
@@ -46,7 +46,7 @@ extension RelayCore {
             if let only { return endRelay(of: only, in: allocation, now: now) }
             delete(allocation, reason: .refreshedToZero, now: now)
         } else {
-            if only == nil || only == allocation.relayedAddress.ip.family { allocation.expiry = now + lifetime }
+            if only == nil || only == allocation.relayedAddress.ip.family { allocation.main.expiry = now + lifetime }
             if only == nil || only == allocation.additional?.relayedAddress.ip.family {
                 allocation.additional?.expiry = now + lifetime
             }

@@ -14,7 +14,7 @@ extension RelayCore {
     /// follows in `peerConnectFinished`. A peer the allocation is connected or connecting to
     /// gets 446; more than `max-tcp-relay-connections` get 508.
     func handleConnect(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
-        let existing = byFiveTuple[origin.fiveTuple]
+        let existing = table[origin.fiveTuple]
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
         guard let allocation = existing else { return reply(.allocationMismatch) }
@@ -46,7 +46,7 @@ extension RelayCore {
     /// and false. False also when the allocation ended meanwhile (the caller closes the socket).
     public func peerConnectFinished(_ id: UInt32, relaySocket: RelaySocket, connected: Bool, now: Int64) -> Bool {
         assertOwned()
-        guard let allocation = bySocket[relaySocket], var state = allocation.tcpRelay,
+        guard let allocation = table.allocation(onRelaySocket: relaySocket), var state = allocation.tcpRelay,
             let pending = state.pendingConnects.removeValue(forKey: id)
         else {
             context.tcpConnections.remove(id)
@@ -77,7 +77,7 @@ extension RelayCore {
     /// ConnectionBind); nil: the I/O layer closes the connection (counted).
     public func peerConnectionArrived(on relaySocket: RelaySocket, from peer: TransportAddress, now: Int64) -> UInt32? {
         assertOwned()
-        guard let allocation = bySocket[relaySocket], var state = allocation.tcpRelay, allocation.expiry > now else {
+        guard let allocation = table.allocation(onRelaySocket: relaySocket), var state = allocation.tcpRelay, allocation.expiry > now else {
             counters.tcpConnections[TCPConnectionOutcome.refused.rawValue] &+= 1
             return nil
         }
@@ -129,7 +129,7 @@ extension RelayCore {
         guard origin.fiveTuple.transport.isStream else {
             return sendError(.badRequest, to: message, origin: origin, key: nil)
         }
-        let existing = byFiveTuple[origin.fiveTuple]
+        let existing = table[origin.fiveTuple]
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
         guard existing == nil, let id = try? message.decode(ConnectionID.self) else { return reply(.badRequest) }

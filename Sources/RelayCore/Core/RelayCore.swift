@@ -20,10 +20,9 @@ public final class RelayCore {
     /// checked by every entry point in debug builds (`assertOwned`).
     public var ownerCheck: (@Sendable () -> Bool)? = nil
 
-    var byFiveTuple: [FiveTuple: Allocation] = [:]
-    var bySocket: [RelaySocket: Allocation] = [:]
-    /// Allocations by relayed address, bound and advertised forms, for the relay-to-relay short-circuit.
-    var byRelayedAddress: [TransportAddress: Allocation] = [:]
+    /// This thread's allocations (RFC 8656 §7), by 5-tuple, relay socket, relayed address and
+    /// mobility session; only the table writes those indexes.
+    var table = AllocationTable()
     /// This thread's UDP listener socket for each listening address: where packets handed across
     /// threads leave from (the same address the target's client talks to).
     public internal(set) var udpListeners: [(address: TransportAddress, socket: ClientSocket)] = []
@@ -35,9 +34,7 @@ public final class RelayCore {
     /// any thread can take the token (and with it the port's hold in the node's `RelayPortPool`).
     var reservations: [UInt64: ReservationTable.Entry] = [:]
     var relayCursor = 0
-    /// Mobile allocations by session id (RFC 8016), and the counter that makes each ticket's
-    /// nonce unique (`ticketNonce`).
-    var mobileBySession: [UInt64: Allocation] = [:]
+    /// The counter that makes each mobility ticket's nonce unique (RFC 8016 §3.1.2, `ticket(for:)`).
     var ticketsSealed: UInt64 = 0
     /// Allocates waiting for the admission ledger's answer (docs/architecture.md, "Admission").
     var pendingAllocates = PendingAllocates()
@@ -82,14 +79,12 @@ public final class RelayCore {
     }
 
     private func unbindDeniedChannels() {
-        for allocation in byFiveTuple.values {
-            // A channel to a relayed address stays: its packets are judged one by one.
-            let denied = allocation.channels.filter { !context.policy.allowsLiveRelayed($0.peer) }
-            guard !denied.isEmpty else { continue }
-            if allocation.origin.fiveTuple.transport == .udp {
-                for channel in denied { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
-            }
-            allocation.unbindChannels { !context.policy.allowsLiveRelayed($0.peer) }
+        // A channel to a relayed address stays: its packets are judged one by one.
+        let denied = { (channel: ChannelBinding) in !self.context.policy.allowsLiveRelayed(channel.peer) }
+        for allocation in table.all {
+            guard allocation.channels.contains(where: denied) else { continue }
+            withdrawChannelRoutes(of: allocation, where: denied)
+            allocation.unbindChannels(where: denied)
             publish(allocation)
         }
     }
@@ -105,13 +100,13 @@ public final class RelayCore {
     }
 
     /// Live allocations on this thread.
-    public var allocationCount: Int { byFiveTuple.count }
+    public var allocationCount: Int { table.count }
 
     /// The allocation of a 5-tuple, if any.
-    public func allocation(for fiveTuple: FiveTuple) -> Allocation? { byFiveTuple[fiveTuple] }
+    public func allocation(for fiveTuple: FiveTuple) -> Allocation? { table[fiveTuple] }
 
     /// Every live allocation (for metrics and shutdown).
-    public var allocations: Dictionary<FiveTuple, Allocation>.Values { byFiveTuple.values }
+    public var allocations: Dictionary<FiveTuple, Allocation>.Values { table.all }
 
     /// Relay ports in use and free on the whole node (every loop shares one `RelayPortPool`).
     public var relayPortsInUse: Int { context.ports.inUse }
@@ -212,7 +207,7 @@ public final class RelayCore {
         assertOwned()
         pendingAllocates.sweep(now: now)
         var expired: [Allocation] = []
-        for allocation in byFiveTuple.values {
+        for allocation in table.all {
             // A dual allocation's two relayed addresses expire each on its own (RFC 8656 §8.1).
             if let additional = allocation.additional, (additional.expiry <= now) != (allocation.expiry <= now) {
                 let ended = additional.expiry <= now ? additional.relayedAddress : allocation.relayedAddress
@@ -238,7 +233,7 @@ public final class RelayCore {
     /// A TCP/TLS connection closed: its allocation ends with it (RFC 8656 §3.1 over streams).
     public func connectionClosed(_ origin: ClientOrigin, now: Int64) {
         assertOwned()
-        if let allocation = byFiveTuple[origin.fiveTuple] { delete(allocation, reason: .connectionClosed, now: now) }
+        if let allocation = table[origin.fiveTuple] { delete(allocation, reason: .connectionClosed, now: now) }
         // An Allocate of this connection still waiting for admission must not allocate when its
         // answer comes (a granted lease then goes straight back).
         pendingAllocates.forget(origin.fiveTuple)
@@ -247,7 +242,7 @@ public final class RelayCore {
     /// Ends every allocation (process exit).
     public func shutdown(now: Int64) {
         assertOwned()
-        for allocation in Array(byFiveTuple.values) { delete(allocation, reason: .shutdown, now: now) }
+        for allocation in Array(table.all) { delete(allocation, reason: .shutdown, now: now) }
     }
 
     /// Lists `allocation`'s current state for the other loop threads (after a change to its
@@ -266,18 +261,14 @@ public final class RelayCore {
         context.directory.publish(allocation, sink: sink)
     }
 
+    /// Ends `allocation` (RFC 8656 §7, §8): out of the table, its channel routes withdrawn, its
+    /// relayed addresses closed, its lease released, and `sessionEnded` emitted.
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {
-        byFiveTuple[allocation.origin.fiveTuple] = nil
+        table.remove(allocation)
         forgetMobile(allocation)
-        if allocation.origin.fiveTuple.transport == .udp {
-            for channel in allocation.channels { outbox.emit(.removeChannel(route(for: channel, of: allocation))) }
-        }
-        if let additional = allocation.additional {
-            closeRelay(additional.relayedAddress, advertised: additional.advertisedAddress,
-                       socket: additional.relaySocket, of: allocation)
-        }
-        closeRelay(allocation.relayedAddress, advertised: allocation.advertisedAddress,
-                   socket: allocation.relaySocket, of: allocation)
+        withdrawChannelRoutes(of: allocation)
+        if let additional = allocation.additional { closeRelay(additional, of: allocation) }
+        closeRelay(allocation.main, of: allocation)
         context.ledger.release(allocation.lease)
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
         if reason == .terminated { counters.allocationsTerminated += 1 }

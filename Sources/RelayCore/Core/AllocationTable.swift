@@ -1,0 +1,103 @@
+import StunCodec
+
+/// The allocations of one loop thread and the four ways the core finds one (RFC 8656 §2.2, §7):
+/// by the client's 5-tuple (requests and ChannelData), by relay socket (a peer's packets, RFC
+/// 8656 §11.3, §12.7), by relayed address in its bound and advertised forms (the relay-to-relay
+/// short-circuit), and by mobility session (RFC 8016 §3.2.2).
+///
+/// Owned by one `RelayCore` and the only code that writes its indexes, so they cannot drift
+/// apart: an allocation is listed under its current 5-tuple, under the socket and both address
+/// forms of each of its relayed addresses (`main`, and `additional` in a dual allocation, RFC 8656
+/// §7.2 step 9), and under its session when it is mobile. What else an allocation's start and end
+/// does (the shared directory, the port pool, the outbox) stays with the core.
+///
+/// A lookup is one dictionary lookup: no allocation and no copy on the packet path.
+struct AllocationTable {
+    private var byFiveTuple: [FiveTuple: Allocation] = [:]
+    private var bySocket: [RelaySocket: Allocation] = [:]
+    /// Both forms of each relayed address: bound, and advertised (`external-ip`).
+    private var byRelayedAddress: [TransportAddress: Allocation] = [:]
+    private var mobileBySession: [UInt64: Allocation] = [:]
+
+    /// Live allocations (RFC 8656 §7).
+    var count: Int { byFiveTuple.count }
+
+    /// Every live allocation, in no particular order. A caller that ends allocations while it
+    /// walks them collects them first (`delete` writes the table).
+    var all: Dictionary<FiveTuple, Allocation>.Values { byFiveTuple.values }
+
+    /// The allocation of a client's 5-tuple (RFC 8656 §2.2).
+    @inline(__always)
+    subscript(fiveTuple: FiveTuple) -> Allocation? { byFiveTuple[fiveTuple] }
+
+    /// The allocation whose main or additional relayed address has `socket` (RFC 8656 §11.3).
+    @inline(__always)
+    func allocation(onRelaySocket socket: RelaySocket) -> Allocation? { bySocket[socket] }
+
+    /// The UDP allocation that holds relayed address `address`, in its bound or advertised form
+    /// (RFC 8656 §7.2); a TCP allocation's relayed address takes connections (RFC 6062 §5.3), so it
+    /// is not listed here.
+    @inline(__always)
+    func allocation(atRelayed address: TransportAddress) -> Allocation? { byRelayedAddress[address] }
+
+    /// The mobile allocation of a MOBILITY-TICKET's session (RFC 8016 §3.2.2).
+    @inline(__always)
+    func mobile(session: UInt64) -> Allocation? { mobileBySession[session] }
+
+    /// Lists a new allocation (RFC 8656 §7.2 step 10) under its 5-tuple, each relayed address it
+    /// has, and its session if `mobile` is set. Its 5-tuple must be free.
+    mutating func insert(_ allocation: Allocation) {
+        assert(byFiveTuple[allocation.origin.fiveTuple] == nil, "5-tuple already has an allocation")
+        byFiveTuple[allocation.origin.fiveTuple] = allocation
+        index(allocation.main, of: allocation)
+        if let additional = allocation.additional { index(additional, of: allocation) }
+        if allocation.mobile { mobileBySession[allocation.sessionID] = allocation }
+    }
+
+    /// Forgets an allocation that ends (RFC 8656 §7, §8): every entry it has.
+    mutating func remove(_ allocation: Allocation) {
+        if byFiveTuple[allocation.origin.fiveTuple] === allocation { byFiveTuple[allocation.origin.fiveTuple] = nil }
+        if allocation.mobile, mobileBySession[allocation.sessionID] === allocation {
+            mobileBySession[allocation.sessionID] = nil
+        }
+        if let additional = allocation.additional { unindex(additional, of: allocation) }
+        unindex(allocation.main, of: allocation)
+    }
+
+    /// Moves `allocation` to the client's new 5-tuple (RFC 8016 §3.2.2): its relayed addresses
+    /// and session stay; the old 5-tuple is forgotten at once. The new one must be free.
+    mutating func move(_ allocation: Allocation, to newOrigin: ClientOrigin) {
+        assert(byFiveTuple[newOrigin.fiveTuple] == nil, "5-tuple already has an allocation")
+        if byFiveTuple[allocation.origin.fiveTuple] === allocation { byFiveTuple[allocation.origin.fiveTuple] = nil }
+        allocation.origin = newOrigin
+        byFiveTuple[newOrigin.fiveTuple] = allocation
+    }
+
+    /// Ends the relayed address of `family` in a dual allocation (RFC 8656 §8.1): forgets its
+    /// socket and addresses, and when it was `main`, the additional one takes its place
+    /// (`Allocation.dropRelay`). Returns the ended relayed address for the caller to close; nil
+    /// when the allocation is not dual or has none of `family`.
+    mutating func dropRelay(family: IPAddress.Family, of allocation: Allocation) -> RelayEndpoint? {
+        guard let dropped = allocation.dropRelay(of: family) else { return nil }
+        unindex(dropped, of: allocation)
+        return dropped
+    }
+
+    private mutating func index(_ relay: RelayEndpoint, of allocation: Allocation) {
+        bySocket[relay.relaySocket] = allocation
+        // A TCP allocation's relayed address takes connections, not datagrams (RFC 6062 §5.3):
+        // the relay-to-relay short-circuit never delivers to it.
+        guard allocation.tcpRelay == nil else { return }
+        byRelayedAddress[relay.relayedAddress] = allocation
+        byRelayedAddress[relay.advertisedAddress] = allocation
+    }
+
+    /// Removes `relay`'s entries, each only if it still names `allocation`.
+    private mutating func unindex(_ relay: RelayEndpoint, of allocation: Allocation) {
+        if bySocket[relay.relaySocket] === allocation { bySocket[relay.relaySocket] = nil }
+        if byRelayedAddress[relay.relayedAddress] === allocation { byRelayedAddress[relay.relayedAddress] = nil }
+        if byRelayedAddress[relay.advertisedAddress] === allocation {
+            byRelayedAddress[relay.advertisedAddress] = nil
+        }
+    }
+}
