@@ -53,7 +53,7 @@ public final class FuzzSession {
     /// Connects of TCP allocations the core asked for (RFC 6062), and the connection ids it
     /// handed out, for ConnectionBinds to name.
     var pendingConnects: [PeerConnect] = []
-    var offeredConnections: [UInt32] = []
+    var offeredConnections: [PeerConnectionID] = []
     /// The tuple whose packet the core is handling: the only one a Binding answer may be sent
     /// to from another listener or to another port (RFC 5780).
     var asking: Int? = nil
@@ -156,8 +156,8 @@ public final class FuzzSession {
     /// waiting, has a peer connect in to a TCP allocation's relayed address; a peer socket the
     /// core keeps is parked under a made-up descriptor.
     func finishConnect(_ b: UInt8, peer: UInt8) {
-        let fd = Int32(1000 + offeredConnections.count)
-        let id: UInt32?
+        let fd = PeerSocket(descriptor: Int32(1000 + offeredConnections.count))
+        let id: PeerConnectionID?
         if !pendingConnects.isEmpty {
             let request = pendingConnects.removeFirst()
             let kept = core.peerConnectFinished(request.id, relaySocket: request.relaySocket, connected: b & 1 == 0, now: now)
@@ -298,7 +298,7 @@ public final class FuzzSession {
                 case .connectionBind:
                     // The id of a connection the core offered, or a made-up one.
                     try w.append(ConnectionID(value: offeredConnections.isEmpty || method & 0x80 != 0
-                        ? UInt32(lifetime) : offeredConnections[Int(channel) % offeredConnections.count]))
+                        ? UInt32(lifetime) : offeredConnections[Int(channel) % offeredConnections.count].value))
                 default: break
                 }
                 extra.withUnsafeBytes { value in
@@ -444,7 +444,7 @@ public final class FuzzSession {
             case .closeRelaySocket(let socket):
                 require(!allocations.contains { $0.relaySocket == socket }, "closing the socket of a live allocation")
                 // As the I/O layer does for a TCP allocation's listener: its peer connections end.
-                for entry in core.context.tcpConnections.removeAll(thread: 0, relaySocket: socket) {
+                for entry in core.context.tcpConnections.removeAll(thread: LoopIndex(0), relaySocket: socket) {
                     if case .ready(let fd) = entry.state { sockets.parked.remove(fd) }
                 }
                 require(sockets.close(socket), "closing relay socket \(socket) that is not open")
@@ -508,7 +508,7 @@ final class FuzzSockets: RelaySocketProvider {
 
     /// TCP allocations' listeners among them, and the peer sockets parked for a ConnectionBind.
     private(set) var tcp: Set<RelaySocket> = []
-    var parked: Set<Int32> = []
+    var parked: Set<PeerSocket> = []
 
     func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
         if address.port == 50003 || bound.values.contains(address) { return .portInUse }

@@ -165,7 +165,7 @@ import Testing
         }
         #expect(try client.send(signed) == nil)
         let request = try #require(other.forwarded.last)
-        #expect(request.thread == 0 && request.origin.fiveTuple.client == Self.newClient)
+        #expect(request.thread == LoopIndex(0) && request.origin.fiveTuple.client == Self.newClient)
         #expect(other.counters.mobility[MobilityOutcome.forwarded.rawValue] == 1)
         // The owner answers it (401 first: it carried no credentials) from its own listener.
         owner.core.handleForwardedRequest(request.bytes, from: request.origin, now: owner.now)

@@ -65,9 +65,9 @@ import Testing
         #expect(request.peer == CoreFixture.peer1 && request.relaySocket == socket)
         let (kept, answer) = try finish(harness, request, connected: true)
         #expect(kept && answer.isSuccess && answer.type.method == .connect)
-        #expect(answer.decode(ConnectionID.self)?.value == request.id)
+        #expect(answer.decode(ConnectionID.self)?.value == request.id.value)
         #expect(answer.integrity(key: client.key) == .valid)
-        #expect(harness.core.context.tcpConnections.park(request.id, peerSocket: 77, deadline: harness.now + 30))
+        #expect(harness.core.context.tcpConnections.park(request.id, peerSocket: PeerSocket(descriptor: 77), deadline: harness.now + 30))
         let again = try #require(try connect(harness, client, to: CoreFixture.peer1).first)
         #expect(try ReceivedStun(again.bytes).errorCode == 446)
         #expect(harness.counters.tcpConnections[TCPConnectionOutcome.connected.rawValue] == 1)
@@ -103,7 +103,7 @@ import Testing
         let sent = try #require(harness.drainOutbox().first { $0.client == CoreFixture.clientA })
         let attempt = try ReceivedStun(sent.bytes)
         #expect(attempt.type == MessageType(method: .connectionAttempt, messageClass: .indication))
-        #expect(attempt.decode(ConnectionID.self)?.value == id)
+        #expect(attempt.decode(ConnectionID.self)?.value == id.value)
         #expect(attempt.decode(XORPeerAddress.self)?.address == CoreFixture.peer1)
     }
 
@@ -113,23 +113,23 @@ import Testing
         _ = try client.createPermission([CoreFixture.peer1])
         let id = try #require(harness.core.peerConnectionArrived(on: socket, from: CoreFixture.peer1, now: harness.now))
         _ = harness.drainOutbox()
-        #expect(harness.core.context.tcpConnections.park(id, peerSocket: 91, deadline: harness.now + 30))
+        #expect(harness.core.context.tcpConnections.park(id, peerSocket: PeerSocket(descriptor: 91), deadline: harness.now + 30))
         let data = TransportAddress.literal("192.0.2.1:40999")
         let bind = { (who: TurnTestClient, cid: UInt32) throws -> ReceivedStun in
             try who.request(.connectionBind) { w in try w.append(ConnectionID(value: cid)) }
         }
         let other = harness.restClient(at: data, user: "bob", transport: .tcp)
-        #expect(try bind(other, id).errorCode == 441)
+        #expect(try bind(other, id.value).errorCode == 441)
         let owner = harness.client(at: data, username: client.username, password: client.password, transport: .tcp)
-        #expect(try bind(owner, id ^ 1).errorCode == 400)
-        let bound = try bind(owner, id)
+        #expect(try bind(owner, id.value ^ 1).errorCode == 400)
+        let bound = try bind(owner, id.value)
         #expect(bound.isSuccess && bound.integrity(key: owner.key) == .valid)
         let command = try #require(harness.dataBinds.last)
-        #expect(command.id == id && command.peerSocket == 91 && command.origin.fiveTuple.client == data)
-        #expect(try bind(owner, id).errorCode == 400)
+        #expect(command.id == id && command.peerSocket == PeerSocket(descriptor: 91) && command.origin.fiveTuple.client == data)
+        #expect(try bind(owner, id.value).errorCode == 400)
         // Over UDP there is no data connection.
         let udp = harness.client(at: data, username: client.username, password: client.password)
-        #expect(try bind(udp, id).errorCode == 400)
+        #expect(try bind(udp, id.value).errorCode == 400)
     }
 
     @Test("A TCP allocation has no channels (400) and drops Send indications")

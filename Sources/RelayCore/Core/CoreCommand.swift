@@ -44,7 +44,7 @@ public enum CoreCommand {
 /// A client's request handed from the loop thread that received it to the one that holds the
 /// allocation it names.
 public struct ForwardedRequest: Sendable {
-    public let thread: Int
+    public let thread: LoopIndex
     public let bytes: [UInt8]
     public let origin: ClientOrigin
 }

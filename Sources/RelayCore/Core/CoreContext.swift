@@ -71,6 +71,9 @@ public struct CoreContext: Sendable {
 }
 
 extension CoreContext {
+    /// This core's loop among the node's.
+    public var loop: LoopIndex { LoopIndex(threadIndex) }
+
     /// Whether `port` is in the relay port range (`min-port`...`max-port`).
     @inline(__always)
     func isRelayPort(_ port: UInt16) -> Bool { port >= settings.minPort && port <= settings.maxPort }

@@ -56,7 +56,7 @@ extension RelayCore {
             }
             counters.mobility[MobilityOutcome.forwarded.rawValue] &+= 1
             return outbox.emit(
-                .forwardRequest(ForwardedRequest(thread: owner, bytes: Array(message.bytes), origin: origin)))
+                .forwardRequest(ForwardedRequest(thread: LoopIndex(owner), bytes: Array(message.bytes), origin: origin)))
         }
         guard let allocation = table.mobile(session: opened.session) else {
             guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }

@@ -30,7 +30,7 @@ extension RelayCore {
             return reply(.insufficientCapacity)
         }
         let id = context.tcpConnections.reserve(
-            thread: context.threadIndex, relaySocket: allocation.relaySocket, username: allocation.username,
+            thread: context.loop, relaySocket: allocation.relaySocket, username: allocation.username,
             peer: peer.address, account: PipeAccount(traffic: state.piped, budget: allocation.bandwidth), deadline: now + Self.tcpConnectSeconds + Self.tcpBindSeconds, random: &random)
         state.peers[id] = peer.address
         state.pendingConnects[id] = (ReplyTarget(message), auth.key)
@@ -44,7 +44,7 @@ extension RelayCore {
     /// The I/O layer's connect for Connect `id` ended. Connected: the success response with
     /// CONNECTION-ID, and true (the I/O layer parks the socket for the ConnectionBind); else 447
     /// and false. False also when the allocation ended meanwhile (the caller closes the socket).
-    public func peerConnectFinished(_ id: UInt32, relaySocket: RelaySocket, connected: Bool, now: Int64) -> Bool {
+    public func peerConnectFinished(_ id: PeerConnectionID, relaySocket: RelaySocket, connected: Bool, now: Int64) -> Bool {
         assertOwned()
         guard let allocation = table.allocation(onRelaySocket: relaySocket), var state = allocation.tcpRelay,
             let pending = state.pendingConnects.removeValue(forKey: id)
@@ -65,7 +65,7 @@ extension RelayCore {
         }
         respond(to: pending.request, origin: allocation.origin, messageClass: .successResponse, key: pending.key) {
             w throws(StunEncodeError) in
-            try w.append(ConnectionID(value: id))
+            try w.append(ConnectionID(value: id.value))
             try appendSoftware(&w)
         }
         return true
@@ -75,7 +75,7 @@ extension RelayCore {
     /// permission for its IP and the peer policy's leave, the client gets a ConnectionAttempt
     /// indication and the id is returned (the I/O layer parks the socket under it for the
     /// ConnectionBind); nil: the I/O layer closes the connection (counted).
-    public func peerConnectionArrived(on relaySocket: RelaySocket, from peer: TransportAddress, now: Int64) -> UInt32? {
+    public func peerConnectionArrived(on relaySocket: RelaySocket, from peer: TransportAddress, now: Int64) -> PeerConnectionID? {
         assertOwned()
         guard let allocation = table.allocation(onRelaySocket: relaySocket), var state = allocation.tcpRelay, allocation.expiry > now else {
             counters.tcpConnections[TCPConnectionOutcome.refused.rawValue] &+= 1
@@ -95,7 +95,7 @@ extension RelayCore {
             return nil
         }
         let id = context.tcpConnections.reserve(
-            thread: context.threadIndex, relaySocket: relaySocket, username: allocation.username, peer: seen,
+            thread: context.loop, relaySocket: relaySocket, username: allocation.username, peer: seen,
             account: PipeAccount(traffic: state.piped, budget: allocation.bandwidth), deadline: now + Self.tcpBindSeconds, random: &random)
         state.peers[id] = seen
         counters.tcpConnections[TCPConnectionOutcome.accepted.rawValue] &+= 1
@@ -104,7 +104,7 @@ extension RelayCore {
     }
 
     /// ConnectionAttempt indication (RFC 6062 §5.3, §6.1): XOR-PEER-ADDRESS and CONNECTION-ID.
-    private func sendConnectionAttempt(id: UInt32, peer: TransportAddress, to origin: ClientOrigin) {
+    private func sendConnectionAttempt(id: PeerConnectionID, peer: TransportAddress, to origin: ClientOrigin) {
         guard outbox.hasRoomForResponse else { return counters.drop(.outboxFull) }
         let buffer = outbox.scratch()
         let transactionID = TransactionID(high: UInt32(truncatingIfNeeded: random.next()), low: random.next())
@@ -113,7 +113,7 @@ extension RelayCore {
                 into: buffer, type: MessageType(method: .connectionAttempt, messageClass: .indication),
                 transactionID: transactionID)
             try w.append(XORPeerAddress(address: peer))
-            try w.append(ConnectionID(value: id))
+            try w.append(ConnectionID(value: id.value))
             if settings.fingerprint { try w.appendFingerprint() }
             outbox.commitScratch(length: w.count, route: .client(origin))
         } catch {
@@ -133,7 +133,7 @@ extension RelayCore {
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
         guard existing == nil, let id = try? message.decode(ConnectionID.self) else { return reply(.badRequest) }
-        switch context.tcpConnections.claim(id.value, username: auth.username, thread: context.threadIndex) {
+        switch context.tcpConnections.claim(PeerConnectionID(id.value), username: auth.username, thread: context.loop) {
         case .unknown:
             reply(.badRequest)
         case .wrongUser:
@@ -147,7 +147,7 @@ extension RelayCore {
             outbox.emit(
                 .bindDataConnection(
                     DataConnectionBind(
-                        id: id.value, origin: origin, peerSocket: socket, peer: entry.peer, account: entry.account)))
+                        id: PeerConnectionID(id.value), origin: origin, peerSocket: socket, peer: entry.peer, account: entry.account)))
         }
     }
 }

@@ -6,10 +6,10 @@ import StunCodec
 /// lists (its pipe or pending connection ended on whichever thread) is dropped here lazily.
 public struct TCPRelayState {
     /// Peer connections by id: connecting, waiting for ConnectionBind, or piped.
-    public internal(set) var peers: [UInt32: TransportAddress] = [:]
+    public internal(set) var peers: [PeerConnectionID: TransportAddress] = [:]
     /// Connect requests waiting for their connect to finish, by connection id, with what their
     /// answer needs.
-    var pendingConnects: [UInt32: (request: ReplyTarget, key: IntegrityKey)] = [:]
+    var pendingConnects: [PeerConnectionID: (request: ReplyTarget, key: IntegrityKey)] = [:]
     /// The bytes its pipes carried, on whichever loop thread they run; ended (final) when the
     /// allocation ends.
     public let piped = PipedTraffic()
@@ -24,7 +24,7 @@ public struct TCPRelayState {
 /// relayed address (`relaySocket`'s bound address) to `peer`. It reports the outcome with
 /// `RelayCore.peerConnectFinished`.
 public struct PeerConnect: Sendable {
-    public let id: UInt32
+    public let id: PeerConnectionID
     public let relaySocket: RelaySocket
     public let relayed: TransportAddress
     public let peer: TransportAddress
@@ -34,9 +34,9 @@ public struct PeerConnect: Sendable {
 /// bytes of peer connection `id` both ways, and owns `peerSocket`. Runs after the success
 /// response was queued on the connection.
 public struct DataConnectionBind: Sendable {
-    public let id: UInt32
+    public let id: PeerConnectionID
     public let origin: ClientOrigin
-    public let peerSocket: Int32
+    public let peerSocket: PeerSocket
     public let peer: TransportAddress
     /// What the pipe charges its bytes to: the allocation's budget and piped-traffic count.
     public let account: PipeAccount

@@ -14,15 +14,15 @@ public final class TCPConnectionTable: Sendable {
         case connecting
         /// Connected, waiting for the client's ConnectionBind (at most until `deadline`); the
         /// socket is not read meanwhile, so the peer's data waits in the kernel.
-        case ready(peerSocket: Int32)
+        case ready(peerSocket: PeerSocket)
         /// Joined with a data connection on loop thread `thread`, which owns the socket now.
-        case bound(thread: Int)
+        case bound(thread: LoopIndex)
     }
 
     public struct Entry: Sendable, Equatable {
-        public let id: UInt32
+        public let id: PeerConnectionID
         /// The loop thread that holds the allocation.
-        public let thread: Int
+        public let thread: LoopIndex
         /// The allocation's relay socket (its TCP listener) on that thread.
         public let relaySocket: RelaySocket
         /// The allocation's USERNAME: a ConnectionBind must carry the same (RFC 6062 §5.4).
@@ -38,36 +38,37 @@ public final class TCPConnectionTable: Sendable {
     /// What a ConnectionBind found.
     public enum Claim: Sendable, Equatable {
         /// The peer socket, now the claiming thread's; the entry is `bound` to it.
-        case peer(Int32, Entry)
+        case peer(PeerSocket, Entry)
         /// No such id, or not ready (connecting, or bound already).
         case unknown
         /// Another user's connection; the entry stays as it was.
         case wrongUser
     }
 
-    private let entries = Locked<[UInt32: Entry]>([:])
+    private let entries = Locked<[PeerConnectionID: Entry]>([:])
 
     public init() {}
 
     /// A new entry in `connecting` state under an id no other entry has.
     func reserve(
-        thread: Int, relaySocket: RelaySocket, username: String, peer: TransportAddress, account: PipeAccount,
+        thread: LoopIndex, relaySocket: RelaySocket, username: String, peer: TransportAddress, account: PipeAccount,
         deadline: Int64, random: inout FastRandom
-    ) -> UInt32 {
+    ) -> PeerConnectionID {
         var candidate = UInt32(truncatingIfNeeded: random.next())
         return entries.withLock { table in
-            while candidate == 0 || table[candidate] != nil { candidate &+= 0x9E37_79B9 }
-            table[candidate] = Entry(
-                id: candidate, thread: thread, relaySocket: relaySocket, username: username, peer: peer,
+            while candidate == 0 || table[PeerConnectionID(candidate)] != nil { candidate &+= 0x9E37_79B9 }
+            let id = PeerConnectionID(candidate)
+            table[id] = Entry(
+                id: id, thread: thread, relaySocket: relaySocket, username: username, peer: peer,
                 account: account, state: .connecting, deadline: deadline)
-            return candidate
+            return id
         }
     }
 
     /// The connect finished (or an inbound connection was accepted): the entry holds `peerSocket`
     /// until a ConnectionBind or `deadline`. False when the entry is gone (its allocation ended):
     /// the caller closes the socket.
-    public func park(_ id: UInt32, peerSocket: Int32, deadline: Int64) -> Bool {
+    public func park(_ id: PeerConnectionID, peerSocket: PeerSocket, deadline: Int64) -> Bool {
         entries.withLock { table in
             guard var entry = table[id], entry.state == .connecting else { return false }
             entry.state = .ready(peerSocket: peerSocket)
@@ -78,7 +79,7 @@ public final class TCPConnectionTable: Sendable {
     }
 
     /// ConnectionBind: hands the ready peer socket of `id` to `thread` if `username` matches.
-    func claim(_ id: UInt32, username: String, thread: Int) -> Claim {
+    func claim(_ id: PeerConnectionID, username: String, thread: LoopIndex) -> Claim {
         entries.withLock { table in
             guard var entry = table[id], case .ready(let socket) = entry.state else { return .unknown }
             guard entry.username == username else { return .wrongUser }
@@ -90,11 +91,11 @@ public final class TCPConnectionTable: Sendable {
 
     /// Removes `id` (its pipe or connect ended); the entry as it was, nil if it was gone.
     @discardableResult
-    public func remove(_ id: UInt32) -> Entry? { entries.withLock { $0.removeValue(forKey: id) } }
+    public func remove(_ id: PeerConnectionID) -> Entry? { entries.withLock { $0.removeValue(forKey: id) } }
 
     /// Removes every entry of the allocation with `relaySocket` on `thread` (it ended), for the
     /// caller to close their sockets and pipes.
-    public func removeAll(thread: Int, relaySocket: RelaySocket) -> [Entry] {
+    public func removeAll(thread: LoopIndex, relaySocket: RelaySocket) -> [Entry] {
         entries.withLock { table in
             let ended = table.values.filter { $0.thread == thread && $0.relaySocket == relaySocket }
             for entry in ended { table[entry.id] = nil }
@@ -104,7 +105,7 @@ public final class TCPConnectionTable: Sendable {
 
     /// Removes the ready entries of `thread` past their deadline (no ConnectionBind in time,
     /// RFC 6062 §5.3), for the caller to close their peer sockets.
-    public func expire(thread: Int, now: Int64) -> [Entry] {
+    public func expire(thread: LoopIndex, now: Int64) -> [Entry] {
         entries.withLock { table in
             let ended = table.values.filter {
                 guard $0.thread == thread, $0.deadline <= now, case .ready = $0.state else { return false }
@@ -116,7 +117,7 @@ public final class TCPConnectionTable: Sendable {
     }
 
     /// Whether `id` is still listed (its connection is pending or piped).
-    func contains(_ id: UInt32) -> Bool { entries.withLock { $0[id] != nil } }
+    func contains(_ id: PeerConnectionID) -> Bool { entries.withLock { $0[id] != nil } }
 
     /// Entries listed now, for metrics and tests.
     public var count: Int { entries.withLock { $0.count } }

@@ -37,14 +37,14 @@ extension EventLoop {
                 let relayed = fastPath.remove(route)
                 if !report(relayed, for: route.relaySocket) { ended[route.relaySocket, default: .init()] += relayed }
             case .forwardRequest(let request):
-                post(.forwarded(request), to: LoopIndex(request.thread))
+                post(.forwarded(request), to: request.thread)
             case .steerClient:
                 break
             case .connectPeer(let request):
                 tcpRelay.connect(request)
             case .bindDataConnection(let bind):
                 if !stream.startPipe(bind) {
-                    close(bind.peerSocket)
+                    close(bind.peerSocket.descriptor)
                     core.context.tcpConnections.remove(bind.id)
                 }
             case .session(.ended(var summary)):

@@ -16,7 +16,7 @@ enum LoopMail: Sendable {
     case admin(AdminTask)
     /// A TCP allocation that another loop ended had its peer connection `id` piped here
     /// (RFC 6062, docs/tcp-relay.md): end the pipe.
-    case closePipe(UInt32)
+    case closePipe(PeerConnectionID)
 }
 
 /// One loop thread's inbox: one post from any thread, one take on the loop's thread, in the

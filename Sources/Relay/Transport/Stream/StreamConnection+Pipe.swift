@@ -12,13 +12,13 @@ import Glibc
 // The owning loop's thread only.
 extension StreamConnection {
     /// Starts piping to `peerSocket`; false if its events cannot be registered.
-    func startPipe(id: UInt32, peerSocket: Int32, account: PipeAccount) -> Bool {
-        let pipe = TCPPipe(id: id, socket: peerSocket, account: account)
+    func startPipe(id: PeerConnectionID, peerSocket: PeerSocket, account: PipeAccount) -> Bool {
+        let pipe = TCPPipe(id: id, socket: peerSocket.descriptor, account: account)
         let me = Unmanaged.passUnretained(self).toOpaque()
-        pipe.readEvent = event_new(owner.loop.base, peerSocket, Int16(EV_READ | EV_PERSIST), { _, _, arg in
+        pipe.readEvent = event_new(owner.loop.base, peerSocket.descriptor, Int16(EV_READ | EV_PERSIST), { _, _, arg in
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerReadable()
         }, me)
-        pipe.writeEvent = event_new(owner.loop.base, peerSocket, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
+        pipe.writeEvent = event_new(owner.loop.base, peerSocket.descriptor, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerWritable()
         }, me)
         if account.budget != nil {

@@ -18,7 +18,7 @@ final class StreamTransport {
     private(set) var listeners: [StreamListener] = []
     private(set) var connections: [Int32: StreamConnection] = [:]
     /// Data connections piped to peer connections, by connection id (RFC 6062, docs/tcp-relay.md).
-    private var pipes: [UInt32: StreamConnection] = [:]
+    private var pipes: [PeerConnectionID: StreamConnection] = [:]
     /// Closed connections waiting to be freed at the start of the next loop iteration.
     private var released: [(connection: StreamConnection, detail: String?)] = []
     private var sweepTimer: OpaquePointer?
@@ -152,7 +152,7 @@ final class StreamTransport {
 
     /// Ends the pipe of peer connection `id` on this loop, if it runs here (its allocation
     /// ended on another loop).
-    func endPipe(_ id: UInt32) { pipes[id]?.close(.relayEnded) }
+    func endPipe(_ id: PeerConnectionID) { pipes[id]?.close(.relayEnded) }
 
     /// Turns a data connection of this loop into a pipe (`CoreCommand.bindDataConnection`);
     /// false when the connection is gone.

@@ -6,7 +6,7 @@ import Glibc
 /// connection's socket and events, and the client's bytes the peer's socket has not taken yet.
 /// Owned by the data connection's loop thread (docs/tcp-relay.md).
 final class TCPPipe {
-    let id: UInt32
+    let id: PeerConnectionID
     let socket: Int32
     /// The allocation's `max-bps` budget and piped-traffic count (shared with its loop).
     let account: PipeAccount
@@ -36,7 +36,7 @@ final class TCPPipe {
     /// Reads resume once the buffered bytes fall below this.
     static let resumeBytes = 64 * 1024
 
-    init(id: UInt32, socket: Int32, account: PipeAccount) {
+    init(id: PeerConnectionID, socket: Int32, account: PipeAccount) {
         self.id = id
         self.socket = socket
         self.account = account

@@ -25,7 +25,7 @@ final class TCPRelaySockets {
     init(loop: EventLoop) { self.loop = loop }
 
     private var table: TCPConnectionTable { loop.core.context.tcpConnections }
-    private var thread: Int { loop.core.context.threadIndex }
+    private var thread: LoopIndex { loop.core.context.loop }
 
     /// Connections a relay listener's backlog holds before the kernel refuses more.
     static let backlog: Int32 = 64
@@ -94,7 +94,7 @@ final class TCPRelaySockets {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let peer = withUnsafeBytes(of: &storage) { SocketAddress.read($0.baseAddress!) }
             guard let peer, let id = loop.core.peerConnectionArrived(on: RelaySocket(descriptor: listener), from: peer, now: now),
-                table.park(id, peerSocket: fd, deadline: now + RelayCore.tcpBindSeconds)
+                table.park(id, peerSocket: PeerSocket(descriptor: fd), deadline: now + RelayCore.tcpBindSeconds)
             else {
                 Glibc.close(fd)
                 continue
@@ -164,7 +164,7 @@ final class TCPRelaySockets {
     private func finish(_ request: PeerConnect, socket fd: Int32, connected: Bool) {
         let now = EventLoop.now()
         let keep = loop.core.peerConnectFinished(request.id, relaySocket: request.relaySocket, connected: connected, now: now)
-        if keep && table.park(request.id, peerSocket: fd, deadline: now + RelayCore.tcpBindSeconds) { return }
+        if keep && table.park(request.id, peerSocket: PeerSocket(descriptor: fd), deadline: now + RelayCore.tcpBindSeconds) { return }
         if fd >= 0 { Glibc.close(fd) }
     }
 
@@ -188,8 +188,8 @@ final class TCPRelaySockets {
 
     private func release(_ entry: TCPConnectionTable.Entry) {
         switch entry.state {
-        case .ready(let peerSocket): Glibc.close(peerSocket)
-        case .bound(let pipeThread): loop.post(.closePipe(entry.id), to: LoopIndex(pipeThread))
+        case .ready(let peerSocket): Glibc.close(peerSocket.descriptor)
+        case .bound(let pipeThread): loop.post(.closePipe(entry.id), to: pipeThread)
         case .connecting: break
         }
     }
