@@ -143,7 +143,7 @@ public final class FuzzSession {
             require(redisCount == 0, "Redis would still count \(redisCount) allocations of this node after shutdown")
         }
         require(sockets.bound.isEmpty, "\(sockets.bound.count) relay sockets open after shutdown")
-        require(core.context.tcpConnections.count == 0, "peer connections listed after shutdown")
+        require(core.tables.tcpConnections.count == 0, "peer connections listed after shutdown")
         require(sockets.parked.isEmpty, "\(sockets.parked.count) peer sockets parked after shutdown")
         require(core.relayPortsInUse == 0, "\(core.relayPortsInUse) relay ports in use after shutdown and sweep")
         require(quota.total == 0, "quota still counts \(quota.total) allocations after shutdown")
@@ -167,7 +167,7 @@ public final class FuzzSession {
         } else {
             id = nil
         }
-        guard let id, core.context.tcpConnections.park(id, peerSocket: fd, deadline: now + 30) else { return }
+        guard let id, core.tables.tcpConnections.park(id, peerSocket: fd, deadline: now + 30) else { return }
         sockets.parked.insert(fd)
         offeredConnections.append(id)
         checkCommands(Array(core.allocations))
@@ -403,7 +403,7 @@ public final class FuzzSession {
                 require(
                     verdict == .allowed
                         || (verdict == .relayedAddress
-                            && core.context.ports.isHeld(peer.port, on: peer.ip, by: .udpAllocation)),
+                            && core.tables.ports.isHeld(peer.port, on: peer.ip, by: .udpAllocation)),
                     "packet to \(peer), which the peer policy denies or no live allocation holds")
             }
         }
@@ -444,7 +444,7 @@ public final class FuzzSession {
             case .closeRelaySocket(let socket):
                 require(!allocations.contains { $0.relaySocket == socket }, "closing the socket of a live allocation")
                 // As the I/O layer does for a TCP allocation's listener: its peer connections end.
-                for entry in core.context.tcpConnections.removeAll(thread: LoopIndex(0), relaySocket: socket) {
+                for entry in core.tables.tcpConnections.removeAll(thread: LoopIndex(0), relaySocket: socket) {
                     if case .ready(let fd) = entry.state { sockets.parked.remove(fd) }
                 }
                 require(sockets.close(socket), "closing relay socket \(socket) that is not open")

@@ -216,13 +216,13 @@ import Testing
         let allocationB = try #require(receiver.allocation(of: CoreFixture.clientB))
         #expect(allocationA.bandwidth?.used(.toPeer, now: sender.now) == 400)
         #expect(allocationB.bandwidth?.used(.toClient, now: sender.now) == 700)
-        if loops > 1 { #expect(sender.core.context.directory.delivered(to: pair.relayedB)?.packets == 0) }
+        if loops > 1 { #expect(sender.core.tables.directory.delivered(to: pair.relayedB)?.packets == 0) }
         // 300 still fit.
         let fits = sender.receive(
             try StunTestMessages.sendIndication(to: pair.relayedB, payload: [UInt8](repeating: 3, count: 300)),
             from: CoreFixture.clientA)
         #expect(fits.count == 1 && fits[0].client == CoreFixture.clientB)
         #expect(allocationB.bandwidth?.used(.toClient, now: sender.now) == 1000)
-        if loops > 1 { #expect(sender.core.context.directory.delivered(to: pair.relayedB)?.bytes == 300) }
+        if loops > 1 { #expect(sender.core.tables.directory.delivered(to: pair.relayedB)?.bytes == 300) }
     }
 }

@@ -139,7 +139,7 @@ import Testing
         let client = harness.restClient(at: CoreFixture.clientA)
         #expect(try client.allocate().isSuccess)
         // Another allocation (of another loop) holds the relayed address.
-        harness.core.context.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
+        harness.core.tables.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
         #expect(try client.channelBind(0x4000, to: TransportAddress(ip: publicIP, port: CoreFixture.maxPort)).isSuccess)
         #expect(harness.channelCommands.isEmpty)
         #expect(try client.channelBind(0x4001, to: CoreFixture.peer1).isSuccess)

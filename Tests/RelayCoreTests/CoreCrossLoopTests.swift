@@ -45,7 +45,7 @@ import Testing
         let allocationB = try #require(loop1.allocation(of: CoreFixture.clientB))
         #expect(try b.refresh(lifetime: 0).isSuccess)
         #expect(allocationB.traffic.packetsToClient == 1 && allocationB.traffic.bytesToClient == 100)
-        #expect(loop0.core.context.directory.count == 1)
+        #expect(loop0.core.tables.directory.count == 1)
         // Gone from the directory and the port pool: A's channel to it carries nothing more.
         let after = loop0.receive(StunTestMessages.channelData(0x4001, payload), from: CoreFixture.clientA)
         #expect(after.isEmpty)
@@ -98,7 +98,7 @@ import Testing
         try #require(sent.count == 1)
         #expect(sent[0].peer?.peer == relayedB)
         #expect(loop0.counters.shortCircuited == 0)
-        #expect(loop0.core.context.directory.count == 1)
+        #expect(loop0.core.tables.directory.count == 1)
     }
 
     @Test("A TLS client's allocation on loop 1 gets loop 0's packets on its connection, framed as loop 1 would")
@@ -165,7 +165,7 @@ import Testing
         _ = pair.sender.receive(
             try StunTestMessages.sendIndication(to: pair.relayedB, payload: [6, 7, 8]), from: CoreFixture.clientA)
         #expect(sink.packets.count == 1)
-        let delivered = try #require(pair.receiver.core.context.directory.delivered(to: pair.relayedB))
+        let delivered = try #require(pair.receiver.core.tables.directory.delivered(to: pair.relayedB))
         #expect(delivered.packets == 1 && delivered.bytes == 3)
     }
 
@@ -176,6 +176,6 @@ import Testing
         _ = try #require(try a.allocate().xorRelayedAddress)
         #expect(try a.createPermission([CoreFixture.peer1]).isSuccess)
         #expect(harness.allocation(of: CoreFixture.clientA) != nil)
-        #expect(harness.core.context.directory.count == 0)
+        #expect(harness.core.tables.directory.count == 0)
     }
 }

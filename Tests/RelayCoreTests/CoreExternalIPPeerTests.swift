@@ -36,7 +36,7 @@ import Testing
     /// The relayed port of another live allocation of this node (another loop's).
     private func otherRelayPort(than relayed: TransportAddress, in harness: CoreHarness) throws -> UInt16 {
         let port = try #require((CoreFixture.minPort...CoreFixture.maxPort).first { $0 != relayed.port })
-        harness.core.context.ports.mark(port, on: CoreFixture.relayIP, as: .udpAllocation)
+        harness.core.tables.ports.mark(port, on: CoreFixture.relayIP, as: .udpAllocation)
         return port
     }
 

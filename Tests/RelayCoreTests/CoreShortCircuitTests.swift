@@ -137,7 +137,7 @@ import Testing
         #expect(try a.allocate().isSuccess)
         // A relayed address of this server that no allocation on this core holds: another
         // loop's (a DTLS client's, which the cross-loop directory does not list).
-        harness.core.context.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
+        harness.core.tables.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
         let elsewhere = TransportAddress(ip: Self.publicIP, port: CoreFixture.maxPort)
         #expect(try a.createPermission([elsewhere]).isSuccess)
         let sent = harness.receive(
@@ -153,7 +153,7 @@ import Testing
         let socketB = try #require(
             harness.sockets.descriptor(boundTo: TransportAddress(ip: CoreFixture.relayIP, port: relayedB.port)))
         // Another loop's allocation holds the relayed address the packet comes from.
-        harness.core.context.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
+        harness.core.tables.ports.mark(CoreFixture.maxPort, on: CoreFixture.relayIP, as: .udpAllocation)
         let other = TransportAddress(ip: Self.publicIP, port: CoreFixture.maxPort)
         #expect(try b.createPermission([other]).isSuccess)
         let atB = harness.receiveFromPeer(

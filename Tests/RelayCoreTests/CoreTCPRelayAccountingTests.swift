@@ -87,7 +87,7 @@ import Testing
         #expect(try client.createPermission([CoreFixture.peer1]).isSuccess)
         let id = try #require(harness.core.peerConnectionArrived(on: socket, from: CoreFixture.peer1, now: harness.now))
         _ = harness.drainOutbox()
-        #expect(harness.core.context.tcpConnections.park(id, peerSocket: PeerSocket(descriptor: 91), deadline: harness.now + 30))
+        #expect(harness.core.tables.tcpConnections.park(id, peerSocket: PeerSocket(descriptor: 91), deadline: harness.now + 30))
         let data = harness.client(
             at: .literal("192.0.2.1:40999"), username: client.username, password: client.password, transport: .tcp)
         #expect(try data.request(.connectionBind) { w in try w.append(ConnectionID(value: id.value)) }.isSuccess)

@@ -67,7 +67,7 @@ import Testing
         #expect(kept && answer.isSuccess && answer.type.method == .connect)
         #expect(answer.decode(ConnectionID.self)?.value == request.id.value)
         #expect(answer.integrity(key: client.key) == .valid)
-        #expect(harness.core.context.tcpConnections.park(request.id, peerSocket: PeerSocket(descriptor: 77), deadline: harness.now + 30))
+        #expect(harness.core.tables.tcpConnections.park(request.id, peerSocket: PeerSocket(descriptor: 77), deadline: harness.now + 30))
         let again = try #require(try connect(harness, client, to: CoreFixture.peer1).first)
         #expect(try ReceivedStun(again.bytes).errorCode == 446)
         #expect(harness.counters.tcpConnections[TCPConnectionOutcome.connected.rawValue] == 1)
@@ -80,7 +80,7 @@ import Testing
         _ = try connect(harness, client, to: CoreFixture.peer1)
         let (kept, answer) = try finish(harness, try #require(harness.connects.last), connected: false)
         #expect(!kept && answer.errorCode == 447)
-        #expect(harness.core.context.tcpConnections.count == 0)
+        #expect(harness.core.tables.tcpConnections.count == 0)
         #expect(try connect(harness, client, to: CoreFixture.peer1).isEmpty)
     }
 
@@ -113,7 +113,7 @@ import Testing
         _ = try client.createPermission([CoreFixture.peer1])
         let id = try #require(harness.core.peerConnectionArrived(on: socket, from: CoreFixture.peer1, now: harness.now))
         _ = harness.drainOutbox()
-        #expect(harness.core.context.tcpConnections.park(id, peerSocket: PeerSocket(descriptor: 91), deadline: harness.now + 30))
+        #expect(harness.core.tables.tcpConnections.park(id, peerSocket: PeerSocket(descriptor: 91), deadline: harness.now + 30))
         let data = TransportAddress.literal("192.0.2.1:40999")
         let bind = { (who: TurnTestClient, cid: UInt32) throws -> ReceivedStun in
             try who.request(.connectionBind) { w in try w.append(ConnectionID(value: cid)) }

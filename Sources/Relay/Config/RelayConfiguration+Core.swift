@@ -40,7 +40,8 @@ extension CoreContext {
         reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), interfaceAddresses: [IPAddress] = [],
         threadIndex: Int = 0, threadCount: Int = 1, sourceLimits: SourceLimits? = nil,
-        mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
+        mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil,
+        tcpConnections: TCPConnectionTable = TCPConnectionTable()
     ) {
         self.init(
             settings: CoreSettings(configuration: configuration),
@@ -50,7 +51,7 @@ extension CoreContext {
             relayAddresses: RelayAddress.mappings(configuration: configuration), ledger: ledger,
             sourceLimits: sourceLimits ?? SourceLimits(configuration: configuration),
             reservationTable: reservationTable, directory: directory, threadIndex: threadIndex,
-            threadCount: threadCount, mobility: mobility, ports: ports)
+            threadCount: threadCount, mobility: mobility, ports: ports, tcpConnections: tcpConnections)
     }
 }
 

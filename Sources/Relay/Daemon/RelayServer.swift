@@ -106,9 +106,8 @@ public final class RelayServer {
             configuration: configuration, nonceKey: nonceKey, ledger: ledger, reservationTable: reservations,
             directory: directory, interfaceAddresses: interfaceAddresses,
             threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
-            mobility: mobility, ports: ports)
+            mobility: mobility, ports: ports, tcpConnections: tcpConnections)
         context.draining = drain.active
-        context.tcpConnections = tcpConnections
         return context
     }
 

@@ -12,24 +12,16 @@ public struct RelayAddress: Sendable, Hashable {
     }
 }
 
-/// Everything a loop thread's core needs besides its sockets: the immutable configuration and
-/// what was derived from it once (credentials, nonces, policy, relay addresses), plus the
-/// node's admission ledger and the tables loops share. Swapped as a whole on reload.
+/// Everything a loop thread's core needs besides its sockets, in two parts
+/// (docs/architecture.md, "Who owns what"): the immutable configuration and what was derived
+/// from it once (settings, credentials, nonces, peer policy, relay addresses, per-source
+/// limits), swapped as a whole on reload; and `tables`, the node's shared tables, which a core
+/// gets once, when it is made, and keeps.
 public struct CoreContext: Sendable {
     public var settings: CoreSettings
     public var credentials: CredentialStore
     public var nonces: NonceGenerator
     public var policy: PeerPolicy
-    /// Whether an Allocate may take a share of the node: quotas, `bps-capacity`, blocks and the
-    /// cluster (docs/architecture.md, "Admission"); shared by all loop threads.
-    public var ledger: any AdmissionLedger
-    /// EVEN-PORT reservations, shared by all loop threads.
-    public var reservationTable: ReservationTable
-    /// The relay ports of every relay address, shared by all loop threads: a 508 means the
-    /// node has no free port of the family, not that this loop's share ran out.
-    public var ports: RelayPortPool
-    /// UDP allocations of every loop thread by relayed address, for the cross-thread short-circuit.
-    public var directory: RelayedAddressDirectory
     public var relayAddresses: [RelayAddress]
     /// The relay addresses whose advertised form differs from the bound one (`external-ip`).
     public var externalMappings: [RelayAddress]
@@ -37,31 +29,28 @@ public struct CoreContext: Sendable {
     public var threadCount: Int
     /// When true, new allocations are refused (drain before shutdown or maintenance).
     public var draining = false
-    /// Per-source-IP limits (challenges, failed authentications, allocations), shared by all loop threads.
+    /// Per-source-IP limits (challenges, failed authentications, allocations), shared by all
+    /// loop threads; a reload that changes a rate makes new ones.
     public var sourceLimits: SourceLimits
-    /// Mobility tickets' keys and which thread holds each mobile allocation (docs/mobility.md).
-    public var mobility: MobilityTickets
-    /// The peer connections of TCP allocations (RFC 6062), shared by all loop threads: a
-    /// ConnectionBind may reach any of them (docs/tcp-relay.md).
-    public var tcpConnections = TCPConnectionTable()
+    /// The node's shared tables; `RelayCore.tables` holds the ones its core was made with.
+    public let tables: NodeTables
 
     public init(
         settings: CoreSettings, credentials: CredentialStore, nonces: NonceGenerator, policy: PeerPolicy,
         relayAddresses: [RelayAddress], ledger: any AdmissionLedger,
         sourceLimits: SourceLimits, reservationTable: ReservationTable = ReservationTable(),
         directory: RelayedAddressDirectory = RelayedAddressDirectory(), threadIndex: Int = 0, threadCount: Int = 1,
-        mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
+        mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil,
+        tcpConnections: TCPConnectionTable = TCPConnectionTable()
     ) {
-        self.ports =
-            ports ?? RelayPortPool(range: settings.minPort...settings.maxPort, addresses: relayAddresses.map(\.bound))
-        self.mobility = mobility
+        tables = NodeTables(
+            ledger: ledger,
+            ports: ports ?? RelayPortPool(range: settings.minPort...settings.maxPort, addresses: relayAddresses.map(\.bound)),
+            directory: directory, reservations: reservationTable, mobility: mobility, tcpConnections: tcpConnections)
         self.settings = settings
         self.credentials = credentials
         self.nonces = nonces
         self.policy = policy
-        self.ledger = ledger
-        self.reservationTable = reservationTable
-        self.directory = directory
         self.relayAddresses = relayAddresses
         externalMappings = relayAddresses.filter { $0.bound != $0.advertised }
         self.threadIndex = threadIndex

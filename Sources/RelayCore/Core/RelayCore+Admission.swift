@@ -14,7 +14,7 @@ extension RelayCore {
             user: request.userID, bytesPerSecond: settings.maxBPS, family: fiveTuple.server.ip.family,
             transport: fiveTuple.transport, wallTime: wallTime(now),
             ticket: pendingAllocates.nextTicket(loop: LoopIndex(context.threadIndex)))
-        decide(request, context.ledger.admit(question), now: now)
+        decide(request, tables.ledger.admit(question), now: now)
     }
 
     /// The ledger's answer to an Allocate it held as pending, named by `ticket` (the cluster
@@ -23,7 +23,7 @@ extension RelayCore {
     public func resumeAllocate(_ ticket: AdmissionTicket, decision: AdmissionDecision, now: Int64) {
         assertOwned()
         guard let request = pendingAllocates.take(ticket), table[request.origin.fiveTuple] == nil else {
-            if case .granted(let lease) = decision { context.ledger.release(lease) }
+            if case .granted(let lease) = decision { tables.ledger.release(lease) }
             return
         }
         if case .pending = decision {
@@ -74,7 +74,7 @@ extension RelayCore {
     /// live node of the cluster in the client's address family, else the first `alternate-server`.
     func alternate(for origin: ClientOrigin) -> TransportAddress? {
         let fiveTuple = origin.fiveTuple
-        if let node = context.ledger.alternate(family: fiveTuple.server.ip.family, transport: fiveTuple.transport) {
+        if let node = tables.ledger.alternate(family: fiveTuple.server.ip.family, transport: fiveTuple.transport) {
             return node
         }
         return settings.alternateServers.first

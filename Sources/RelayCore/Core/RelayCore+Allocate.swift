@@ -91,7 +91,7 @@ extension RelayCore {
                 family: request.family, evenPort: request.evenPort, token: request.token, tcp: request.tcp, now: now
             ).map { ($0, nil, nil) }
         guard let (first, second, addressError) = opened else {
-            context.ledger.release(lease)
+            tables.ledger.release(lease)
             if request.token == nil && !request.dual
                 && !context.relayAddresses.contains(where: { $0.bound.family == request.family })
             {
@@ -128,7 +128,7 @@ extension RelayCore {
             let value = random.next()
             let entry = ReservationTable.Entry(address: relay.ip, port: relay.port + 1, expiry: now + 30)
             reservations[value] = entry
-            context.reservationTable.insert(value, entry)
+            tables.reservations.insert(value, entry)
             reservation = value
         }
         allocation.sessionID = random.next()
@@ -222,18 +222,18 @@ extension RelayCore {
         let holder: RelayPortPool.Holder = tcp ? .tcpAllocation : .udpAllocation
         if let token {
             // Whichever thread reserved the port, the reservation's hold passes to the allocation.
-            guard let reserved = context.reservationTable.take(token.value) else { return nil }
+            guard let reserved = tables.reservations.take(token.value) else { return nil }
             reservations[token.value] = nil
             guard reserved.expiry > now else {
-                context.ports.release(reserved.port, on: reserved.address)
+                tables.ports.release(reserved.port, on: reserved.address)
                 return nil
             }
             let address = TransportAddress(ip: reserved.address, port: reserved.port)
             guard case .opened(let socket) = open(address, tcp: tcp) else {
-                context.ports.release(reserved.port, on: reserved.address)
+                tables.ports.release(reserved.port, on: reserved.address)
                 return nil
             }
-            context.ports.mark(reserved.port, on: reserved.address, as: holder)
+            tables.ports.mark(reserved.port, on: reserved.address, as: holder)
             return (address, socket)
         }
         let candidates = context.relayAddresses.filter { $0.bound.family == family }
@@ -245,20 +245,20 @@ extension RelayCore {
             // the search moves on.
             for _ in 0..<max(1, rangeCount) {
                 let pair = evenPort?.reservePair == true
-                guard let port = context.ports.take(on: ip, even: evenPort != nil, pair: pair) else { break }
+                guard let port = tables.ports.take(on: ip, even: evenPort != nil, pair: pair) else { break }
                 let address = TransportAddress(ip: ip, port: port)
                 switch open(address, tcp: tcp) {
                 case .opened(let socket):
-                    context.ports.mark(port, on: ip, as: holder)
+                    tables.ports.mark(port, on: ip, as: holder)
                     relayCursor = (relayCursor + attempt + 1) % candidates.count
                     return (address, socket)
                 case .portInUse:
-                    context.ports.release(port, on: ip)
-                    if pair { context.ports.release(port + 1, on: ip) }
+                    tables.ports.release(port, on: ip)
+                    if pair { tables.ports.release(port + 1, on: ip) }
                 case .exhausted:
-                    context.ports.release(port, on: ip)
-                    if pair { context.ports.release(port + 1, on: ip) }
-                    if context.ports.noteExhausted() {
+                    tables.ports.release(port, on: ip)
+                    if pair { tables.ports.release(port + 1, on: ip) }
+                    if tables.ports.noteExhausted() {
                         logger.error(
                             "relay socket: out of file descriptors or memory; Allocate answered 508 until a socket opens again")
                     }

@@ -33,7 +33,7 @@ extension RelayCore {
             boundAllowed: relayed.advertised == relayed.bound
                 ? advertisedAllowed : context.policy.allowsLiveRelayed(relayed.bound))
         let delivery: RelayedAddressDirectory.Delivery
-        switch context.directory.deliver(to: bound, from: forms, bytes: payload.count, now: now) {
+        switch tables.directory.deliver(to: bound, from: forms, bytes: payload.count, now: now) {
         case .notFound:
             return false
         case .noPermission:
@@ -51,11 +51,11 @@ extension RelayCore {
         if let sink = delivery.sink {
             let queued = writeAcrossLoops(
                 copy, from: delivery.source, to: sink, channelNumber: delivery.channelNumber, target: bound)
-            if !queued { context.directory.retract(bound, bytes: payload.count, now: now) }
+            if !queued { tables.directory.retract(bound, bytes: payload.count, now: now) }
             return true
         }
         guard let socket = udpListener(for: delivery.server) else {
-            context.directory.retract(bound, bytes: payload.count, now: now)
+            tables.directory.retract(bound, bytes: payload.count, now: now)
             return false
         }
         guard
@@ -63,7 +63,7 @@ extension RelayCore {
                 buffer: copy.region, payload: copy.payload, from: delivery.source, channelNumber: delivery.channelNumber,
                 stream: false)
         else {
-            context.directory.retract(bound, bytes: payload.count, now: now)
+            tables.directory.retract(bound, bytes: payload.count, now: now)
             return true
         }
         outbox.claim(copy.region.count)
@@ -99,7 +99,7 @@ extension RelayCore {
     /// or over its output bound): the packet is counted as dropped (no allocation), not delivered.
     public func streamDeliveryRefused(_ delivery: StreamDelivery, now: Int64) {
         assertOwned()
-        context.directory.retract(delivery.target, bytes: delivery.payloadCount, now: now)
+        tables.directory.retract(delivery.target, bytes: delivery.payloadCount, now: now)
         counters.drop(.noAllocation)
         counters.packetsToClient &-= 1
         counters.bytesToClient &-= UInt64(delivery.payloadCount)

@@ -22,14 +22,14 @@ extension RelayCore {
     func closeRelay(_ relay: RelayEndpoint, of allocation: Allocation) {
         unlist(relay.relayedAddress, of: allocation)
         outbox.emit(.closeRelaySocket(relay.relaySocket))
-        context.ports.release(relay.relayedAddress.port, on: relay.relayedAddress.ip)
+        tables.ports.release(relay.relayedAddress.port, on: relay.relayedAddress.ip)
     }
 
     /// Takes one relayed address of `allocation` out of the shared directory, adding what other
     /// threads delivered through it to the allocation's traffic.
     func unlist(_ relayed: TransportAddress, of allocation: Allocation) {
         guard context.threadCount > 1 else { return }
-        let delivered = context.directory.remove(relayed)
+        let delivered = tables.directory.remove(relayed)
         allocation.traffic.packetsToClient &+= delivered.packets
         allocation.traffic.bytesToClient &+= delivered.bytes
     }

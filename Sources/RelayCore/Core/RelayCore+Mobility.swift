@@ -15,7 +15,7 @@ extension RelayCore {
     /// holds its session; `AllocationTable.insert` then lists it by session id here.
     func registerMobile(_ allocation: Allocation) {
         allocation.mobile = true
-        context.mobility.register(session: allocation.sessionID, thread: context.threadIndex)
+        tables.mobility.register(session: allocation.sessionID, thread: context.threadIndex)
     }
 
     /// The ticket for `allocation`'s current 5-tuple (serial = its moves so far).
@@ -24,7 +24,7 @@ extension RelayCore {
         var nonce = [UInt8](repeating: 0, count: SealedBox.nonceLength)
         nonce[0] = UInt8(truncatingIfNeeded: context.threadIndex)
         for i in 0..<8 { nonce[4 + i] = UInt8(truncatingIfNeeded: ticketsSealed >> UInt64(56 - 8 * i)) }
-        return context.mobility.seal(session: allocation.sessionID, serial: allocation.moves, nonce: nonce)
+        return tables.mobility.seal(session: allocation.sessionID, serial: allocation.moves, nonce: nonce)
             .map { MobilityTicket(bytes: $0) }
     }
 
@@ -32,8 +32,8 @@ extension RelayCore {
     /// allocation is found by its ticket, not by the 5-tuple. When another loop thread holds it,
     /// the request goes there (`forwardRequest`); see `moveAllocation`.
     func handleMobileRefresh(_ message: StunMessage, ticket: UnsafeRawBufferPointer, from origin: ClientOrigin, now: Int64) {
-        let opened = settings.mobility ? context.mobility.open(ticket) : nil
-        guard let opened, let owner = context.mobility.owner(of: opened.session) else {
+        let opened = settings.mobility ? tables.mobility.open(ticket) : nil
+        guard let opened, let owner = tables.mobility.owner(of: opened.session) else {
             // Refused after authentication, so unauthenticated sources learn nothing: 405 with
             // mobility off; 400 for a ticket this process cannot read (forged, altered, sealed
             // before the last two keys); 437 for one whose allocation ended (RFC 8016 §3.2.2).
@@ -120,7 +120,7 @@ extension RelayCore {
     /// its 5-tuple on a socket of its own.
     func forgetMobile(_ allocation: Allocation) {
         guard allocation.mobile else { return }
-        context.mobility.unregister(session: allocation.sessionID)
+        tables.mobility.unregister(session: allocation.sessionID)
         if allocation.moves > 0 {
             outbox.emit(.steerClient(session: allocation.session, from: allocation.origin.fiveTuple, to: nil))
         }

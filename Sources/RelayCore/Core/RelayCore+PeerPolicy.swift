@@ -20,7 +20,7 @@ extension RelayCore {
         let ip = peer.ip.reducedToIPv4
         let holder: RelayPortPool.Holder = tcp ? .tcpAllocation : .udpAllocation
         for relay in context.relayAddresses where relay.bound == ip || relay.advertised == ip {
-            if context.ports.isHeld(peer.port, on: relay.bound, by: holder) { return true }
+            if tables.ports.isHeld(peer.port, on: relay.bound, by: holder) { return true }
         }
         return false
     }

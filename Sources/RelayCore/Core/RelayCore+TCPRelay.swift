@@ -22,14 +22,14 @@ extension RelayCore {
         guard let peer = try? message.decode(XORPeerAddress.self) else { return reply(.badRequest) }
         if let error = checkPeer(peer.address, for: allocation) { return reply(error) }
         guard allocation.hasPermission(for: peer.address.ip, now: now) else { return reply(.forbidden) }
-        state.prune(context.tcpConnections)
+        state.prune(tables.tcpConnections)
         defer { allocation.tcpRelay = state }
         if state.peers.values.contains(peer.address) { return reply(.connectionAlreadyExists) }
         guard state.peers.count < settings.maxTCPConnectionsPerAllocation else {
             counters.tcpConnections[TCPConnectionOutcome.refused.rawValue] &+= 1
             return reply(.insufficientCapacity)
         }
-        let id = context.tcpConnections.reserve(
+        let id = tables.tcpConnections.reserve(
             thread: context.loop, relaySocket: allocation.relaySocket, username: allocation.username,
             peer: peer.address, account: PipeAccount(traffic: state.piped, budget: allocation.bandwidth), deadline: now + Self.tcpConnectSeconds + Self.tcpBindSeconds, random: &random)
         state.peers[id] = peer.address
@@ -49,12 +49,12 @@ extension RelayCore {
         guard let allocation = table.allocation(onRelaySocket: relaySocket), var state = allocation.tcpRelay,
             let pending = state.pendingConnects.removeValue(forKey: id)
         else {
-            context.tcpConnections.remove(id)
+            tables.tcpConnections.remove(id)
             return false
         }
         if !connected {
             state.peers[id] = nil
-            context.tcpConnections.remove(id)
+            tables.tcpConnections.remove(id)
         }
         allocation.tcpRelay = state
         let outcome: TCPConnectionOutcome = connected ? .connected : .failed
@@ -88,13 +88,13 @@ extension RelayCore {
             counters.tcpConnections[TCPConnectionOutcome.refused.rawValue] &+= 1
             return nil
         }
-        state.prune(context.tcpConnections)
+        state.prune(tables.tcpConnections)
         defer { allocation.tcpRelay = state }
         guard state.peers.count < settings.maxTCPConnectionsPerAllocation else {
             counters.tcpConnections[TCPConnectionOutcome.refused.rawValue] &+= 1
             return nil
         }
-        let id = context.tcpConnections.reserve(
+        let id = tables.tcpConnections.reserve(
             thread: context.loop, relaySocket: relaySocket, username: allocation.username, peer: seen,
             account: PipeAccount(traffic: state.piped, budget: allocation.bandwidth), deadline: now + Self.tcpBindSeconds, random: &random)
         state.peers[id] = seen
@@ -133,7 +133,7 @@ extension RelayCore {
         guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
         guard existing == nil, let id = try? message.decode(ConnectionID.self) else { return reply(.badRequest) }
-        switch context.tcpConnections.claim(PeerConnectionID(id.value), username: auth.username, thread: context.loop) {
+        switch tables.tcpConnections.claim(PeerConnectionID(id.value), username: auth.username, thread: context.loop) {
         case .unknown:
             reply(.badRequest)
         case .wrongUser:

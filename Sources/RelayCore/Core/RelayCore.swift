@@ -9,7 +9,10 @@ import StunCodec
 /// handles and never reads or writes a socket; the one question it asks the I/O layer directly
 /// is whether a relay port can be bound (`RelaySocketProvider`). docs/architecture.md.
 public final class RelayCore {
+    /// The configuration, swapped as a whole on reload (`update(context:)`).
     public private(set) var context: CoreContext
+    /// The node's shared tables, fixed when the core was made (docs/architecture.md).
+    public let tables: NodeTables
     let sockets: any RelaySocketProvider
     public let outbox = Outbox()
     /// How this core reaches TCP/TLS connections for the cross-loop short-circuit.
@@ -59,6 +62,7 @@ public final class RelayCore {
     public init(context: CoreContext, sockets: any RelaySocketProvider, logger: Logger, seed: UInt64? = nil) {
         random = FastRandom(seed: seed ?? UInt64.random(in: 1...UInt64.max))
         self.context = context
+        tables = context.tables
         self.sockets = sockets
         self.logger = logger
     }
@@ -70,6 +74,7 @@ public final class RelayCore {
     /// denies are unbound (their routes withdrawn), so neither the core nor a data plane outside
     /// it relays to that peer again; Send indications and the peer's packets are checked against
     /// the policy one by one already.
+    /// The new context's `tables` are not taken: the core keeps the ones it was made with.
     public func update(context newContext: CoreContext) {
         assertOwned()
         let policyChanged = newContext.policy != context.policy
@@ -109,8 +114,8 @@ public final class RelayCore {
     public var allocations: Dictionary<FiveTuple, Allocation>.Values { table.all }
 
     /// Relay ports in use and free on the whole node (every loop shares one `RelayPortPool`).
-    public var relayPortsInUse: Int { context.ports.inUse }
-    public var relayPortsFree: Int { context.ports.free }
+    public var relayPortsInUse: Int { tables.ports.inUse }
+    public var relayPortsFree: Int { tables.ports.free }
 
     // MARK: Input
 
@@ -224,8 +229,8 @@ public final class RelayCore {
         for (token, reservation) in reservations where reservation.expiry <= now {
             reservations[token] = nil
             // An Allocate that took the token meanwhile holds the port now; else it goes back.
-            if context.reservationTable.take(token) != nil {
-                context.ports.release(reservation.port, on: reservation.address)
+            if tables.reservations.take(token) != nil {
+                tables.ports.release(reservation.port, on: reservation.address)
             }
         }
     }
@@ -258,7 +263,7 @@ public final class RelayCore {
             guard let found = streamHooks.sink?(allocation.origin) else { return }
             sink = found
         }
-        context.directory.publish(allocation, sink: sink)
+        tables.directory.publish(allocation, sink: sink)
     }
 
     /// Ends `allocation` (RFC 8656 §7, §8): out of the table, its channel routes withdrawn, its
@@ -269,7 +274,7 @@ public final class RelayCore {
         withdrawChannelRoutes(of: allocation)
         if let additional = allocation.additional { closeRelay(additional, of: allocation) }
         closeRelay(allocation.main, of: allocation)
-        context.ledger.release(allocation.lease)
+        tables.ledger.release(allocation.lease)
         if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
         if reason == .terminated { counters.allocationsTerminated += 1 }
         outbox.emit(

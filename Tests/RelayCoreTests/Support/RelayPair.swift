@@ -43,6 +43,6 @@ struct RelayPair {
         b = receiver.restClient(at: CoreFixture.clientB, user: "b", transport: transportB)
         relayedA = try #require(try a.allocate().xorRelayedAddress)
         relayedB = try #require(try b.allocate().xorRelayedAddress)
-        if loops > 1 { #expect(sender.core.context.directory.count == (transportB == .udp || streamSink != nil ? 2 : 1)) }
+        if loops > 1 { #expect(sender.core.tables.directory.count == (transportB == .udp || streamSink != nil ? 2 : 1)) }
     }
 }

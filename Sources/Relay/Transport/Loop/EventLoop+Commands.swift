@@ -45,7 +45,7 @@ extension EventLoop {
             case .bindDataConnection(let bind):
                 if !stream.startPipe(bind) {
                     close(bind.peerSocket.descriptor)
-                    core.context.tcpConnections.remove(bind.id)
+                    core.tables.tcpConnections.remove(bind.id)
                 }
             case .session(.ended(var summary)):
                 summary.relayedOutside = ended.removeValue(forKey: summary.relaySocket)

@@ -265,7 +265,7 @@ final class StreamTransport {
         connections[origin.socket.descriptor] = nil
         if let pipe = connection.pipe {
             pipes[pipe.id] = nil
-            loop.core.context.tcpConnections.remove(pipe.id)
+            loop.core.tables.tcpConnections.remove(pipe.id)
             pipe.free()
         }
         loop.core.connectionClosed(origin, now: now)

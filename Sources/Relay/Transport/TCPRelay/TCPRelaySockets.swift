@@ -24,7 +24,7 @@ final class TCPRelaySockets {
 
     init(loop: EventLoop) { self.loop = loop }
 
-    private var table: TCPConnectionTable { loop.core.context.tcpConnections }
+    private var table: TCPConnectionTable { loop.core.tables.tcpConnections }
     private var thread: LoopIndex { loop.core.context.loop }
 
     /// Connections a relay listener's backlog holds before the kernel refuses more.
