@@ -151,6 +151,13 @@ extension RelayAddress {
     static func unmapped(_ ip: IPAddress) -> RelayAddress { RelayAddress(bound: ip, advertised: ip) }
 }
 
+extension Route {
+    var isClient: Bool {
+        if case .client = self { return true }
+        return false
+    }
+}
+
 /// One packet the core queued, copied out of the outbox before it was reset.
 struct SentPacket {
     var route: Route
@@ -251,6 +258,9 @@ final class CoreHarness {
     /// commands as the I/O layer would (closes relay sockets, queues stream deliveries on
     /// `RecordingStreamSink`s, records channel routes and session summaries), and resets the outbox.
     func drainOutbox() -> [SentPacket] {
+        core.outbox.forEachInOrder(
+            packet: { stream.append($0.route.isClient ? "packet to client" : "packet to peer") },
+            command: { stream.append(Self.name(of: $0)) })
         let packets = core.outbox.packets.map {
             SentPacket(route: $0.route, bytes: Array($0.bytes), dontFragment: $0.dontFragment)
         }
@@ -323,6 +333,29 @@ final class CoreHarness {
     var channelCommands: [ChannelCommand] = []
     /// Allocations whose start the core announced.
     var started = 0
+    /// The core's output as one ordered stream, as the loop executes it: "packet to client",
+    /// "packet to peer", or a command's name (`name(of:)`).
+    var stream: [String] = []
+
+    /// A command's case name, for `stream`.
+    static func name(of command: CoreCommand) -> String {
+        switch command {
+        case .closeRelaySocket: "closeRelaySocket"
+        case .setDontFragment: "setDontFragment"
+        case .deliverToStream: "deliverToStream"
+        case .installChannel: "installChannel"
+        case .removeChannel: "removeChannel"
+        case .session(.started): "session started"
+        case .session(.refreshed): "session refreshed"
+        case .session(.moved): "session moved"
+        case .session(.ended): "session ended"
+        case .forwardRequest: "forwardRequest"
+        case .steerClient: "steerClient"
+        case .connectPeer: "connectPeer"
+        case .bindDataConnection: "bindDataConnection"
+        }
+    }
+
     /// Every session event the core emitted, in order.
     var sessionEvents: [SessionEvent] = []
     /// Every session summary the core emitted, in order.

@@ -24,15 +24,23 @@ public struct OutboundPacket {
     }
 }
 
-/// The core's actions for one loop iteration: packets to send, collected without allocating and
-/// flushed by the I/O layer in one batch (sendmmsg) per iteration, then the other commands.
+/// The core's actions for one loop iteration, as one ordered stream (docs/architecture.md, "The
+/// command flow"): packets to send and other effects (`CoreCommand`), in the order the core
+/// emitted them. The core states its ordering rules by that order: a channel's route and a moved
+/// client's socket are emitted before the answer that confirms them. The I/O layer executes the
+/// stream in order (`forEachInOrder`); it may hold packets back to send them in one batch
+/// (sendmmsg), which delays a packet but never moves one ahead of an effect emitted before it.
+/// Collected without allocating.
 public final class Outbox {
     /// Scratch memory for responses the core builds.
     let arena: UnsafeMutableRawBufferPointer
     var arenaUsed = 0
     public private(set) var packets: [OutboundPacket] = []
-    /// Effects other than sending, executed in order after the packets (`CoreCommand`).
+    /// Effects other than sending (`CoreCommand`), in the order emitted.
     public private(set) var commands: [CoreCommand] = []
+    /// Where each command stands in the stream: command `i` comes after `packets[..<positions[i]]`
+    /// and before the rest.
+    public private(set) var commandPositions: [Int] = []
     public let packetCapacity: Int
 
     /// Largest STUN response the core writes (error responses, Allocate success with all attributes).
@@ -42,6 +50,8 @@ public final class Outbox {
         self.packetCapacity = packetCapacity
         arena = UnsafeMutableRawBufferPointer.allocate(byteCount: arenaBytes, alignment: 16)
         packets.reserveCapacity(packetCapacity)
+        commands.reserveCapacity(64)
+        commandPositions.reserveCapacity(64)
     }
 
     deinit { arena.deallocate() }
@@ -102,13 +112,36 @@ public final class Outbox {
         if packets.count < packetCapacity { packets.append(packet) }
     }
 
-    /// Queues an effect for the I/O layer.
-    func emit(_ command: CoreCommand) { commands.append(command) }
+    /// Queues an effect for the I/O layer, after every packet queued so far.
+    func emit(_ command: CoreCommand) {
+        commands.append(command)
+        commandPositions.append(packets.count)
+    }
+
+    /// The stream in the order the core emitted it: each packet to `packet`, each command to
+    /// `command`.
+    @inlinable
+    public func forEachInOrder(packet: (OutboundPacket) -> Void, command: (CoreCommand) -> Void) {
+        var next = 0
+        for (index, effect) in commands.enumerated() {
+            let position = commandPositions[index]
+            while next < position {
+                packet(packets[next])
+                next += 1
+            }
+            command(effect)
+        }
+        while next < packets.count {
+            packet(packets[next])
+            next += 1
+        }
+    }
 
     /// Forgets every queued packet and command; call after the I/O layer has executed them.
     public func reset() {
         packets.removeAll(keepingCapacity: true)
         commands.removeAll(keepingCapacity: true)
+        commandPositions.removeAll(keepingCapacity: true)
         arenaUsed = 0
     }
 }

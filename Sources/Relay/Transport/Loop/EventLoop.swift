@@ -282,60 +282,65 @@ final class EventLoop: RelaySocketProvider {
 
     /// Executes everything the core queued: runs of packets leaving the same socket go out in one
     /// sendmmsg, then the commands run in order (docs/architecture.md, "The command flow").
+    /// Carries out the core's output stream in order (docs/architecture.md, "The command
+    /// flow"). UDP packets are staged and leave in one sendmmsg per socket when the stream ends
+    /// (or a batch fills): staging delays a packet, never moves it ahead of a command the core
+    /// emitted before it, so a channel's route or a moved client's socket is in place before the
+    /// answer that confirms it can arrive. Descriptors closed in the flush close at its end.
     func flush() {
         let outbox = core.outbox
         slotsInUse = 0
         defer { if !pendingClose.isEmpty { closePending() } }
-        // Channel routes go in before the packets: the ChannelBind answer never reaches a client
-        // before the kernel can relay the channel it confirms.
-        if fastPath != nil && !outbox.commands.isEmpty { installRoutes(outbox.commands) }
-        // Likewise a moved client's socket: the answer to its move must not outrun it, or its
-        // next datagrams would reach another loop.
-        if !outbox.commands.isEmpty { steerMovedClients(outbox.commands) }
-        sendPackets(outbox.packets)
-        if !outbox.commands.isEmpty { execute(outbox.commands) }
+        var staging = Staging()
+        var ended: [RelaySocket: KernelFastPath.Counters] = [:]
+        outbox.forEachInOrder(
+            packet: { stage($0, in: &staging) },
+            command: { perform($0, ended: &ended) })
+        if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
         outbox.reset()
     }
 
-    private func sendPackets(_ packets: [OutboundPacket]) {
-        guard !packets.isEmpty else { return }
-        var staged = 0
-        var currentFD: Int32 = -1
-        for packet in packets {
-            let fd: Int32
-            let destination: TransportAddress
-            switch packet.route {
-            case .client(let origin):
-                guard origin.fiveTuple.transport == .udp else {
-                    if origin.fiveTuple.transport == .dtls {
-                        dtls.send(packet.bytes, to: origin)
-                    } else {
-                        stream.send(packet.bytes, to: origin)
-                    }
-                    continue
+    /// UDP packets staged for one sendmmsg: how many, and the socket they leave from.
+    struct Staging {
+        var count = 0
+        var fd: Int32 = -1
+    }
+
+    /// Sends a stream or DTLS client's packet at once (queued on its connection), and stages a
+    /// UDP one; what is staged for another socket, or a full batch, leaves first.
+    private func stage(_ packet: OutboundPacket, in staging: inout Staging) {
+        let fd: Int32
+        let destination: TransportAddress
+        switch packet.route {
+        case .client(let origin):
+            guard origin.fiveTuple.transport == .udp else {
+                if origin.fiveTuple.transport == .dtls {
+                    dtls.send(packet.bytes, to: origin)
+                } else {
+                    stream.send(packet.bytes, to: origin)
                 }
-                fd = origin.socket.descriptor
-                destination = origin.fiveTuple.client
-            case .peer(let relaySocket, let peer):
-                fd = relaySocket.descriptor
-                destination = peer
-                if packet.dontFragment {
-                    // Alone, in order: what is staged before it leaves first.
-                    if staged > 0 { sender.send(count: staged, from: currentFD) }
-                    staged = 0
-                    sender.sendDontFragment(packet.bytes, to: peer, from: fd)
-                    continue
-                }
+                return
             }
-            if fd != currentFD || staged == sender.capacity {
-                if staged > 0 { sender.send(count: staged, from: currentFD) }
-                staged = 0
-                currentFD = fd
+            fd = origin.socket.descriptor
+            destination = origin.fiveTuple.client
+        case .peer(let relaySocket, let peer):
+            fd = relaySocket.descriptor
+            destination = peer
+            if packet.dontFragment {
+                // Alone, in order: what is staged before it leaves first.
+                if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
+                staging.count = 0
+                sender.sendDontFragment(packet.bytes, to: peer, from: fd)
+                return
             }
-            sender.stage(staged, bytes: packet.bytes, to: destination)
-            staged += 1
         }
-        if staged > 0 { sender.send(count: staged, from: currentFD) }
+        if fd != staging.fd || staging.count == sender.capacity {
+            if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
+            staging.count = 0
+            staging.fd = fd
+        }
+        sender.stage(staging.count, bytes: packet.bytes, to: destination)
+        staging.count += 1
     }
 
     // MARK: RelaySocketProvider
