@@ -24,6 +24,9 @@ final class EventLoop: RelaySocketProvider {
     var relayEvents: [Int32: OpaquePointer] = [:]
     var timer: LoopEvent?
     var pendingClose: [Int32] = []
+    /// Datagrams a moved client sent from its old address before the move, read from its old
+    /// socket by `steer` and handed to the core after the flush (`carryOver`).
+    var carried: [(bytes: [UInt8], origin: ClientOrigin)] = []
     /// This loop's place among the node's loops and the node-wide services it uses, given when
     /// it is made.
     let wiring: LoopWiring
@@ -187,7 +190,11 @@ final class EventLoop: RelaySocketProvider {
             if slotsInUse > 0 { flush() }
             switch item {
             case .context(let context): core.update(context: context)
-            case .forwarded(let request): core.handleForwardedRequest(request.bytes, from: request.origin, now: now)
+            case .forwarded(let request):
+                // A handed-over request may move an allocation of this loop: what its client
+                // sent before it, already queued on this loop's sockets, goes first.
+                readClientSockets()
+                core.handleForwardedRequest(request.bytes, from: request.origin, now: now)
             case .admission(let answer): core.resumeAllocate(answer.ticket, decision: answer.decision, now: now)
             case .admin(let task): serve(task)
             case .closePipe(let id): stream.endPipe(id)
@@ -212,6 +219,12 @@ final class EventLoop: RelaySocketProvider {
     }
 
     // MARK: Reading
+
+    /// Reads what every client socket of this loop (listeners and moved clients' sockets) has
+    /// queued, up to the usual budget per socket (`batchesPerWakeup`).
+    func readClientSockets() {
+        for fd in listeners.map(\.fd) { listenerReadable(fd) }
+    }
 
     func listenerReadable(_ fd: Int32) {
         guard let listener = listeners.first(where: { $0.fd == fd }) else { return }
@@ -298,6 +311,7 @@ final class EventLoop: RelaySocketProvider {
             command: { perform($0, ended: &ended) })
         if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
         outbox.reset()
+        if !carried.isEmpty { carryOver() }
     }
 
     /// UDP packets staged for one sendmmsg: how many, and the socket they leave from.

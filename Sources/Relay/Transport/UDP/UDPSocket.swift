@@ -32,4 +32,28 @@ enum UDPSocket {
         }
         return fd
     }
+
+    /// Opens the socket of a moved mobile client (docs/mobility.md): bound to `server` in the
+    /// listeners' SO_REUSEPORT group (whose selector never picks it), connected to `client`, then
+    /// taken out of SO_REUSEPORT. The kernel finds it for `client` by its exact 4-tuple either way;
+    /// clearing the option keeps the next moved client's socket from joining it: on kernels that
+    /// take a connected IPv4 socket out of its group (6.13 and later), a socket bound later would
+    /// otherwise found a group of its own with it, without the selector, and take every client's
+    /// datagrams until it is connected in turn. Returns nil (errno set) when a step fails.
+    static func openSteered(bound server: TransportAddress, connectedTo client: TransportAddress) -> Int32? {
+        guard let fd = open(bound: server, reusePort: true) else { return nil }
+        var storage = sockaddr_storage()
+        let connected = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
+            let length = SocketAddress.write(client, into: raw.baseAddress!)
+            return connect(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) == 0
+        }
+        var zero: Int32 = 0
+        guard connected, setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &zero, 4) == 0 else {
+            let failure = errno
+            close(fd)
+            errno = failure
+            return nil
+        }
+        return fd
+    }
 }
