@@ -52,10 +52,11 @@ final class ClusterAdmissionLedger: AdmissionLedger {
     // MARK: AdmissionLedger, on the loop threads
 
     func admit(_ request: AdmissionRequest) -> AdmissionDecision {
-        if local.blocklist.isBlocked(request.user, now: request.wallTime) { return .refused(.init(.blocked)) }
         let userQuota = local.limits.userQuota
         let needsRedis = state.withLock { $0.redisUp && (userQuota > 0 || $0.clusterTotalQuota > 0) }
+        // The local ledger checks blocks itself; before asking Redis, this ledger does.
         guard needsRedis else { return withRedirect(local.admit(request), request) }
+        if local.blocklist.isBlocked(request.user, now: request.wallTime) { return .refused(.init(.blocked)) }
         // This node alone already holds the user's whole quota: that refusal is safe without asking.
         if userQuota > 0 && local.count(user: request.user) >= userQuota { return .refused(.init(.userQuota)) }
         let queued = state.withLock { s -> Bool in
