@@ -31,14 +31,16 @@ extension EventLoop {
             let origin = ClientOrigin(fiveTuple: to, socket: ClientSocket(descriptor: answer))
             carried.append(contentsOf: leftOver.map { ($0, origin) })
         }
-        guard let fd = UDPSocket.openSteered(bound: to.server, connectedTo: to.client), let event = event_new(
-            base, fd, Int16(EV_READ | EV_PERSIST),
-            { fd, _, arg in
-                Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().listenerReadable(fd)
-            }, opaqueSelf)
-        else {
+        guard let fd = UDPSocket.openSteered(bound: to.server, connectedTo: to.client) else {
             return logger.warning(
                 "cannot open a socket for a moved client", metadata: ["event": "steer_failed", "five_tuple": "\(to)"])
+        }
+        guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().listenerReadable(fd)
+        }, opaqueSelf) else {
+            close(fd)
+            return logger.warning(
+                "cannot register a socket for a moved client", metadata: ["event": "steer_failed", "five_tuple": "\(to)"])
         }
         event_add(event, nil)
         listeners.append((fd, to.server, event))
