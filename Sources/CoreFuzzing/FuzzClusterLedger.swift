@@ -31,6 +31,8 @@ final class FuzzClusterLedger: AdmissionLedger {
 
     func release(_ lease: AdmissionLease) { local.release(lease) }
 
+    func readmit(_ lease: AdmissionLease) -> AdmissionLease { local.readmit(lease) }
+
     func alternate(family: IPAddress.Family, transport: TransportProtocol) -> TransportAddress? {
         state.withLock { $0.clustered } && family == .ipv4 ? Self.other : nil
     }

@@ -38,6 +38,8 @@ public final class FuzzSession {
     static let totalPorts = 2 * 8
 
     let sockets = FuzzSockets()
+    /// The outbox's commands `answerRelayOpens` has gone through.
+    var opensAnswered = 0
     let ledger = FuzzClusterLedger(local: LocalAdmissionLedger())
     var quota: LocalAdmissionLedger { ledger.local }
     let core: RelayCore
@@ -91,8 +93,7 @@ public final class FuzzSession {
             nonces: NonceGenerator(key: Array(0..<32), lifetime: 600), policy: policy,
             relayAddresses: relayIPs.map { RelayAddress(bound: $0, advertised: $0) }, ledger: ledger,
             sourceLimits: sourceLimits, ports: ports)
-        core = RelayCore(
-            context: context, sockets: sockets, logger: Logger(label: "core-fuzz") { _ in SwiftLogNoOpLogHandler() })
+        core = RelayCore(context: context, logger: Logger(label: "core-fuzz") { _ in SwiftLogNoOpLogHandler() })
         for (address, socket) in Self.listeners { core.addUDPListener(address, socket: socket) }
     }
 
@@ -138,6 +139,7 @@ public final class FuzzSession {
         core.sweep(now: now + 3600)
         checkCommands([])
         core.outbox.reset()
+        opensAnswered = 0
         if ledger.clustered {
             let redisCount = ledger.syncRedis()
             require(redisCount == 0, "Redis would still count \(redisCount) allocations of this node after shutdown")
@@ -172,6 +174,7 @@ public final class FuzzSession {
         offeredConnections.append(id)
         checkCommands(Array(core.allocations))
         core.outbox.reset()
+        opensAnswered = 0
     }
 
     /// Answers the oldest waiting Allocate as Redis would: granted (counted), refused, or
@@ -180,6 +183,7 @@ public final class FuzzSession {
         guard let (ticket, decision) = ledger.answerOldest(b) else { return }
         let t = Self.tuples.indices.first { origin($0).fiveTuple == core.pendingAllocate(ticket) } ?? 0
         core.resumeAllocate(ticket, decision: decision, now: now)
+        answerRelayOpens()
         learnNonces(for: t)
         checkInvariants()
     }
@@ -198,6 +202,18 @@ public final class FuzzSession {
             socket: ClientSocket(descriptor: 3))
     }
 
+    /// Executes the `openRelaySocket` commands queued since the last call and answers each, as
+    /// the loop does after its flush, until the core asks for no more; they stay in the outbox,
+    /// where `checkCommands` judges them.
+    func answerRelayOpens() {
+        while opensAnswered < core.outbox.commands.count {
+            let command = core.outbox.commands[opensAnswered]
+            opensAnswered += 1
+            guard case .openRelaySocket(let request) = command else { continue }
+            core.relaySocketOpened(request, sockets.open(request), now: now)
+        }
+    }
+
     /// One client packet in a buffer of exactly its size, so AddressSanitizer sees an over-read.
     func client(_ t: Int, _ bytes: [UInt8]) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 8)
@@ -205,6 +221,7 @@ public final class FuzzSession {
         buffer.copyBytes(from: bytes)
         asking = t
         core.handleClientPacket(UnsafeRawBufferPointer(buffer), from: origin(t), now: now)
+        answerRelayOpens()
         learnNonces(for: t)
     }
 
@@ -358,6 +375,7 @@ public final class FuzzSession {
 
     /// What must hold after every operation; then the outbox is reset as the I/O layer would.
     func checkInvariants() {
+        answerRelayOpens()
         let allocations = Array(core.allocations)
         if ledger.clustered {
             let redisCount = ledger.syncRedis()
@@ -411,6 +429,8 @@ public final class FuzzSession {
         core.outbox.reset()
         asking = nil
         require(core.outbox.packets.isEmpty && core.outbox.commands.isEmpty, "outbox not empty after reset")
+        opensAnswered = 0
+        require(core.relayOpeningCount == 0, "an Allocate still waits for relay sockets no one opens")
         let relayedAddresses = allocations.reduce(0) { $0 + ($1.additional == nil ? 1 : 2) }
         require(
             relayedAddresses == sockets.bound.count,
@@ -441,6 +461,11 @@ public final class FuzzSession {
     func checkCommands(_ allocations: [Allocation]) {
         for command in core.outbox.commands {
             switch command {
+            case .openRelaySocket(let request):
+                require(
+                    core.context.relayAddresses.contains { $0.bound == request.address.ip }
+                        && (core.context.settings.minPort...core.context.settings.maxPort).contains(request.address.port),
+                    "opening a relay socket on \(request.address), outside the relay addresses and ports")
             case .closeRelaySocket(let socket):
                 require(!allocations.contains { $0.relaySocket == socket }, "closing the socket of a live allocation")
                 // As the I/O layer does for a TCP allocation's listener: its peer connections end.
@@ -502,13 +527,18 @@ public final class FuzzSession {
 
 /// Relay sockets without the network: fake descriptors, one per bound address; port 50003 is
 /// always refused, as if another process held it.
-final class FuzzSockets: RelaySocketProvider {
+final class FuzzSockets {
     private(set) var bound: [RelaySocket: TransportAddress] = [:]
     private var next: Int32 = 100
 
     /// TCP allocations' listeners among them, and the peer sockets parked for a ConnectionBind.
     private(set) var tcp: Set<RelaySocket> = []
     var parked: Set<PeerSocket> = []
+
+    /// Executes an `openRelaySocket` command.
+    func open(_ request: RelaySocketOpen) -> RelaySocketOpening {
+        request.tcp ? openTCPRelaySocket(bound: request.address) : openRelaySocket(bound: request.address)
+    }
 
     func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
         if address.port == 50003 || bound.values.contains(address) { return .portInUse }

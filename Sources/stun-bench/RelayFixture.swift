@@ -60,8 +60,7 @@ final class RelayFixture {
         toB = UnsafeRawBufferPointer(channelDataToB)
         peerBuffer = UnsafeMutableRawBufferPointer.allocate(
             byteCount: RelayCore.peerHeadroom + 100 + RelayCore.peerTailroom, alignment: 16)
-        core = RelayCore(
-            context: context, sockets: provider, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
+        core = RelayCore(context: context, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
         core.addUDPListener(Self.server, socket: ClientSocket(descriptor: 3 + Int32(loop)))
         ChannelDataMessage.writeHeader(into: channelDataToPeer, channelNumber: 0x4001, length: 100)
         ChannelDataMessage.writeHeader(into: channelDataToB, channelNumber: 0x4002, length: 100)
@@ -109,11 +108,24 @@ final class RelayFixture {
         }
         buffer.removeSubrange(length...)
         buffer.withUnsafeBytes { core.handleClientPacket($0, from: origin(client), now: now) }
+        answerRelayOpens()
         defer { core.outbox.reset() }
         guard let packet = core.outbox.packets.first else { throw BenchError.invalidFixture("no answer to \(method)") }
         let copy = try StunMessage.Copy(Array(packet.bytes))
         guard copy.isSuccess else { throw BenchError.invalidFixture("\(method) failed") }
         return copy
+    }
+
+    /// Executes the core's `openRelaySocket` commands and answers them, as the loop does after a
+    /// flush, until the core asks for no more.
+    func answerRelayOpens() {
+        while true {
+            var opens: [(RelaySocketOpen, RelaySocketOpening)] = []
+            for case .openRelaySocket(let request) in core.outbox.commands { opens.append((request, provider.open(request))) }
+            guard !opens.isEmpty else { return }
+            core.outbox.reset()
+            for (request, opening) in opens { core.relaySocketOpened(request, opening, now: now) }
+        }
     }
 
     func allocate(from client: TransportAddress) throws -> TransportAddress {
@@ -127,13 +139,13 @@ final class RelayFixture {
 }
 
 /// Relay "sockets" that are only numbers: the benchmark measures the core, not the kernel.
-final class BenchSockets: RelaySocketProvider {
+final class BenchSockets {
     var sockets: [RelaySocket: TransportAddress] = [:]
     var next: Int32 = 100
 
-    func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
+    func open(_ request: RelaySocketOpen) -> RelaySocketOpening {
         next += 1
-        sockets[RelaySocket(descriptor: next)] = address
+        sockets[RelaySocket(descriptor: next)] = request.address
         return .opened(RelaySocket(descriptor: next))
     }
 }

@@ -200,7 +200,7 @@ final class CoreHarness {
             reservationTable: loop?.reservations ?? ReservationTable(), directory: loop?.directory ?? RelayedAddressDirectory(), interfaceAddresses: interfaceAddresses,
             threadIndex: loop?.index ?? 0, threadCount: loop?.count ?? 1,
             mobility: loop?.mobility ?? MobilityTickets(), ports: loop?.ports)
-        core = RelayCore(context: context, sockets: sockets, logger: CoreFixture.quietLogger, seed: seed)
+        core = RelayCore(context: context, logger: CoreFixture.quietLogger, seed: seed)
         core.addUDPListener(CoreFixture.server, socket: listenerSocket)
     }
 
@@ -258,6 +258,33 @@ final class CoreHarness {
     /// commands as the I/O layer would (closes relay sockets, queues stream deliveries on
     /// `RecordingStreamSink`s, records channel routes and session summaries), and resets the outbox.
     func drainOutbox() -> [SentPacket] {
+        var packets = drainOnce()
+        // The relay sockets the flush opened are answered after it, as the loop does.
+        while !heldOpens.isEmpty && !holdRelayOpens {
+            let opens = heldOpens
+            heldOpens.removeAll()
+            for (open, opening) in opens { core.relaySocketOpened(open, opening, now: now) }
+            packets += drainOnce()
+        }
+        return packets
+    }
+
+    /// When set, the relay sockets the core asks for are opened but their outcome is held back
+    /// (in `heldOpens`) until `answerRelayOpens`: for what happens while an Allocate waits.
+    var holdRelayOpens = false
+    /// Opened relay sockets whose outcome the core has not been given yet.
+    var heldOpens: [(RelaySocketOpen, RelaySocketOpening)] = []
+    /// Every `openRelaySocket` command, in order.
+    var relayOpenRequests: [RelaySocketOpen] = []
+
+    /// Gives the core the held outcomes; returns what it queued.
+    @discardableResult
+    func answerRelayOpens() -> [SentPacket] {
+        holdRelayOpens = false
+        return drainOutbox()
+    }
+
+    private func drainOnce() -> [SentPacket] {
         core.outbox.forEachInOrder(
             packet: { stream.append($0.route.isClient ? "packet to client" : "packet to peer") },
             command: { stream.append(Self.name(of: $0)) })
@@ -266,6 +293,9 @@ final class CoreHarness {
         }
         for command in core.outbox.commands {
             switch command {
+            case .openRelaySocket(let request):
+                relayOpenRequests.append(request)
+                heldOpens.append((request, sockets.open(request)))
             case .closeRelaySocket(let socket):
                 sockets.closeRelaySocket(socket)
             case .setDontFragment(let socket):
@@ -340,6 +370,7 @@ final class CoreHarness {
     /// A command's case name, for `stream`.
     static func name(of command: CoreCommand) -> String {
         switch command {
+        case .openRelaySocket: "openRelaySocket"
         case .closeRelaySocket: "closeRelaySocket"
         case .setDontFragment: "setDontFragment"
         case .deliverToStream: "deliverToStream"

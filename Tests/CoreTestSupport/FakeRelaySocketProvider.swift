@@ -1,11 +1,11 @@
 import RelayCore
 import StunCodec
 
-/// A `RelaySocketProvider` for driving `RelayCore` without the network: it hands out fake
-/// descriptors, remembers what each is bound to, counts opens and closes (the harness executes
-/// the core's `closeRelaySocket` commands here), and refuses the ports in `refusedPorts` (or an
-/// address already bound) the way the kernel answers EADDRINUSE.
-final class FakeRelaySocketProvider: RelaySocketProvider {
+/// Relay sockets for driving `RelayCore` without the network: the harness executes the core's
+/// `openRelaySocket` and `closeRelaySocket` commands here. It hands out fake descriptors,
+/// remembers what each is bound to, counts opens and closes, and refuses the ports in
+/// `refusedPorts` (or an address already bound) the way the kernel answers EADDRINUSE.
+final class FakeRelaySocketProvider {
     /// Ports another process is pretending to hold; opening them fails.
     var refusedPorts: Set<UInt16> = []
     /// When set, every open fails as the kernel answers EMFILE.
@@ -21,6 +21,11 @@ final class FakeRelaySocketProvider: RelaySocketProvider {
     /// Every descriptor closed so far, in order.
     private(set) var closed: [RelaySocket] = []
     private var nextDescriptor: Int32 = 100
+
+    /// Executes an `openRelaySocket` command.
+    func open(_ request: RelaySocketOpen) -> RelaySocketOpening {
+        request.tcp ? openTCPRelaySocket(bound: request.address) : openRelaySocket(bound: request.address)
+    }
 
     func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
         if outOfDescriptors {
@@ -46,6 +51,9 @@ final class FakeRelaySocketProvider: RelaySocketProvider {
         if case .opened(let socket) = opening { tcpListeners.insert(socket) }
         return opening
     }
+
+    /// Lists a socket opened elsewhere (an adopted allocation's) as open and bound to `address`.
+    func adopt(_ socket: RelaySocket, bound address: TransportAddress) { bound[socket] = address }
 
     /// Executes a `closeRelaySocket` command.
     func closeRelaySocket(_ socket: RelaySocket) {

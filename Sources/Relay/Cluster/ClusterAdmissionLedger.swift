@@ -75,6 +75,9 @@ final class ClusterAdmissionLedger: AdmissionLedger {
 
     func release(_ lease: AdmissionLease) { local.release(lease) }
 
+    /// Counted here and, through the deltas, in Redis at the next flush.
+    func readmit(_ lease: AdmissionLease) -> AdmissionLease { local.readmit(lease) }
+
     func alternate(family: IPAddress.Family, transport: TransportProtocol) -> TransportAddress? {
         state.withLock { s in
             for node in s.alternates {

@@ -14,6 +14,10 @@ public protocol AdmissionLedger: AnyObject, Sendable {
     func admit(_ request: AdmissionRequest) -> AdmissionDecision
     /// Gives back what `lease` reserved (the allocation ended, or never came to be).
     func release(_ lease: AdmissionLease)
+    /// Counts an allocation that is live already (adopted from another process or a snapshot,
+    /// `RelayCore.adopt`): never refused, it takes its user's share and up to its `max-bps` of
+    /// what `bps-capacity` has left. The lease returned is what was counted.
+    func readmit(_ lease: AdmissionLease) -> AdmissionLease
     /// Where to send a client this node cannot serve (RFC 8489 §10, ALTERNATE-SERVER): the least
     /// loaded other node of the cluster reachable in `family` over `transport`; nil alone.
     func alternate(family: IPAddress.Family, transport: TransportProtocol) -> TransportAddress?

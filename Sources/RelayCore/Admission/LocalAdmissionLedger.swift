@@ -83,6 +83,18 @@ public final class LocalAdmissionLedger: AdmissionLedger {
         }
     }
 
+    public func readmit(_ lease: AdmissionLease) -> AdmissionLease {
+        state.withLock { s in
+            var bps = max(0, lease.bytesPerSecond)
+            if s.limits.bpsCapacity > 0 { bps = min(bps, max(0, s.limits.bpsCapacity - s.reservedBPS)) }
+            s.reservedBPS += bps
+            s.total += 1
+            s.perUser[lease.user, default: 0] += 1
+            if s.mirroring { s.deltas.add(user: lease.user, 1) }
+            return AdmissionLease(user: lease.user, bytesPerSecond: bps)
+        }
+    }
+
     public func release(_ lease: AdmissionLease) {
         state.withLock { s in
             s.total = max(0, s.total - 1)

@@ -4,6 +4,10 @@ import StunCodec
 /// in the same outbox). The core only describes it; the I/O layer executes the outbox's commands
 /// in order when it flushes, after the packets (docs/architecture.md, "The command flow").
 public enum CoreCommand {
+    /// Open a relay socket for a granted Allocate (RFC 8656 §7.2): bind a UDP socket (or listen
+    /// on a TCP one, RFC 6062 §5.1) to the address, register it for reading, and answer with
+    /// `RelayCore.relaySocketOpened` once this flush is done.
+    case openRelaySocket(RelaySocketOpen)
     /// The allocation that owned this relay socket has ended: stop reading it, and close it once
     /// the packets already queued for it have left.
     case closeRelaySocket(RelaySocket)

@@ -16,7 +16,7 @@ extension RelayCore {
         }
         guard let auth = authenticate(message, origin: origin, existing: nil, now: now) else { return }
         // A retransmission while the first copy waits for the ledger's answer: that answer will come.
-        if pendingAllocates.isWaiting(fiveTuple, now: now) { return }
+        if pendingAllocates.isWaiting(fiveTuple, now: now) || relayOpenings.contains(fiveTuple) { return }
         let reply = { (error: RelayError) in self.sendError(error, to: message, origin: origin, key: auth.key) }
 
         if context.draining { return refuse(.insufficientCapacity, to: ReplyTarget(message), origin: origin, key: auth.key) }
@@ -78,19 +78,22 @@ extension RelayCore {
         admit(request, now: now)
     }
 
-    /// Creates the allocation `request` was granted `lease` for (RFC 8656 §7.2 steps 10-12) and
-    /// answers it; the lease goes back when no relayed address can be had.
+    /// Creates the allocation `request` was granted `lease` for (RFC 8656 §7.2 steps 10-12) once
+    /// its relay sockets are open (`openRelays`).
     func allocate(_ request: AllocateRequest, lease: AdmissionLease, now: Int64) {
+        openRelays(for: request, lease: lease, now: now)
+    }
+
+    /// Makes and answers the allocation of `request` with the relayed addresses that opened; with
+    /// none (`relays` nil) the lease goes back and the answer is 440 or 508.
+    func createAllocation(
+        _ request: AllocateRequest, lease: AdmissionLease,
+        relays: ((TransportAddress, RelaySocket), (TransportAddress, RelaySocket)?, AddressErrorCode?)?, now: Int64
+    ) {
         let origin = request.origin
         let fiveTuple = origin.fiveTuple
         let key = request.auth.key
-        let opened =
-            request.dual
-            ? openDualRelay(evenPort: request.evenPort, now: now)
-            : openRelay(
-                family: request.family, evenPort: request.evenPort, token: request.token, tcp: request.tcp, now: now
-            ).map { ($0, nil, nil) }
-        guard let (first, second, addressError) = opened else {
+        guard let (first, second, addressError) = relays else {
             tables.ledger.release(lease)
             if request.token == nil && !request.dual
                 && !context.relayAddresses.contains(where: { $0.bound.family == request.family })
@@ -167,28 +170,6 @@ extension RelayCore {
                     credentials: request.auth.credentials, lifetimeSeconds: lifetime))))
     }
 
-    /// A dual allocation's relayed addresses (RFC 8656 §7.2 step 9): IPv4 and IPv6. When only
-    /// one family can be had, the allocation has that one, and ADDRESS-ERROR-CODE says why the
-    /// other is missing: 440 when relayd has no relay address of that family, else 508. Nil
-    /// when neither can be had (the caller answers 508).
-    func openDualRelay(evenPort: EvenPort?, now: Int64) -> (
-        (TransportAddress, RelaySocket), (TransportAddress, RelaySocket)?, AddressErrorCode?
-    )? {
-        let v4 = openRelay(family: .ipv4, evenPort: evenPort, token: nil, now: now)
-        let v6 = openRelay(family: .ipv6, evenPort: evenPort, token: nil, now: now)
-        func missing(_ family: IPAddress.Family) -> AddressErrorCode {
-            let error: RelayError =
-                context.relayAddresses.contains { $0.bound.family == family }
-                ? .insufficientCapacity : .addressFamilyNotSupported
-            return AddressErrorCode(family: family, code: error.code, reason: error.reason)
-        }
-        switch (v4, v6) {
-        case (let v4?, let v6): return (v4, v6, v6 == nil ? missing(.ipv6) : nil)
-        case (nil, let v6?): return (v6, nil, missing(.ipv4))
-        case (nil, nil): return nil
-        }
-    }
-
     /// ADDITIONAL-ADDRESS-FAMILY under coturn's draft code point (`AttributeType
     /// .additionalAddressFamilyDraft`), which `turnutils_uclient -Z` sends; nil when absent.
     func draftAdditionalFamily(in message: StunMessage) throws(StunDecodeError) -> AdditionalAddressFamily? {
@@ -208,68 +189,5 @@ extension RelayCore {
         let defaultLifetime = min(Int64(600), maximum)
         guard let requested else { return defaultLifetime }
         return max(defaultLifetime, min(Int64(requested.seconds), maximum))
-    }
-
-    /// Chooses a relay address and port from the node-wide pool and opens its socket (a TCP
-    /// listener for a TCP allocation, RFC 6062 §5.1): the reserved port for a RESERVATION-TOKEN,
-    /// an even port for EVEN-PORT (RFC 8656 §18.7; with the R bit, its successor is reserved as
-    /// well), otherwise any free port on the next relay address of the family, round robin. Nil
-    /// (508) only when no port of the family is free on any relay address of the node, or at once
-    /// when the process is out of descriptors (logged once per episode).
-    func openRelay(family: IPAddress.Family, evenPort: EvenPort?, token: ReservationToken?, tcp: Bool = false, now: Int64)
-        -> (TransportAddress, RelaySocket)?
-    {
-        let holder: RelayPortPool.Holder = tcp ? .tcpAllocation : .udpAllocation
-        if let token {
-            // Whichever thread reserved the port, the reservation's hold passes to the allocation.
-            guard let reserved = tables.reservations.take(token.value) else { return nil }
-            reservations[token.value] = nil
-            guard reserved.expiry > now else {
-                tables.ports.release(reserved.port, on: reserved.address)
-                return nil
-            }
-            let address = TransportAddress(ip: reserved.address, port: reserved.port)
-            guard case .opened(let socket) = open(address, tcp: tcp) else {
-                tables.ports.release(reserved.port, on: reserved.address)
-                return nil
-            }
-            tables.ports.mark(reserved.port, on: reserved.address, as: holder)
-            return (address, socket)
-        }
-        let candidates = context.relayAddresses.filter { $0.bound.family == family }
-        guard !candidates.isEmpty else { return nil }
-        let rangeCount = Int(settings.maxPort) - Int(settings.minPort) + 1
-        for attempt in 0..<candidates.count {
-            let ip = candidates[(relayCursor + attempt) % candidates.count].bound
-            // One pass over the range at most: ports another process holds are given back and
-            // the search moves on.
-            for _ in 0..<max(1, rangeCount) {
-                let pair = evenPort?.reservePair == true
-                guard let port = tables.ports.take(on: ip, even: evenPort != nil, pair: pair) else { break }
-                let address = TransportAddress(ip: ip, port: port)
-                switch open(address, tcp: tcp) {
-                case .opened(let socket):
-                    tables.ports.mark(port, on: ip, as: holder)
-                    relayCursor = (relayCursor + attempt + 1) % candidates.count
-                    return (address, socket)
-                case .portInUse:
-                    tables.ports.release(port, on: ip)
-                    if pair { tables.ports.release(port + 1, on: ip) }
-                case .exhausted:
-                    tables.ports.release(port, on: ip)
-                    if pair { tables.ports.release(port + 1, on: ip) }
-                    if tables.ports.noteExhausted() {
-                        logger.error(
-                            "relay socket: out of file descriptors or memory; Allocate answered 508 until a socket opens again")
-                    }
-                    return nil
-                }
-            }
-        }
-        return nil
-    }
-
-    private func open(_ address: TransportAddress, tcp: Bool) -> RelaySocketOpening {
-        tcp ? sockets.openTCPRelaySocket(bound: address) : sockets.openRelaySocket(bound: address)
     }
 }

@@ -6,14 +6,13 @@ import StunCodec
 /// Synchronous and single-threaded: the I/O layer hands it packets with their 5-tuple and the
 /// loop's cached monotonic time; it answers by queueing packets and commands (`CoreCommand`) in
 /// `outbox`, which the I/O layer executes once per loop iteration. It holds typed socket
-/// handles and never reads or writes a socket; the one question it asks the I/O layer directly
-/// is whether a relay port can be bound (`RelaySocketProvider`). docs/architecture.md.
+/// handles and never reads or writes a socket; even a relay socket is opened by a command whose
+/// outcome comes back as an input (`relaySocketOpened`). docs/architecture.md.
 public final class RelayCore {
     /// The configuration, swapped as a whole on reload (`update(context:)`).
     public private(set) var context: CoreContext
     /// The node's shared tables, fixed when the core was made (docs/architecture.md).
     public let tables: NodeTables
-    let sockets: any RelaySocketProvider
     public let outbox = Outbox()
     /// How this core reaches TCP/TLS connections for the cross-loop short-circuit.
     public var streamHooks = StreamSinkHooks()
@@ -41,6 +40,8 @@ public final class RelayCore {
     var ticketsSealed: UInt64 = 0
     /// Allocates waiting for the admission ledger's answer (docs/architecture.md, "Admission").
     var pendingAllocates = PendingAllocates()
+    /// Granted Allocates waiting for their relay sockets (`openRelays`).
+    var relayOpenings = RelayOpenings()
     var random: FastRandom
 
     /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.
@@ -59,11 +60,10 @@ public final class RelayCore {
 
     /// `seed` drives every choice the core makes at random (nil: from the system); a test that
     /// passes one gets the same ports, tokens and transaction IDs on every run.
-    public init(context: CoreContext, sockets: any RelaySocketProvider, logger: Logger, seed: UInt64? = nil) {
+    public init(context: CoreContext, logger: Logger, seed: UInt64? = nil) {
         random = FastRandom(seed: seed ?? UInt64.random(in: 1...UInt64.max))
         self.context = context
         tables = context.tables
-        self.sockets = sockets
         self.logger = logger
     }
 
@@ -242,6 +242,7 @@ public final class RelayCore {
         // An Allocate of this connection still waiting for admission must not allocate when its
         // answer comes (a granted lease then goes straight back).
         pendingAllocates.forget(origin.fiveTuple)
+        relayOpenings.cancel(origin.fiveTuple)
     }
 
     /// Ends every allocation (process exit).

@@ -127,6 +127,19 @@ public final class RelayPortPool: Sendable {
         }
     }
 
+    /// Takes `port` on `ip` for `holder` when it is free: the port of a socket opened elsewhere
+    /// (an adopted allocation). False when it is outside the pool or held already.
+    public func claim(_ port: UInt16, on ip: IPAddress, as holder: Holder) -> Bool {
+        state.withLock { state in
+            guard state.range.contains(port), state.tables[ip] != nil else { return false }
+            let i = Int(port - state.range.lowerBound)
+            guard state.tables[ip]!.holders[i] == .free else { return false }
+            state.tables[ip]!.holders[i] = holder
+            state.tables[ip]!.used += 1
+            return true
+        }
+    }
+
     /// Gives a port back (its allocation or reservation ended, or its socket could not be opened).
     func release(_ port: UInt16, on ip: IPAddress) {
         state.withLock { state in

@@ -30,6 +30,8 @@ final class ScriptedLedger: AdmissionLedger {
 
     func release(_ lease: AdmissionLease) { local.release(lease) }
 
+    func readmit(_ lease: AdmissionLease) -> AdmissionLease { local.readmit(lease) }
+
     func alternate(family: IPAddress.Family, transport: TransportProtocol) -> TransportAddress? {
         state.withLock { $0.alternate }
     }

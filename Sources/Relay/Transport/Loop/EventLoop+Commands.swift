@@ -9,6 +9,8 @@ extension EventLoop {
     /// for their summaries, which come after.
     func perform(_ command: CoreCommand, ended: inout [RelaySocket: KernelFastPath.Counters]) {
         switch command {
+        case .openRelaySocket(let request):
+            open(request)
         case .closeRelaySocket(let socket):
             closeRelaySocket(socket)
         case .setDontFragment(let socket):

@@ -9,7 +9,7 @@ import StunCodec
 /// own `RelayCore` and relay sockets. Nothing here is shared with other threads, so the data
 /// path takes no locks. Packets are read in batches (recvmmsg), handed to the core, and the
 /// core's outbox is flushed in batches (sendmmsg) before the next read.
-final class EventLoop: RelaySocketProvider {
+final class EventLoop {
     let base: OpaquePointer
     let logger: Logger
     private(set) var core: RelayCore!
@@ -24,6 +24,9 @@ final class EventLoop: RelaySocketProvider {
     var relayEvents: [Int32: OpaquePointer] = [:]
     var timer: LoopEvent?
     var pendingClose: [Int32] = []
+    /// Relay sockets opened by this flush's `openRelaySocket` commands, answered to the core
+    /// when the flush is done (`answerRelayOpens`).
+    var relayOpens: [(open: RelaySocketOpen, opening: RelaySocketOpening)] = []
     /// Datagrams a moved client sent from its old address before the move, read from its old
     /// socket by `steer` and handed to the core after the flush (`carryOver`).
     var carried: [(bytes: [UInt8], origin: ClientOrigin)] = []
@@ -68,7 +71,7 @@ final class EventLoop: RelaySocketProvider {
         fastPath = wiring.fastPath.map(FastPathRoutes.init)
         batch = DatagramBatch(headroom: RelayCore.peerHeadroom, tailroom: RelayCore.peerTailroom)
         sender = SendBatch(capacity: 256)
-        core = RelayCore(context: context, sockets: self, logger: logger)
+        core = RelayCore(context: context, logger: logger)
         core.wallOffset = EventLoop.wallOffset()
         // The thread that makes the loop runs it (docs/architecture.md, "Threads").
         let owner = pthread_self()
@@ -300,7 +303,24 @@ final class EventLoop: RelaySocketProvider {
     /// (or a batch fills): staging delays a packet, never moves it ahead of a command the core
     /// emitted before it, so a channel's route or a moved client's socket is in place before the
     /// answer that confirms it can arrive. Descriptors closed in the flush close at its end.
+    /// Carries out the core's output in order; the relay sockets it opened are then answered to
+    /// the core, whose answers (the Allocate responses, or the next port to try) go out the same way.
     func flush() {
+        flushOutbox()
+        while !relayOpens.isEmpty {
+            answerRelayOpens()
+            flushOutbox()
+        }
+    }
+
+    private func answerRelayOpens() {
+        let opens = relayOpens
+        relayOpens.removeAll(keepingCapacity: true)
+        let now = EventLoop.now()
+        for (open, opening) in opens { core.relaySocketOpened(open, opening, now: now) }
+    }
+
+    private func flushOutbox() {
         let outbox = core.outbox
         slotsInUse = 0
         defer { if !pendingClose.isEmpty { closePending() } }
@@ -357,7 +377,13 @@ final class EventLoop: RelaySocketProvider {
         staging.count += 1
     }
 
-    // MARK: RelaySocketProvider
+    // MARK: Relay sockets
+
+    /// Executes an `openRelaySocket` command; the outcome goes back to the core after the flush.
+    func open(_ request: RelaySocketOpen) {
+        let opening = request.tcp ? openTCPRelaySocket(bound: request.address) : openRelaySocket(bound: request.address)
+        relayOpens.append((request, opening))
+    }
 
     func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
         guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: 256 * 1024) else {

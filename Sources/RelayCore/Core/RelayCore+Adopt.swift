@@ -1,0 +1,61 @@
+import StunCodec
+
+/// The input that adopts an allocation whose relay sockets are open already (docs/architecture.md,
+/// "Relay sockets"): the counterpart of `openRelaySocket` for a handover or a restore.
+extension RelayCore {
+    /// Serves `adopted` from now on: its ports are held in the node's pool, the ledger counts it
+    /// (never refusing it: it is live already), its channels' routes are installed again, and a
+    /// session start is announced. Throws, changing nothing, when it cannot be served here; the
+    /// caller then closes its sockets.
+    public func adopt(_ adopted: AdoptedAllocation, now: Int64) throws(AdoptionRefusal) {
+        assertOwned()
+        let fiveTuple = adopted.origin.fiveTuple
+        guard fiveTuple.transport == .udp else { throw .notUDP }
+        guard table[fiveTuple] == nil, !relayOpenings.contains(fiveTuple) else { throw .fiveTupleInUse }
+        let relays = [adopted.main] + (adopted.additional.map { [$0] } ?? [])
+        guard relays.allSatisfy({ $0.secondsLeft > 0 }) else { throw .expired }
+        var claimed: [TransportAddress] = []
+        for relay in relays {
+            guard context.relayAddresses.contains(where: { $0.bound == relay.bound.ip }),
+                tables.ports.claim(relay.bound.port, on: relay.bound.ip, as: .udpAllocation)
+            else {
+                for address in claimed { tables.ports.release(address.port, on: address.ip) }
+                throw .portUnavailable(relay.bound)
+            }
+            claimed.append(relay.bound)
+        }
+        let lease = tables.ledger.readmit(AdmissionLease(user: adopted.user, bytesPerSecond: adopted.bytesPerSecond))
+        func endpoint(_ relay: AdoptedAllocation.Relay) -> RelayEndpoint {
+            RelayEndpoint(
+                relayedAddress: relay.bound, advertisedAddress: advertisedForm(of: relay.bound), relaySocket: relay.socket,
+                expiry: now + relay.secondsLeft)
+        }
+        let allocation = Allocation(
+            origin: adopted.origin, main: endpoint(adopted.main), username: adopted.username, key: adopted.key,
+            transactionID: adopted.transactionID, now: now, lease: lease)
+        allocation.additional = adopted.additional.map(endpoint)
+        allocation.allocateResponse = adopted.allocateResponse
+        allocation.credentials = adopted.credentials
+        allocation.dontFragment = adopted.dontFragment
+        if lease.bytesPerSecond > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: lease.bytesPerSecond) }
+        for permission in adopted.permissions where permission.secondsLeft > 0 {
+            allocation.installPermission(permission.peer, until: now + permission.secondsLeft)
+        }
+        for channel in adopted.channels where channel.secondsLeft > 0 {
+            allocation.bindChannel(channel.number, to: channel.peer, until: now + channel.secondsLeft)
+        }
+        allocation.sessionID = adopted.sessionID
+        allocation.moves = adopted.moves
+        if adopted.mobile { registerMobile(allocation) }
+        counters.allocationsByCredentials[adopted.credentials.index] &+= 1
+        table.insert(allocation)
+        publish(allocation)
+        announceChannels(of: allocation, peerIPs: nil, now: now)
+        outbox.emit(
+            .session(.started(
+                SessionStart(
+                    session: allocation.session, fiveTuple: fiveTuple, relayed: allocation.advertisedAddress,
+                    bound: allocation.relayedAddress, additionalRelayed: allocation.additional?.advertisedAddress,
+                    user: adopted.user, credentials: adopted.credentials, lifetimeSeconds: adopted.main.secondsLeft))))
+    }
+}
