@@ -22,6 +22,13 @@ let package = Package(
             pkgConfig: "libevent",
             providers: [.apt(["libevent-dev"])]
         ),
+        // libcrypto alone, for the codec's digests and AES-GCM sealed boxes; its headers come with
+        // libssl-dev. TLS (libssl) is COpenSSL's, which only `Relay` and relay-bench import.
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",
@@ -57,7 +64,7 @@ let package = Package(
         ),
         .target(
             name: "StunCodec",
-            dependencies: ["COpenSSL"],
+            dependencies: ["CCrypto"],
             swiftSettings: strict
         ),
         // The protocol state machine (RFC 8489, RFC 8656): pure Swift, no C module, no
@@ -139,7 +146,8 @@ let package = Package(
             swiftSettings: strict
         ),
         // Core state-machine fuzzer: arbitrary datagrams from arbitrary 5-tuples, manual clock.
-        // No `Relay`, so it links neither libevent, hiredis nor libbpf (scripts/check-layers.sh).
+        // No `Relay`, so it links neither libssl, libevent, hiredis nor libbpf; the codec brings
+        // libcrypto alone (scripts/check-layers.sh).
         .executableTarget(
             name: "core-fuzz",
             dependencies: ["RelayCore", "StunCodec", "CoreFuzzing"],
@@ -157,8 +165,8 @@ let package = Package(
             path: "Tests/CoreTestSupport",
             swiftSettings: strict
         ),
-        // The protocol core's tests: no `Relay` behind them, so no libevent, hiredis or libbpf
-        // (scripts/check-layers.sh checks their imports).
+        // The protocol core's tests: no `Relay` behind them, so no libssl, libevent, hiredis or
+        // libbpf (scripts/check-layers.sh checks their imports and dependencies).
         .testTarget(
             name: "RelayCoreTests",
             dependencies: [

@@ -1,7 +1,7 @@
-internal import COpenSSL
+internal import CCrypto
 
 /// The hash functions STUN needs, over OpenSSL's low-level digests with contexts on the stack,
-/// so that no digest touches the heap. This folder is the codec's only door to OpenSSL.
+/// so that no digest touches the heap. This folder is the codec's only door to libcrypto.
 public enum DigestAlgorithm: Sendable {
     case sha1
     case sha256

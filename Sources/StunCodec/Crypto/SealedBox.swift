@@ -1,4 +1,4 @@
-internal import COpenSSL
+internal import CCrypto
 
 /// AES-256-GCM (OpenSSL's EVP interface): authenticated encryption for values the server hands
 /// out and must get back unaltered, such as mobility tickets (RFC 8016 §3.3, docs/mobility.md).
