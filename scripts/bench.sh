@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # relayd vs coturn, side by side on loopback. Builds release binaries, then for each
 # repetition starts relayd and coturn in turn (the order alternates between repetitions; the
-# two servers never run at the same time) with equivalent settings and drives each with the
-# same relay-bench workloads:
+# two servers never run at the same time; --baseline adds a second relayd, below) with
+# equivalent settings and drives each with the same relay-bench workloads:
 #   - memory per allocation: RSS delta (VmRSS) with 10,000 idle allocations;
 #   - allocation setup rate: 401 + authenticated Allocate, N fresh clients, 64 in flight;
 #   - per pattern (client-to-client, external-peer) and payload (100 B, 1200 B) over UDP, and
@@ -13,12 +13,25 @@
 # It prints one table of medians with the ratio relayd/coturn.
 #
 #   scripts/bench.sh [--quick] [--reps N] [--skip-build] [--out DIR] [--fastpath]
+#                    [--baseline BIN] [--no-max-rate]
 #
 # --quick: one repetition, shorter runs, fewer rate steps (about 5 minutes).
+# --baseline BIN: also measure a second relayd binary BIN (e.g. an older commit's release
+#   build) as a third server, "baseline", started exactly as relayd is (same flags), in every
+#   repetition. The order of the servers rotates between repetitions (relayd baseline coturn,
+#   then baseline coturn relayd, then coturn relayd baseline, ...), so no server always goes
+#   first and a before/after comparison sees the same noise. The table gets the columns
+#   baseline and relayd/baseline; the baseline's --version line is printed under it. It does
+#   not apply to --fastpath.
+# --no-max-rate: skip the bounded step searches (UDP and TLS); memory, setup rates and the
+#   fixed-load CPU and latency runs stay. The max paced rate rows are left out of the table.
+#   With --fastpath, passed on to scripts/bench-fastpath.sh. 5 repetitions with --baseline
+#   and --no-max-rate take about 10-15 minutes (--quick: under 2 minutes).
 # --fastpath: then also the kernel fast path between network namespaces (scripts/bench-fastpath.sh,
 #   root only): no relay, relayd with XDP, with TC, in user space, and coturn, with the same
 #   repetitions (about 5 minutes more per repetition).
-# Default: 3 repetitions (about 20-25 minutes). RELAYD_BIN overrides the relayd binary.
+# Default: 3 repetitions (about 20-25 minutes; half as long again with --baseline). RELAYD_BIN
+# overrides the relayd binary.
 # Only loopback is used. Servers are stopped by PID on exit.
 #
 # Equivalence notes:
@@ -37,9 +50,12 @@
 #   in flight). relayd gets drain-timeout=0 so SIGTERM stops it at once, as it does coturn, and
 #   log-level=notice (below).
 # - relayd's HTTP API gets a free loopback port; prometheus stays off (its default).
+# - The baseline (--baseline) is started by the same code with the same flags as relayd; only
+#   the binary differs. Flags it does not know make it fail to start (and the run stop).
 # - Nothing is pinned to CPUs: the 2-core VM runs server and load generator together, as a
 #   pinned layout would only hide the contention both servers face equally.
 set -euo pipefail
+CALLER_DIR=$(pwd)
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -49,6 +65,8 @@ FASTPATH=0
 REPS=3
 BUILD=1
 OUT=""
+BASELINE=""
+MAX_RATE=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=1; REPS=1 ;;
@@ -58,11 +76,17 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2"; shift ;;
         --out=*) OUT="${1#*=}" ;;
         --fastpath) FASTPATH=1 ;;
-        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+        --baseline) [ $# -ge 2 ] || { echo "bench.sh: --baseline needs a path" >&2; exit 2; }
+                    BASELINE="$2"; shift ;;
+        --baseline=*) BASELINE="${1#*=}" ;;
+        --no-max-rate) MAX_RATE=0 ;;
+        -h|--help) sed -n '2,/^set -e/{/^#/p}' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
 done
+# A relative --baseline path is relative to where the script was started from.
+case "$BASELINE" in ""|/*) ;; *) BASELINE="$CALLER_DIR/$BASELINE" ;; esac
 
 log() { printf 'bench.sh: %s\n' "$*" >&2; }
 
@@ -103,6 +127,9 @@ RELAYD="${RELAYD_BIN:-$BIN/relayd}"
 BENCH="$BIN/relay-bench"
 [ -x "$RELAYD" ] || { log "relayd not found at $RELAYD"; exit 1; }
 [ -x "$BENCH" ] || { log "relay-bench not found at $BENCH"; exit 1; }
+if [ -n "$BASELINE" ] && { [ ! -f "$BASELINE" ] || [ ! -x "$BASELINE" ]; }; then
+    log "baseline relayd not found or not executable at $BASELINE"; exit 1
+fi
 if ! command -v turnserver >/dev/null 2>&1; then
     log "installing coturn (apt-get)"
     apt-get install -y coturn >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y coturn >/dev/null; }
@@ -122,6 +149,11 @@ cp "$RELAYD" "$WORK/bin/relayd"
 cp "$BENCH" "$WORK/bin/relay-bench"
 RELAYD="$WORK/bin/relayd"
 BENCH="$WORK/bin/relay-bench"
+BASELINE_SOURCE="$BASELINE"
+if [ -n "$BASELINE" ]; then
+    cp "$BASELINE" "$WORK/bin/relayd-baseline"
+    BASELINE="$WORK/bin/relayd-baseline"
+fi
 OUT="${OUT:-$WORK}"
 mkdir -p "$OUT"
 RESULTS="$OUT/results.jsonl"
@@ -155,7 +187,8 @@ log "relay port range $MIN_PORT-$MAX_PORT ($((MAX_PORT - MIN_PORT + 1)) ports, $
 # shellcheck source=scripts/bench-server.sh
 . "$ROOT/scripts/bench-server.sh"
 
-# start_server KIND: starts relayd or coturn on fresh ports and waits until it listens.
+# start_server KIND: starts relayd, baseline (the --baseline relayd, same flags) or coturn on
+# fresh ports and waits until it listens.
 start_server() {
     local kind=$1 dir="$WORK/$1"
     mkdir -p "$dir"
@@ -169,12 +202,13 @@ start_server() {
         --allow-loopback-peers --no-tcp
         "--tls-listening-port=$TLS_PORT" "--cert=$WORK/tls/cert.pem" "--pkey=$WORK/tls/pkey.pem"
     )
-    if [ "$kind" = relayd ]; then
-        local api
+    if [ "$kind" = relayd ] || [ "$kind" = baseline ]; then
+        local api binary=$RELAYD
+        [ "$kind" = baseline ] && binary=$BASELINE
         api=$(free_port "$MIN_PORT" "$MAX_PORT")
         while [ "$api" = "$PORT" ] || [ "$api" = "$TLS_PORT" ]; do api=$(free_port "$MIN_PORT" "$MAX_PORT"); done
         : > "$dir/relayd.conf"
-        "$RELAYD" -c "$dir/relayd.conf" "${common[@]}" \
+        "$binary" -c "$dir/relayd.conf" "${common[@]}" \
             --api-listening-ip=127.0.0.1 "--api-listening-port=$api" \
             --drain-timeout=0 --log-level=notice \
             "--log-file=$dir/relayd-file.log" >>"$dir/relayd.log" 2>&1 &
@@ -252,12 +286,14 @@ EOF
 
     start_server "$kind"
     bench "$kind" "$rep" setup --setup-only --allocations "$SETUP_ALLOCATIONS" --window 64 || true
-    local pattern payload rate loss failed
+    local pattern payload rate loss failed steps=$RATE_STEPS tls_steps=$TLS_STEPS
+    # --no-max-rate: no step searches (the fixed-load runs stay).
+    if [ "$MAX_RATE" = 0 ]; then steps=""; tls_steps=""; fi
     for pattern in $PATTERNS; do
         for payload in $PAYLOADS; do
             bench "$kind" "$rep" "fixed/$pattern/$payload" --pattern "$pattern" --payload "$payload" \
                 --pairs "$PAIRS" --rate "$FIXED_RATE" --duration "$FIXED_DURATION" --warmup 1 || true
-            for rate in $RATE_STEPS; do
+            for rate in $steps; do
                 bench "$kind" "$rep" "step/$pattern/$payload/$rate" --pattern "$pattern" --payload "$payload" \
                     --pairs "$PAIRS" --rate "$rate" --duration "$STEP_DURATION" --warmup 0.5 --drain-ms 200 || break
                 loss=$(jfield loss_pct)
@@ -270,7 +306,7 @@ EOF
     done
     bench "$kind" "$rep" "fixed/tls-client-to-client/100" --transport tls --pattern client-to-client \
         --payload 100 --pairs "$PAIRS" --rate "$TLS_RATE" --duration "$FIXED_DURATION" --warmup 1 || true
-    for rate in $TLS_STEPS; do
+    for rate in $tls_steps; do
         bench "$kind" "$rep" "step/tls-client-to-client/100/$rate" --transport tls --pattern client-to-client \
             --payload 100 --pairs "$PAIRS" --rate "$rate" --duration "$STEP_DURATION" --warmup 0.5 --drain-ms 300 || break
         loss=$(jfield loss_pct)
@@ -282,19 +318,29 @@ EOF
     cleanup
 }
 
+# The servers in turn; the order rotates by one each repetition, so none always goes first
+# (two servers: relayd coturn, coturn relayd, ...; three: relayd baseline coturn, baseline
+# coturn relayd, coturn relayd baseline, ...).
+KINDS=(relayd coturn)
+[ -n "$BASELINE" ] && KINDS=(relayd baseline coturn)
 START=$(date +%s)
 for rep in $(seq "$REPS"); do
-    if [ $((rep % 2)) = 1 ]; then order="relayd coturn"; else order="coturn relayd"; fi
-    for kind in $order; do run_server "$kind" "$rep"; done
+    for i in "${!KINDS[@]}"; do
+        run_server "${KINDS[$(( (i + rep - 1) % ${#KINDS[@]} ))]}" "$rep"
+    done
 done
 ELAPSED=$(( $(date +%s) - START ))
 
 # --- table ---------------------------------------------------------------------------------
 COTURN_VERSION=$(turnserver --version 2>/dev/null | head -1 || echo "?")
-python3 - "$RESULTS" "$REPS" "$FIXED_RATE" "$IDLE_ALLOCATIONS" "$SETUP_ALLOCATIONS" "$RATE_STEPS" "$TLS_RATE" "$TLS_STEPS" <<'EOF'
+HAS_BASELINE=0
+[ -n "$BASELINE" ] && HAS_BASELINE=1
+python3 - "$RESULTS" "$REPS" "$FIXED_RATE" "$IDLE_ALLOCATIONS" "$SETUP_ALLOCATIONS" "$RATE_STEPS" "$TLS_RATE" "$TLS_STEPS" \
+    "$HAS_BASELINE" "$MAX_RATE" <<'EOF'
 import json, statistics, sys
 path, reps, fixed, idle, setup_n, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6].split()
 tls_rate, tls_steps = int(sys.argv[7]), sys.argv[8].split()
+has_baseline, max_rate = sys.argv[9] == "1", sys.argv[10] == "1"
 rows = [json.loads(l) for l in open(path) if l.strip()]
 def med(values):
     values = [v for v in values if v is not None]
@@ -313,11 +359,19 @@ def maxrate(server, pattern, payload):
         best.append(ok)
     return med(best)
 table = []
+# Columns: relayd, coturn, relayd/coturn; with --baseline also baseline and relayd/baseline.
+header = ("metric", "relayd", "coturn", "relayd/coturn", "unit", "better")
+if has_baseline:
+    header = ("metric", "relayd", "baseline", "coturn", "relayd/coturn", "relayd/baseline", "unit", "better")
 def row(name, fn, unit, better, compare=True):
     a, b = fn("relayd"), fn("coturn")
-    ratio = f"{a / b:.2f}" if compare and a is not None and b else "-"
+    ratio = lambda x, y: f"{x / y:.2f}" if compare and x is not None and y else "-"
     f = lambda v: "-" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}")
-    table.append((name, f(a), f(b), ratio, unit, better))
+    if has_baseline:
+        c = fn("baseline")
+        table.append((name, f(a), f(c), f(b), ratio(a, b), ratio(a, c), unit, better))
+    else:
+        table.append((name, f(a), f(b), ratio(a, b), unit, better))
 row(f"allocation setup rate ({setup_n} allocs, 401+Allocate)", lambda s: pick(s, "setup", "setup_rate"), "allocs/s", "higher")
 row(f"memory per idle allocation ({idle} held)", lambda s: (lambda v: v / 1024 if v is not None else None)(pick(s, "idle", "bytes_per_allocation")), "KiB", "lower")
 row(f"idle allocation setup rate ({idle})", lambda s: pick(s, "idle", "setup_rate"), "allocs/s", "higher")
@@ -332,26 +386,34 @@ for pattern, payload in [(p, s) for p in ("client-to-client", "external-peer") f
         row(f"{pattern} {payload}B: p99 latency ({basis}) @{fixed}/s", lambda s: pick(s, w, "lat_p99_us"), "us", "lower")
         row(f"{pattern} {payload}B: p50 latency ({basis}) @{fixed}/s", lambda s: pick(s, w, "lat_p50_us"), "us", "lower")
         row(f"{pattern} {payload}B: loss @{fixed}/s", lambda s: pick(s, w, "loss_pct"), "%", "lower")
-        row(f"{pattern} {payload}B: max paced rate, loss <= 0.1% (steps to {steps[-1]})", lambda s: maxrate(s, pattern, payload), "msg/s", "higher")
+        if max_rate:
+            row(f"{pattern} {payload}B: max paced rate, loss <= 0.1% (steps to {steps[-1]})", lambda s: maxrate(s, pattern, payload), "msg/s", "higher")
         row(f"{pattern} {payload}B: relay-bench own CPU @{fixed}/s", lambda s: pick(s, w, "bench_cpu_pct"), "% of 1 core", "info")
-widths = [max(len(str(r[i])) for r in table + [("metric", "relayd", "coturn", "relayd/coturn", "unit", "better")]) for i in range(6)]
+widths = [max(len(str(r[i])) for r in table + [header]) for i in range(len(header))]
 def line(r): return "| " + " | ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)) + " |"
-print(line(("metric", "relayd", "coturn", "relayd/coturn", "unit", "better")))
+print(line(header))
 print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 for r in table: print(line(r))
 print(f"\nmedians of {reps} repetition(s); tls-client-to-client: every client on its own TLS connection (relay side UDP), relay-bench single-threaded for TLS")
 print("client-to-client: each message crosses the relay twice (2 relayed packets); external-peer: a round trip through relay-bench's own UDP echo peer (2 relayed packets), latency = RTT/2")
-print("echo peer (floor): relay-bench's echo thread over the same window, in the relayd and the coturn runs. Each datagram it echoes is one")
+print(f"echo peer (floor): relay-bench's echo thread over the same window, in the {'relayd, the baseline' if has_baseline else 'relayd'} and the coturn runs. Each datagram it echoes is one")
 print("  receive and one send, as each packet relayed to or from a peer is for the server, but on one socket in recvmmsg/sendmmsg batches")
 print("  and with no other work: about what the kernel alone costs per packet on that path on this machine")
+if has_baseline:
+    print("baseline: a second relayd binary (--baseline), same flags as relayd; the order of the three servers rotated between repetitions")
+if not max_rate:
+    print("--no-max-rate: no step searches, so no max paced rate rows")
 EOF
 echo
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
 echo "coturn: $COTURN_VERSION; relayd: $("$RELAYD" --version 2>/dev/null | head -1)"
+if [ -n "$BASELINE" ]; then
+    echo "baseline: $("$BASELINE" --version 2>/dev/null | head -1) ($BASELINE_SOURCE)"
+fi
 echo "runtime ${ELAPSED}s; raw results: $RESULTS"
 if [ "$FASTPATH" = 1 ]; then
     echo
     fast=(--reps "$REPS" --skip-build)
-    [ "$QUICK" = 1 ] && fast+=(--no-max-rate)
+    { [ "$QUICK" = 1 ] || [ "$MAX_RATE" = 0 ]; } && fast+=(--no-max-rate)
     "$ROOT/scripts/bench-fastpath.sh" "${fast[@]}"
 fi
