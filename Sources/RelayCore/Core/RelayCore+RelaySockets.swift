@@ -67,7 +67,8 @@ extension RelayCore {
             opening.slots[index].state = .opened(address, socket)
         case .portInUse:
             release(address, pair: pair)
-            search(&opening.slots[index], id: open.id)
+            // No next port for a client that is gone.
+            if opening.cancelled { opening.slots[index].state = .failed } else { search(&opening.slots[index], id: open.id) }
         case .exhausted:
             release(address, pair: pair)
             opening.slots[index].state = .failed
