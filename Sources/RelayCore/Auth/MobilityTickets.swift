@@ -45,7 +45,7 @@ public final class MobilityTickets: Sendable {
     }
 
     /// The ticket for `session` after `serial` moves. `nonce` must never repeat under one key:
-    /// the caller gives its thread index and a per-thread counter (`RelayCore.ticketNonce`).
+    /// the caller gives its thread index and a per-thread counter (`Mobility.nonce`).
     func seal(session: UInt64, serial: UInt32, nonce: [UInt8]) -> [UInt8]? {
         let key = keys.withLock { $0.current }
         var plaintext = [UInt8]()

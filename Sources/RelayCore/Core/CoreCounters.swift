@@ -80,6 +80,33 @@ public enum MobilityOutcome: Int, CaseIterable, Sendable {
     }
 }
 
+/// What became of the peer connections of TCP allocations (RFC 6062), counted per outcome.
+public enum TCPConnectionOutcome: Int, CaseIterable, Sendable {
+    /// A Connect's connect to the peer succeeded.
+    case connected
+    /// A Connect's connect to the peer failed or timed out (447).
+    case failed
+    /// A peer connected in and the client was sent a ConnectionAttempt.
+    case accepted
+    /// A peer connection refused: no permission, the peer policy, the per-allocation limit.
+    case refused
+    /// A ConnectionBind joined a data connection with a peer connection.
+    case bound
+    /// No ConnectionBind within 30 s: the peer connection was closed.
+    case expired
+
+    public var label: String {
+        switch self {
+        case .connected: return "connected"
+        case .failed: return "failed"
+        case .accepted: return "accepted"
+        case .refused: return "refused"
+        case .bound: return "bound"
+        case .expired: return "expired"
+        }
+    }
+}
+
 /// Why an allocation ended.
 public enum AllocationEnd: String, Sendable {
     case refreshedToZero = "refresh_zero"

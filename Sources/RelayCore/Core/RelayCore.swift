@@ -36,8 +36,8 @@ public final class RelayCore {
     /// any thread can take the token (and with it the port's hold in the node's `RelayPortPool`).
     var reservations: [UInt64: ReservationTable.Entry] = [:]
     var relayCursor = 0
-    /// The counter that makes each mobility ticket's nonce unique (RFC 8016 §3.1.2, `ticket(for:)`).
-    var ticketsSealed: UInt64 = 0
+    /// Mobility's decisions and this thread's count of sealed tickets (RFC 8016).
+    var mobility = Mobility()
     /// Allocates waiting for the admission ledger's answer (docs/architecture.md, "Admission").
     var pendingAllocates = PendingAllocates()
     /// Granted Allocates waiting for their relay sockets (`openRelays`).

@@ -1,43 +1,96 @@
 import StunCodec
 
-/// What a TCP allocation (RFC 6062) keeps besides an allocation's usual state: its peer
-/// connections by CONNECTION-ID, and the Connect requests still waiting for their connects.
-/// The shared `TCPConnectionTable` says where each connection is; an id the table no longer
-/// lists (its pipe or pending connection ended on whichever thread) is dropped here lazily.
+/// A TCP allocation's own state and decisions (RFC 6062), besides an allocation's usual state:
+/// its peer connections by CONNECTION-ID, the Connect requests still waiting for their connects,
+/// and the bytes its pipes carried.
+///
+/// Its methods decide and return what to do (`TCPPeerDecision`, `ConnectAnswer`,
+/// `ConnectionBindAnswer`): the per-allocation limit, a second connection to one peer, which
+/// Connect a finished connect answers and how. `RelayCore+TCPRelay.swift` carries them out: it
+/// authenticates, reserves ids in the node's shared `TCPConnectionTable`, answers, counts and
+/// emits the commands. That table says where each connection is; an id it no longer lists (its
+/// pipe or pending connection ended on whichever thread) is dropped here lazily (`prune`).
 public struct TCPRelayState {
+    /// Seconds a connect to a peer may take before Connect gets 447 (RFC 6062 §5.2).
+    public static let connectSeconds: Int64 = 30
+    /// Seconds a peer connection waits for its ConnectionBind before it is closed (RFC 6062 §5.2, §5.3).
+    public static let bindSeconds: Int64 = 30
+
     /// Peer connections by id: connecting, waiting for ConnectionBind, or piped.
     public internal(set) var peers: [PeerConnectionID: TransportAddress] = [:]
     /// Connect requests waiting for their connect to finish, by connection id, with what their
     /// answer needs.
-    var pendingConnects: [PeerConnectionID: (request: ReplyTarget, key: IntegrityKey)] = [:]
+    private(set) var pendingConnects: [PeerConnectionID: PendingConnect] = [:]
     /// The bytes its pipes carried, on whichever loop thread they run; ended (final) when the
     /// allocation ends.
     public let piped = PipedTraffic()
 
-    /// Forgets the connections the shared table no longer lists.
-    mutating func prune(_ table: TCPConnectionTable) {
-        for id in peers.keys where pendingConnects[id] == nil && !table.contains(id) { peers[id] = nil }
+    /// A Connect for `peer` that authenticated, has a permission and the peer policy's leave
+    /// (RFC 6062 §5.2), once the connections `isListed` no longer lists are forgotten: a peer the
+    /// allocation is connected or connecting to already is refused (446); at `limit`
+    /// connections, pending and piped together (`max-tcp-relay-connections`), so is any other
+    /// (508). Else an id is reserved until the connect's and the ConnectionBind's time is up,
+    /// and recorded with `connecting`.
+    mutating func connect(
+        to peer: TransportAddress, limit: Int, now: Int64, isListed: (PeerConnectionID) -> Bool
+    ) -> TCPPeerDecision {
+        prune(isListed)
+        if peers.values.contains(peer) { return .refuse(.duplicate) }
+        guard peers.count < limit else { return .refuse(.overLimit) }
+        return .reserve(deadline: now + Self.connectSeconds + Self.bindSeconds)
     }
-}
 
-/// A connect the I/O layer makes for a Connect request (RFC 6062 §5.2): from the allocation's
-/// relayed address (`relaySocket`'s bound address) to `peer`. It reports the outcome with
-/// `RelayCore.peerConnectFinished`.
-public struct PeerConnect: Sendable {
-    public let id: PeerConnectionID
-    public let relaySocket: RelaySocket
-    public let relayed: TransportAddress
-    public let peer: TransportAddress
-}
+    /// Records Connect's connection `id` to `peer`, whose connect started; `answer` is what its
+    /// answer needs when the connect finishes (`connectFinished`).
+    mutating func connecting(_ id: PeerConnectionID, to peer: TransportAddress, answer: PendingConnect) {
+        peers[id] = peer
+        pendingConnects[id] = answer
+    }
 
-/// A ConnectionBind that succeeded (RFC 6062 §5.4): the data connection `origin` now carries the
-/// bytes of peer connection `id` both ways, and owns `peerSocket`. Runs after the success
-/// response was queued on the connection.
-public struct DataConnectionBind: Sendable {
-    public let id: PeerConnectionID
-    public let origin: ClientOrigin
-    public let peerSocket: PeerSocket
-    public let peer: TransportAddress
-    /// What the pipe charges its bytes to: the allocation's budget and piped-traffic count.
-    public let account: PipeAccount
+    /// The connect of `id` finished (RFC 6062 §5.2): the Connect it answers, once; nil when no
+    /// Connect waits for it (answered already, or not this allocation's). A failed connect is
+    /// forgotten, so the peer can be connected again.
+    mutating func connectFinished(_ id: PeerConnectionID, connected: Bool) -> ConnectAnswer? {
+        guard let pending = pendingConnects.removeValue(forKey: id) else { return nil }
+        guard connected else {
+            peers[id] = nil
+            return .failed(pending)
+        }
+        return .connected(id, pending)
+    }
+
+    /// A peer connecting in with a permission and the peer policy's leave (RFC 6062 §5.3), once
+    /// the connections `isListed` no longer lists are forgotten: refused at `limit` connections;
+    /// else an id is reserved until the ConnectionBind's time is up, and recorded with `accepted`.
+    mutating func accept(limit: Int, now: Int64, isListed: (PeerConnectionID) -> Bool) -> TCPPeerDecision {
+        prune(isListed)
+        guard peers.count < limit else { return .refuse(.overLimit) }
+        return .reserve(deadline: now + Self.bindSeconds)
+    }
+
+    /// Records the accepted connection `id` from `peer`; the client is told with a
+    /// ConnectionAttempt (RFC 6062 §5.3).
+    mutating func accepted(_ id: PeerConnectionID, from peer: TransportAddress) {
+        peers[id] = peer
+    }
+
+    /// What a ConnectionBind's claim on the shared table is answered with (RFC 6062 §5.4): the
+    /// peer socket to pipe to; 441 for another user's connection; 400 for an id that is unknown,
+    /// not connected yet, or bound already.
+    static func connectionBind(_ claim: TCPConnectionTable.Claim) -> ConnectionBindAnswer {
+        switch claim {
+        case .peer(let socket, let entry): return .bind(socket, entry)
+        case .wrongUser: return .refuse(.wrongCredentials)
+        case .unknown: return .refuse(.badRequest)
+        }
+    }
+
+    /// What a pipe of this allocation charges its bytes to: `budget` (`max-bps`) and `piped`.
+    func account(budget: BandwidthBudget?) -> PipeAccount { PipeAccount(traffic: piped, budget: budget) }
+
+    /// Forgets the connections the shared table no longer lists (`isListed`), except those
+    /// whose Connect still waits for its connect.
+    mutating func prune(_ isListed: (PeerConnectionID) -> Bool) {
+        for id in peers.keys where pendingConnects[id] == nil && !isListed(id) { peers[id] = nil }
+    }
 }
