@@ -54,7 +54,7 @@ extension RelayCore {
         outbox.emit(
             .session(.started(
                 SessionStart(
-                    session: allocation.session, fiveTuple: fiveTuple, relayed: allocation.advertisedAddress,
+                    session: allocation.session, fiveTuple: fiveTuple, clientSocket: allocation.origin.socket, relayed: allocation.advertisedAddress,
                     bound: allocation.relayedAddress, additionalRelayed: allocation.additional?.advertisedAddress,
                     user: adopted.user, credentials: adopted.credentials, lifetimeSeconds: adopted.main.secondsLeft))))
     }

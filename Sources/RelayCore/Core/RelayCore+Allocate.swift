@@ -165,7 +165,7 @@ extension RelayCore {
         outbox.emit(
             .session(.started(
                 SessionStart(
-                    session: allocation.session, fiveTuple: fiveTuple, relayed: advertised, bound: relay,
+                    session: allocation.session, fiveTuple: fiveTuple, clientSocket: allocation.origin.socket, relayed: advertised, bound: relay,
                     additionalRelayed: allocation.additional?.advertisedAddress, user: request.userID,
                     credentials: request.auth.credentials, lifetimeSeconds: lifetime))))
     }

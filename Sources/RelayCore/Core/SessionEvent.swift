@@ -17,6 +17,9 @@ public enum SessionEvent: Sendable {
 public struct SessionStart: Sendable {
     public let session: String
     public let fiveTuple: FiveTuple
+    /// The socket the client's requests arrive on: its TCP/TLS connection or DTLS session, or
+    /// the UDP listener.
+    public let clientSocket: ClientSocket
     /// The relayed address as the client was told it (advertised form), and as bound.
     public let relayed: TransportAddress
     public let bound: TransportAddress

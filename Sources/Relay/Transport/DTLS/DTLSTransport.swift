@@ -21,7 +21,7 @@ final class DTLSTransport {
     private var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
     /// The session DTLSv1_listen is using on each listener, kept between readable events.
     private var listening: [Int32: OpaquePointer] = [:]
-    private var sessions: [Int32: DTLSSession] = [:]
+    var sessions: [Int32: DTLSSession] = [:]
     private var sweepTimer: LoopEvent?
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
     var handshakes = (completed: UInt64(0), failed: UInt64(0))
@@ -200,10 +200,6 @@ final class DTLSTransport {
             session.lastInputAt = now
             loop.core.handleClientPacket(
                 UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)]), from: session.origin, now: now)
-            if !session.hasAllocated, loop.core.allocation(for: session.origin.fiveTuple) != nil {
-                session.hasAllocated = true
-                service.limiter.allocated(session.origin.fiveTuple.client.ip)
-            }
             if loop.core.outbox.needsFlush { loop.flush() }
         }
         // Records OpenSSL read ahead of the cap wait in the session, not the socket: come back.
@@ -284,5 +280,16 @@ final class DTLSTransport {
         }
         listeners.removeAll()
         loop.flush()
+    }
+}
+
+extension DTLSTransport {
+    /// The DTLS session on `socket` with `fiveTuple` got an allocation (a session started): it
+    /// no longer counts as pending against its source's limits (docs/rate-limits.md).
+    func connectionAllocated(socket: ClientSocket, fiveTuple: FiveTuple) {
+        guard let session = sessions[socket.descriptor], session.origin.fiveTuple == fiveTuple, !session.hasAllocated
+        else { return }
+        session.hasAllocated = true
+        service.limiter.allocated(fiveTuple.client.ip)
     }
 }

@@ -43,6 +43,7 @@ extension EventLoop {
             }
             for observer in sessionObservers { observer.observe(.ended(summary)) }
         case .session(let event):
+            if case .started(let start) = event, start.fiveTuple.transport != .udp { connectionAllocated(start) }
             for observer in sessionObservers { observer.observe(event) }
         }
     }
@@ -57,5 +58,18 @@ extension EventLoop {
     func collectFastPathTraffic() {
         guard let fastPath else { return }
         for (socket, relayed) in fastPath.collect() { report(relayed, for: socket) }
+    }
+}
+
+extension EventLoop {
+    /// A TCP, TLS or DTLS client's connection got an allocation, whenever the core made it (at
+    /// once, or after the admission ledger's answer and the relay socket's open): it no longer
+    /// counts as pending against its source's connection limits (docs/rate-limits.md).
+    func connectionAllocated(_ start: SessionStart) {
+        if start.fiveTuple.transport == .dtls {
+            dtls.connectionAllocated(socket: start.clientSocket, fiveTuple: start.fiveTuple)
+        } else {
+            stream.connectionAllocated(socket: start.clientSocket, fiveTuple: start.fiveTuple)
+        }
     }
 }

@@ -60,10 +60,6 @@ extension StreamConnection {
                 sawValidStun = true
             }
             loop.core.handleClientPacket(message, from: origin, now: now)
-            if !hasAllocated, frame.kind == .stun, loop.core.allocation(for: origin.fiveTuple) != nil {
-                hasAllocated = true
-                owner.connectionAllocated(self)
-            }
             consumed += frame.length
             // A ConnectionBind that succeeded turns the connection into a pipe at the flush
             // (RFC 6062 §5.4): what follows it in this read is the client's first data.

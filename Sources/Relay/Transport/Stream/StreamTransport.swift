@@ -139,7 +139,15 @@ final class StreamTransport {
 
     /// `connection` got its first allocation: it stops counting as pending (docs/rate-limits.md).
     func connectionAllocated(_ connection: StreamConnection) {
+        guard !connection.hasAllocated else { return }
+        connection.hasAllocated = true
         service.limiter.allocated(connection.origin.fiveTuple.client.ip)
+    }
+
+    /// The connection on `socket` with `fiveTuple` got an allocation (a session started).
+    func connectionAllocated(socket: ClientSocket, fiveTuple: FiveTuple) {
+        guard let connection = connections[socket.descriptor], connection.origin.fiveTuple == fiveTuple else { return }
+        connectionAllocated(connection)
     }
 
     /// `CoreCommand.bindDataConnection`: the data connection becomes a pipe (RFC 6062 §5.4); it
@@ -167,10 +175,7 @@ final class StreamTransport {
             return true
         }
         pipes[bind.id] = connection
-        if !connection.hasAllocated {
-            connection.hasAllocated = true
-            connectionAllocated(connection)
-        }
+        connectionAllocated(connection)
         return true
     }
 
