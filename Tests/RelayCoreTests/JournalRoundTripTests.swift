@@ -12,7 +12,7 @@ import Testing
     @Test("A compacted rich state reads back equal: dual allocation, permissions, channels, keys, a reservation")
     func compactedRoundTrip() throws {
         let state = JournalState(
-            allocations: [0x1111: F.dual(), 0x2222: F.plain()], keys: F.keys, reservations: [7: F.reservation])
+            allocations: [0x1111: F.dual(), 0x2222: F.plain()], keys: F.keys, reservations: [7: F.reservation()])
         let journal = try JournalWriter.compacted(state, bootID: F.boot, now: F.written)
         let recovery = try F.read(journal)
         #expect(recovery.state == state)

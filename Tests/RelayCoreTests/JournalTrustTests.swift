@@ -33,7 +33,7 @@ import Testing
             .allocation(expired), .allocation(overlong), .allocation(additionalExpired), .allocation(mixed),
             .reservation(token: 1, .init(address: .literal("10.0.0.5:50005"), expiresAt: F.now - 1)),
             .reservation(token: 2, .init(address: .literal("10.0.0.5:50007"), expiresAt: F.written + 31)),
-            .reservation(token: 3, F.reservation),
+            .reservation(token: 3, F.reservation()),
         ]
         let recovery = try F.read(try Self.journal(records))
         #expect(Set(recovery.state.allocations.keys) == [4])

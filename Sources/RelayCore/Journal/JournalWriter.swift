@@ -41,7 +41,8 @@ public enum JournalWriter {
     }
 
     /// `state` as a fresh journal: the header, the keys, then reservations and allocations in
-    /// the order of their ids, each written at `now`. Reading it back at `now` gives `state`.
+    /// the order of their ids, each written at `now`. Reading it back at `now` gives `state`
+    /// (allocations are keyed by their session id, as the reader keys them).
     public static func compacted(_ state: JournalState, bootID: BootID, now: Int64) throws(JournalEncodingError)
         -> [UInt8]
     {

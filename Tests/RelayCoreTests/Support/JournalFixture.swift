@@ -20,9 +20,11 @@ enum JournalFixture {
         JournalKey(name: "dtls-cookie", bytes: [1, 2, 3]),
     ]
 
+    // FuzzJournal/corpus/make_corpus.py writes dual(), plain() and keys too, byte for byte.
+
     /// A dual allocation (RFC 8656 §7.2): IPv4 and IPv6 relayed addresses, a SHA-256 key, two
     /// permissions and two channels, DONT-FRAGMENT, a bandwidth lease, mobile with a move.
-    static func dual(_ id: UInt64 = 0x1111) -> JournalAllocation {
+    static func dual(_ id: UInt64 = 0x1111, written: Int64 = written) -> JournalAllocation {
         JournalAllocation(
             sessionID: id,
             fiveTuple: FiveTuple(
@@ -45,7 +47,7 @@ enum JournalFixture {
     }
 
     /// A plain IPv6 allocation with an MD5 key and nothing bound.
-    static func plain(_ id: UInt64 = 0x2222) -> JournalAllocation {
+    static func plain(_ id: UInt64 = 0x2222, written: Int64 = written) -> JournalAllocation {
         JournalAllocation(
             sessionID: id,
             fiveTuple: FiveTuple(
@@ -54,7 +56,10 @@ enum JournalFixture {
             user: "bob", key: Array(repeating: 7, count: 16), transactionID: TransactionID(high: 1, low: 2))
     }
 
-    static let reservation = JournalReservation(address: .literal("10.0.0.5:50005"), expiresAt: written + 30)
+    /// The port after 50004, held by EVEN-PORT's R bit for 30 s (RFC 8656 §7.2).
+    static func reservation(written: Int64 = written) -> JournalReservation {
+        JournalReservation(address: .literal("10.0.0.5:50005"), expiresAt: written + 30)
+    }
 
     /// Every kind of record, in an order where later ones replace and remove earlier ones.
     static var script: [JournalRecord] {
@@ -63,7 +68,7 @@ enum JournalFixture {
         moved.moves = 2
         moved.channels.removeLast()
         return [
-            .keys(keys), .allocation(dual()), .allocation(plain()), .reservation(token: 99, reservation),
+            .keys(keys), .allocation(dual()), .allocation(plain()), .reservation(token: 99, reservation()),
             .allocation(moved), .allocationEnded(sessionID: 0x2222), .reservationEnded(token: 99),
             .allocation(plain(0x3333)), .keys([JournalKey(name: "nonce", bytes: [9])]),
         ]
