@@ -129,8 +129,11 @@ import Testing
         #expect(throws: JournalEncodingError.tooLong("username")) {
             try JournalWriter.append(.allocation(longName), now: F.written, to: &journal)
         }
-        #expect(throws: JournalEncodingError.negativeTime) {
+        #expect(throws: JournalEncodingError.negative("permission expiry")) {
             try JournalWriter.append(.allocation(negative), now: F.written, to: &journal)
+        }
+        #expect(throws: JournalEncodingError.negative("written")) {
+            try JournalWriter.append(.allocation(F.plain()), now: -1, to: &journal)
         }
         #expect(throws: JournalEncodingError.unreadable(.malformed)) {
             try JournalWriter.append(

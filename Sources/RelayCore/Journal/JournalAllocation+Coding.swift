@@ -17,7 +17,7 @@ extension JournalAllocation {
 
     func encode(writtenAt: Int64, into out: inout JournalOutput) throws(JournalEncodingError) {
         out.u64(sessionID)
-        try out.time(writtenAt)
+        try out.time(writtenAt, field: "written")
         out.u8(fiveTuple.transport.rawValue)
         var flags: UInt8 = 0
         if additional != nil { flags |= Flags.additional }
@@ -29,7 +29,7 @@ extension JournalAllocation {
         out.transportAddress(fiveTuple.server)
         for relay in [main] + (additional.map { [$0] } ?? []) {
             out.transportAddress(relay.address)
-            try out.time(relay.expiresAt)
+            try out.time(relay.expiresAt, field: "relay expiry")
         }
         out.u16(credentials.passwordAlgorithm.algorithm)
         try out.bytes(key, lengthBytes: 1, max: 32, field: "key")
@@ -39,19 +39,19 @@ extension JournalAllocation {
         out.u64(transactionID.low)
         try out.bytes(
             allocateResponse, lengthBytes: 2, max: JournalFormat.maxAllocateResponseBytes, field: "allocateResponse")
-        guard bytesPerSecond >= 0 else { throw .tooLong("bytesPerSecond") }
+        guard bytesPerSecond >= 0 else { throw .negative("bytesPerSecond") }
         out.u64(UInt64(bytesPerSecond))
         out.u32(moves)
         try out.count(permissions.count, field: "permissions")
         for permission in permissions {
             out.ip(permission.peer)
-            try out.time(permission.expiresAt)
+            try out.time(permission.expiresAt, field: "permission expiry")
         }
         try out.count(channels.count, field: "channels")
         for channel in channels {
             out.u16(channel.number)
             out.transportAddress(channel.peer)
-            try out.time(channel.expiresAt)
+            try out.time(channel.expiresAt, field: "channel expiry")
         }
     }
 

@@ -16,8 +16,8 @@ public enum JournalHeaderError: Error, Sendable, Equatable {
 public enum JournalEncodingError: Error, Sendable, Equatable {
     /// A text, byte string or list longer than the format holds (the field's name).
     case tooLong(String)
-    /// A time before boot.
-    case negativeTime
+    /// A time before boot, or a negative `max-bps` (the field's name).
+    case negative(String)
     /// A record a reader would refuse, and why (`JournalDropReason`): the writer reads each
     /// record back before it appends it.
     case unreadable(JournalDropReason)

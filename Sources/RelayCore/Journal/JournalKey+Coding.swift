@@ -31,9 +31,9 @@ extension JournalKey {
 extension JournalReservation {
     func encode(token: UInt64, writtenAt: Int64, into out: inout JournalOutput) throws(JournalEncodingError) {
         out.u64(token)
-        try out.time(writtenAt)
+        try out.time(writtenAt, field: "written")
         out.transportAddress(address)
-        try out.time(expiresAt)
+        try out.time(expiresAt, field: "reservation expiry")
     }
 
     static func decode(_ cursor: inout JournalCursor) throws(JournalRefusal) -> (

@@ -24,8 +24,8 @@ struct JournalOutput {
     }
 
     /// A time; a negative one cannot be written (`JournalCursor.time` would refuse it).
-    mutating func time(_ value: Int64) throws(JournalEncodingError) {
-        guard value >= 0 else { throw .negativeTime }
+    mutating func time(_ value: Int64, field: String) throws(JournalEncodingError) {
+        guard value >= 0 else { throw .negative(field) }
         u64(UInt64(value))
     }
 
