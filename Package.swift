@@ -102,8 +102,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // The core fuzzer's operation decoder and invariants (FuzzSession, also replayed over the
-        // corpus by RelayCoreTests), and what both fuzz targets share: the libFuzzer driver/replay
-        // main and input files. The core and the codec only: no C module but libc.
+        // corpus by RelayCoreTests), the journal fuzzer's (JournalFuzzSession, likewise), and what
+        // the fuzz targets share: the libFuzzer driver/replay main and input files. The core and
+        // the codec only: no C module but libc.
         .target(
             name: "CoreFuzzing",
             dependencies: ["RelayCore", "StunCodec", .product(name: "Logging", package: "swift-log")],
@@ -152,6 +153,15 @@ let package = Package(
             name: "core-fuzz",
             dependencies: ["RelayCore", "StunCodec", "CoreFuzzing"],
             path: "FuzzCore",
+            exclude: ["corpus"],
+            swiftSettings: strict
+        ),
+        // State journal fuzzer (docs/state-journal.md): arbitrary journals, and arbitrary records
+        // framed with good CRCs, through the reader; the core and the codec alone, like core-fuzz.
+        .executableTarget(
+            name: "journal-fuzz",
+            dependencies: ["RelayCore", "StunCodec", "CoreFuzzing"],
+            path: "FuzzJournal",
             exclude: ["corpus"],
             swiftSettings: strict
         ),

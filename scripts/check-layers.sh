@@ -6,14 +6,15 @@
 # kernel-loadgen), and the transports (Sources/Relay/Transport) know nothing of the daemon's
 # lifecycle (Sources/Relay/Daemon: RelayServer, SystemdNotifier, SelfTest) but the error type a
 # failed start throws, RelayServer.StartError. The core's tests (Tests/RelayCoreTests, with
-# Tests/CoreTestSupport) and its fuzzer (Sources/CoreFuzzing, FuzzCore) build on the core alone:
-# the core, the codec, swift-log, Synchronization, the test libraries, each other, and (the fuzz
-# driver's file reading) libc; no `Relay`, so no libevent, hiredis or libbpf behind them. The
-# codec, the core, its tests and its fuzzer link libcrypto alone: neither their imports nor their
-# targets' dependencies in Package.swift (swift package dump-package) reach libssl (COpenSSL,
-# CStreamIO), libevent, hiredis or libbpf. SwiftPM already refuses a C module the core's target
-# does not depend on (libevent); this catches the ones reachable through the codec or the SDK,
-# and the folders of one target, which the compiler does not separate.
+# Tests/CoreTestSupport) and its fuzzers (Sources/CoreFuzzing, FuzzCore, FuzzJournal) build on
+# the core alone: the core, the codec, swift-log, Synchronization, the test libraries, each
+# other, and (the fuzz driver's file reading) libc; no `Relay`, so no libevent, hiredis or
+# libbpf behind them. The codec, the core, its tests and its fuzzers link libcrypto alone:
+# neither their imports nor their targets' dependencies in Package.swift (swift package
+# dump-package) reach libssl (COpenSSL, CStreamIO), libevent, hiredis or libbpf. SwiftPM
+# already refuses a C module the core's target does not depend on (libevent); this catches the
+# ones reachable through the codec or the SDK, and the folders of one target, which the
+# compiler does not separate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -33,12 +34,12 @@ imports() {
 # The C modules over libssl, libevent, hiredis and libbpf; the manifest check below also refuses
 # the Swift targets over them (Relay, FastPath).
 native='COpenSSL|CStreamIO|CLibevent|CHiredis|CBPF|CRelayFastPath'
-core_paths=(Sources/StunCodec Sources/RelayCore Sources/CoreFuzzing FuzzCore Tests/RelayCoreTests Tests/CoreTestSupport)
-core_targets=(StunCodec RelayCore CoreFuzzing core-fuzz CoreTestSupport RelayCoreTests StunCodecTests)
+core_paths=(Sources/StunCodec Sources/RelayCore Sources/CoreFuzzing FuzzCore FuzzJournal Tests/RelayCoreTests Tests/CoreTestSupport)
+core_targets=(StunCodec RelayCore CoreFuzzing core-fuzz journal-fuzz CoreTestSupport RelayCoreTests StunCodecTests)
 
 while IFS=: read -r file module; do
     grep -qxE "$native" <<<"$module" || continue
-    echo "layer violation: $file: the codec, the core and its tests and fuzzer link libcrypto alone, not $module" >&2
+    echo "layer violation: $file: the codec, the core and its tests and fuzzers link libcrypto alone, not $module" >&2
     status=1
 done < <(imports "${core_paths[@]}")
 manifest=$(swift package dump-package)
@@ -83,9 +84,9 @@ while IFS=: read -r file module; do
                     ;;
             esac
             ;;
-        *) echo "layer violation: $file: the core's tests and fuzzer may not import $module" >&2; status=1 ;;
+        *) echo "layer violation: $file: the core's tests and fuzzers may not import $module" >&2; status=1 ;;
     esac
-done < <(imports Tests/RelayCoreTests Tests/CoreTestSupport Sources/CoreFuzzing FuzzCore)
+done < <(imports Tests/RelayCoreTests Tests/CoreTestSupport Sources/CoreFuzzing FuzzCore FuzzJournal)
 while IFS= read -r line; do
     echo "layer violation: ${line%%:*}: the codec must import CCrypto as 'internal import'" >&2
     status=1
@@ -103,7 +104,7 @@ while IFS= read -r line; do
     status=1
 done < <(grep -rnwE "$daemon" Sources/Relay/Transport --include='*.swift' || true)
 [ "$status" = 0 ] && echo "layers: Sources/RelayCore imports only StunCodec, Logging, Synchronization;" \
-    "the core's tests and fuzzer only the core, the codec, Logging, Synchronization and the test libraries;" \
-    "the codec, the core, its tests and fuzzer reach no libssl, libevent, hiredis or libbpf;" \
+    "the core's tests and fuzzers only the core, the codec, Logging, Synchronization and the test libraries;" \
+    "the codec, the core, its tests and fuzzers reach no libssl, libevent, hiredis or libbpf;" \
     "only FastPath uses libbpf; Relay/Transport uses no daemon type but RelayServer.StartError"
 exit "$status"

@@ -2,6 +2,9 @@
 # Fuzzes with libFuzzer and AddressSanitizer for SECONDS (default 30) per target:
 #   decoder  the StunCodec decoders (Fuzz/DecoderFuzzer.swift), seeds in Fuzz/corpus/decoder/
 #   core     the RelayCore state machine (Sources/CoreFuzzing/FuzzSession.swift), seeds in FuzzCore/corpus/core/
+#   journal  the state journal's reader (Sources/CoreFuzzing/JournalFuzzSession.swift, docs/state-journal.md),
+#            seeds in FuzzJournal/corpus/journal/; a small codec, so in a run of every target it
+#            gets at most 20 s of SECONDS (named on the command line, all of them)
 # Each target starts from a fresh copy of its committed seeds in fuzz-artifacts/<target>/corpus/
 # (grown by the run and left there); its log and crash inputs go to fuzz-artifacts/<target>/.
 # Prints one summary line per target; exits non-zero if any target crashed.
@@ -9,34 +12,38 @@
 # Reproduce a crash without sanitizers:
 #   swift build --product stun-fuzz && .build/debug/stun-fuzz fuzz-artifacts/decoder/crash-<sha1>
 #   swift build --product core-fuzz && .build/debug/core-fuzz fuzz-artifacts/core/crash-<sha1>
+#   swift build --product journal-fuzz && .build/debug/journal-fuzz fuzz-artifacts/journal/crash-<sha1>
 # A crash input worth keeping goes to the target's corpus directory, which `swift test`
-# replays (CoreFuzzRegressionTests for core).
+# replays (CoreFuzzRegressionTests for core, JournalFuzzRegressionTests for journal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
 seconds="${1:-30}"
 case "$seconds" in
-  '' | *[!0-9]*) echo "usage: $0 [SECONDS] [decoder|core ...]" >&2; exit 2 ;;
+  '' | *[!0-9]*) echo "usage: $0 [SECONDS] [decoder|core|journal ...]" >&2; exit 2 ;;
 esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decoder core)
+named=1
+[ ${#targets[@]} -gt 0 ] || { targets=(decoder core journal); named=0; }
 
 product_of() {
   case "$1" in
     decoder) echo stun-fuzz ;;
     core) echo core-fuzz ;;
-    *) echo "fuzz: unknown target '$1' (decoder, core)" >&2; exit 2 ;;
+    journal) echo journal-fuzz ;;
+    *) echo "fuzz: unknown target '$1' (decoder, core, journal)" >&2; exit 2 ;;
   esac
 }
 
 # The core target runs optimized: its inputs drive the whole protocol (HMACs, allocations), ten
-# times slower under -Onone with AddressSanitizer; the decoder target stays a debug build.
+# times slower under -Onone with AddressSanitizer; so does the journal target, which shares its
+# build of the core; the decoder target stays a debug build.
 config_of() {
   case "$1" in
     decoder) echo debug ;;
-    core) echo release ;;
+    core | journal) echo release ;;
   esac
 }
 
@@ -44,7 +51,14 @@ seeds_of() {
   case "$1" in
     decoder) echo Fuzz/corpus/decoder ;;
     core) echo FuzzCore/corpus/core ;;
+    journal) echo FuzzJournal/corpus/journal ;;
   esac
+}
+
+# The seconds a target runs: SECONDS, but the journal's few record decoders are covered long
+# before the protocol is, so in a run of every target it stops after 20.
+seconds_of() {
+  if [ "$1" = journal ] && [ "$named" = 0 ] && [ "$seconds" -gt 20 ]; then echo 20; else echo "$seconds"; fi
 }
 
 for target in "${targets[@]}"; do product_of "$target" >/dev/null; done
@@ -58,6 +72,7 @@ failed=0
 for target in "${targets[@]}"; do
   product="$(product_of "$target")"
   config="$(config_of "$target")"
+  budget="$(seconds_of "$target")"
   swift build --quiet --scratch-path .build-fuzz -c "$config" --product "$product" "${flags[@]}" 2>&1 \
     | grep -v "Cannot export local symbol '__asan" || true
   bin="$(swift build --scratch-path .build-fuzz -c "$config" --show-bin-path "${flags[@]}")/$product"
@@ -75,7 +90,7 @@ for target in "${targets[@]}"; do
   # Swift's own crash backtracer would race libFuzzer's handler (and can hang under ASan).
   status=0
   SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
-    "$bin" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" \
+    "$bin" "$corpus" -max_total_time="$budget" -print_final_stats=1 -artifact_prefix="$out/" \
     >"$log" 2>&1 || status=$?
 
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
@@ -83,11 +98,11 @@ for target in "${targets[@]}"; do
   if [ "$status" -ne 0 ]; then
     tail -n 60 "$log" >&2
     artifact=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -n 1)
-    echo "fuzz: $target: FAILED (exit $status) after ${runs:-?} runs in ${seconds}s;" \
+    echo "fuzz: $target: FAILED (exit $status) after ${runs:-?} runs in ${budget}s;" \
       "input: ${artifact:-none written}; log: $log" >&2
     failed=1
     continue
   fi
-  echo "fuzz: $target: ${runs:-?} runs in ${seconds}s, no crash; corpus ${seeds} seeds -> ${size} inputs"
+  echo "fuzz: $target: ${runs:-?} runs in ${budget}s, no crash; corpus ${seeds} seeds -> ${size} inputs"
 done
 exit "$failed"

@@ -6,13 +6,14 @@
 #   2. builds everything (the kernel fast path's BPF program too), checks the core imports no C
 #      module or Foundation and its tests and fuzzer no Relay (check-layers.sh), and runs the
 #      Swift unit and daemon tests (swift test), then again under ThreadSanitizer,
-#   3. runs each libFuzzer target (decoder/framer, core state machine) for a bounded time,
+#   3. runs each libFuzzer target (decoder/framer, core state machine, state journal) for a
+#      bounded time,
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
 #      NATed aiortc peers in network namespaces, adversarial and flood tests, reload/drain,
 #      the Python STUN client) on pytest-xdist workers, then its serial tests alone
 #      (Tests/integration/README.md).
-# Set FUZZ_SECONDS to change the fuzz budget per target (default 60).
+# Set FUZZ_SECONDS to change the fuzz budget per target (default 60; the state journal's at most 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
