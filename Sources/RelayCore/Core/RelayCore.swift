@@ -42,6 +42,10 @@ public final class RelayCore {
     var pendingAllocates = PendingAllocates()
     /// Granted Allocates waiting for their relay sockets (`openRelays`).
     var relayOpenings = RelayOpenings()
+    /// Whether the I/O layer keeps a state journal (docs/state-journal.md): the core then notes
+    /// which UDP allocations changed and ended (`takeJournalRecords`).
+    public var journaling = false
+    var journal = JournalChanges()
     var random: FastRandom
 
     /// Bytes the I/O layer must leave free before a peer payload (Data indication header) and after it.
@@ -252,9 +256,11 @@ public final class RelayCore {
     }
 
     /// Lists `allocation`'s current state for the other loop threads (after a change to its
-    /// permissions, channels or expiry); nothing to do with a single loop.
+    /// permissions, channels or expiry), and notes the change for the state journal; nothing
+    /// else to do with a single loop.
     /// A TCP/TLS client's allocation is listed with its connection, or not at all.
     func publish(_ allocation: Allocation) {
+        journalChanged(allocation)
         // A TCP allocation's relayed address takes connections, not datagrams (RFC 6062); a DTLS
         // client is reached through its session on this loop only.
         guard context.threadCount > 1, allocation.tcpRelay == nil, allocation.origin.fiveTuple.transport != .dtls
@@ -271,6 +277,7 @@ public final class RelayCore {
     /// relayed addresses closed, its lease released, and `sessionEnded` emitted.
     func delete(_ allocation: Allocation, reason: AllocationEnd, now: Int64) {
         table.remove(allocation)
+        journalEnded(allocation)
         forgetMobile(allocation)
         withdrawChannelRoutes(of: allocation)
         if let additional = allocation.additional { closeRelay(additional, of: allocation) }
