@@ -75,6 +75,32 @@ import Testing
         return try body()
     }
 
+    @Test(
+        "ListenerSelector names the listener the kernel's selector picks for each client (restored allocations go there)",
+        arguments: [IPAddress.ipv4Loopback, IPAddress.ipv6Loopback])
+    func swiftSelectorMatchesTheKernel(ip: IPAddress) throws {
+        let port = try UDPTestSocket.freePort()
+        let listeners = try (0..<3).map { _ in try listener3(port: port, ip: ip) }
+        defer { for fd in listeners { close(fd) } }
+        let clients = try (0..<60).map { _ in try Client(ip: ip) }
+        let server = TransportAddress(ip: ip, port: port)
+        for client in clients { try client.send([1], to: server) }
+        usleep(100_000)
+        let received = listeners.map { drain($0) }
+        #expect(received.reduce(0) { $0 + $1.count } == clients.count)
+        #expect(received.allSatisfy { !$0.isEmpty }, "every listener gets clients")
+        for client in clients {
+            let expected = ListenerSelector.loop(for: client.address, loops: 3)
+            #expect(received[expected].contains(client.address.port), "\(client.address) expected on listener \(expected)")
+        }
+    }
+
+    private func listener3(port: UInt16, ip: IPAddress) throws -> Int32 {
+        let fd = try #require(UDPSocket.open(bound: TransportAddress(ip: ip, port: port), reusePort: true))
+        #expect(relayd_attach_listener_selector(fd, ip.family == .ipv6 ? 1 : 0, 3) == 0)
+        return fd
+    }
+
     @Test("A socket that joins the group later gets no datagram; every client stays on its listener")
     func laterSocketsAreNeverChosen() throws {
         let port = try UDPTestSocket.freePort()

@@ -156,6 +156,7 @@ enum ConfigKeyTable {
         .flag("verbose", \.verbose),
         .flag("Verbose", \.verbose, alias: true),
         .string("pidfile", \.pidfile).needsRestart(),
+        .string("state-dir", \.stateDir).needsRestart(),
         .ignored("no-cli"),
     ]
 

@@ -99,6 +99,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var simpleLog = false
     public var verbose = false
     public var pidfile: String?
+    /// Where the UDP allocations' state journal is kept, so that they survive a crash
+    /// (docs/state-journal.md); unset: no journal.
+    public var stateDir: String?
 
     // relayd's own keys.
     public var apiListeningIP: IPAddress = .ipv4Loopback
