@@ -25,6 +25,10 @@ public final class RelayServer {
     /// The node's relay ports, shared by the loops; reconfigured on reload.
     let ports: RelayPortPool
     let nonceKey: [UInt8]
+    /// The `state-dir` (docs/state-journal.md), when set and usable.
+    let stateDirectory: StateDirectory?
+    /// The UDP allocations read back from it, by the loop each client's datagrams reach.
+    var restored: [[JournalAllocation]]
     /// Mobility tickets' keys and owners (docs/mobility.md); the key rotates on SIGHUP.
     let mobility = MobilityTickets()
     let interfaceAddresses: [IPAddress]
@@ -83,8 +87,23 @@ public final class RelayServer {
         var key = [UInt8](repeating: 0, count: 32)
         var g = SystemRandomNumberGenerator()
         for i in key.indices { key[i] = g.next() }
-        nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? key
         threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let state = c.stateDir.flatMap { StateDirectory.open(path: $0, logger: logger) }
+        stateDirectory = state
+        let recovered = state.map {
+            $0.recover(now: EventLoop.now(), bounds: JournalBounds(settings: CoreSettings(configuration: c)))
+        }
+        // A nonce issued before a crash stays good after it (unless the cluster fixes the key).
+        let keptNonceKey = recovered?.state.keys.first { $0.name == StateDirectory.nonceKeyName && $0.bytes.count == 32 }
+        nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? keptNonceKey?.bytes ?? key
+        restored = Array(repeating: [], count: threadCount)
+        if let recovered {
+            for allocation in recovered.state.allocations.values {
+                let loop = ListenerSelector.loop(for: allocation.fiveTuple.client, loops: threadCount)
+                restored[loop].append(allocation)
+            }
+            Self.log(recovered, of: state!, logger: logger)
+        }
         let mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         self.mailboxes = mailboxes
         clusterLedger = c.clusterRedis.map { [admission] _ in
@@ -158,10 +177,16 @@ public final class RelayServer {
             let streams = streams
             let wiring = LoopWiring(
                 index: LoopIndex(index), mailboxes: mailboxes, streams: streams, fastPath: fastPath,
-                metrics: metrics.slots[index])
+                metrics: metrics.slots[index],
+                journal: stateDirectory.map {
+                    LoopWiring.Journal(
+                        path: $0.journalPath(loop: index), bootID: $0.bootID,
+                        keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)], restore: restored[index])
+                })
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, wiring: wiring)
                 let failure = loop.start(udp: addresses)
+                if failure == nil { loop.restore() }
                 loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
                 started.withLock {
                     $0.ready += 1

@@ -1,8 +1,9 @@
 import Logging
 import RelayCore
 
-/// Sessions in the log: one `allocation_created`, `allocation_moved` and `allocation_deleted`
-/// line each (docs/operations.md), and a debug line per Refresh.
+/// Sessions in the log: one `allocation_created` (or `allocation_restored`, from the state
+/// journal), `allocation_moved` and `allocation_deleted` line each (docs/operations.md), and a
+/// debug line per Refresh.
 final class SessionLog: SessionObserver {
     /// The loop's logger as it is now (a reload changes its level).
     private let logger: () -> Logger
@@ -32,9 +33,9 @@ final class SessionLog: SessionObserver {
 
     private func started(_ s: SessionStart) {
         logger().info(
-            "allocation created",
+            s.adopted ? "allocation restored" : "allocation created",
             metadata: [
-                "event": "allocation_created", "session": "\(s.session)", "five_tuple": "\(s.fiveTuple)",
+                "event": s.adopted ? "allocation_restored" : "allocation_created", "session": "\(s.session)", "five_tuple": "\(s.fiveTuple)",
                 "relayed": "\(s.relayed)", "bound": "\(s.bound)", "user": "\(LogSafe.text(s.user))",
                 "lifetime_s": "\(s.lifetimeSeconds)", "password_algorithm": "\(s.credentials.passwordLabel)",
                 "integrity": "\(s.credentials.integrityLabel)",

@@ -54,8 +54,9 @@ extension RelayCore {
         outbox.emit(
             .session(.started(
                 SessionStart(
-                    session: allocation.session, fiveTuple: fiveTuple, clientSocket: allocation.origin.socket, relayed: allocation.advertisedAddress,
-                    bound: allocation.relayedAddress, additionalRelayed: allocation.additional?.advertisedAddress,
-                    user: adopted.user, credentials: adopted.credentials, lifetimeSeconds: adopted.main.secondsLeft))))
+                    session: allocation.session, fiveTuple: fiveTuple, clientSocket: allocation.origin.socket,
+                    relayed: allocation.advertisedAddress, bound: allocation.relayedAddress,
+                    additionalRelayed: allocation.additional?.advertisedAddress, user: adopted.user,
+                    credentials: adopted.credentials, lifetimeSeconds: adopted.main.secondsLeft, adopted: true))))
     }
 }

@@ -30,6 +30,9 @@ public struct SessionStart: Sendable {
     /// How the client authenticated (RFC 8489 §9.2).
     public let credentials: CredentialAlgorithms
     public let lifetimeSeconds: Int64
+    /// Adopted with its sockets open (restored from the state journal, or handed over), not
+    /// made by an Allocate.
+    public var adopted = false
 }
 
 /// Why an allocation ended and what it carried (RFC 8656 §7.3, §8), logged as one

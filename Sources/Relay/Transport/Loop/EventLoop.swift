@@ -60,6 +60,9 @@ final class EventLoop {
     lazy var dtls = DTLSTransport(loop: self, service: wiring.streams)
     /// Sessions' metrics (allocation lifetimes), one of `sessionObservers`.
     let sessionMetrics = SessionMetrics()
+    /// The state journal of this loop's UDP allocations (docs/state-journal.md); nil without a
+    /// `state-dir`.
+    private(set) var journal: LoopJournal?
     /// Who follows this loop's sessions (docs/architecture.md, "Session events"): the log, the
     /// metrics, then the wiring's own, in that order.
     private(set) var sessionObservers: [any SessionObserver] = []
@@ -77,6 +80,8 @@ final class EventLoop {
         let owner = pthread_self()
         core.ownerCheck = { pthread_equal(owner, pthread_self()) != 0 }
         sessionObservers = [SessionLog { [unowned self] in core.logger }, sessionMetrics] + wiring.sessionObservers()
+        journal = wiring.journal.map { LoopJournal(path: $0.path, bootID: $0.bootID, keys: $0.keys, logger: logger) }
+        core.journaling = journal != nil
     }
 
     deinit {
@@ -151,6 +156,8 @@ final class EventLoop {
         mailbox.detach()
         core.shutdown(now: EventLoop.now())
         flush()
+        // Every allocation ended: nothing is left to restore.
+        journal?.remove()
         tcpRelay.shutdown()
         publishMetrics()
     }
@@ -219,6 +226,7 @@ final class EventLoop {
         core.sweep(now: EventLoop.now())
         tcpRelay.sweep(now: EventLoop.now())
         flush()
+        journal?.compactIfDue(core, now: EventLoop.now())
     }
 
     // MARK: Reading
@@ -331,6 +339,7 @@ final class EventLoop {
             command: { perform($0, ended: &ended) })
         if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
         outbox.reset()
+        if let journal, core.hasJournalChanges { journal.write(core, now: EventLoop.now()) }
         if !carried.isEmpty { carryOver() }
     }
 

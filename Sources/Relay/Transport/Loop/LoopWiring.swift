@@ -14,7 +14,18 @@ struct LoopWiring {
     var fastPath: KernelFastPath? = nil
     /// Where this loop publishes its metrics snapshots; nil: nowhere.
     var metrics: MetricsRegistry.Slot? = nil
+    /// The loop's state journal (docs/state-journal.md), when a `state-dir` is set.
+    var journal: Journal? = nil
     /// Makes, on the loop's thread, who follows its sessions besides the log and the metrics
     /// (accounting, tests): observers belong to one loop and are never shared.
     var sessionObservers: @Sendable () -> [any SessionObserver] = { [] }
+
+    struct Journal: Sendable {
+        var path: String
+        var bootID: BootID
+        /// The secrets each compacted journal keeps.
+        var keys: [JournalKey]
+        /// The allocations read back at start-up whose clients this loop serves.
+        var restore: [JournalAllocation]
+    }
 }

@@ -1,0 +1,58 @@
+import Glibc
+import Logging
+import RelayCore
+import StunCodec
+
+extension EventLoop {
+    /// Serves on the UDP allocations the state journal kept whose clients this loop serves
+    /// (docs/state-journal.md): each relay socket is bound again to its address and the
+    /// allocation adopted (`RelayCore.adopt`), then this loop's journal is written afresh. Runs
+    /// after `start(udp:)` and before `run()`, so no client's datagram is read before.
+    func restore() {
+        guard let journal, let setup = wiring.journal else { return }
+        let now = EventLoop.now()
+        var restored = 0
+        var failed: [String: Int] = [:]
+        for allocation in setup.restore {
+            if let reason = restore(allocation, now: now) { failed[reason, default: 0] += 1 } else { restored += 1 }
+        }
+        flush()
+        journal.compact(core, now: now)
+        guard !setup.restore.isEmpty else { return }
+        var metadata: Logger.Metadata = [
+            "event": "state_restored", "loop": "\(wiring.index.value)", "restored": "\(restored)",
+        ]
+        for (reason, count) in failed { metadata["not_restored_\(reason)"] = "\(count)" }
+        logger.notice("restored \(restored) UDP allocations from the state journal", metadata: metadata)
+    }
+
+    /// Restores one allocation; the reason it could not be, if so.
+    private func restore(_ allocation: JournalAllocation, now: Int64) -> String? {
+        guard let listener = core.udpListeners.first(where: { $0.address == allocation.fiveTuple.server })?.socket
+        else { return "no_listener" }
+        guard case .opened(let main) = openRelaySocket(bound: allocation.main.address) else { return "port_in_use" }
+        var additional: RelaySocket? = nil
+        if let second = allocation.additional, case .opened(let socket) = openRelaySocket(bound: second.address) {
+            additional = socket
+        }
+        let sockets = [main] + (additional.map { [$0] } ?? [])
+        if allocation.dontFragment {
+            for socket in sockets where !UDPSocket.setDontFragment(socket.descriptor) {
+                for socket in sockets { closeRelaySocket(socket) }
+                return "dont_fragment"
+            }
+        }
+        do {
+            try core.adopt(allocation.adopted(listener: listener, main: main, additional: additional, now: now), now: now)
+            return nil
+        } catch {
+            for socket in sockets { closeRelaySocket(socket) }
+            switch error {
+            case .notUDP: return "not_udp"
+            case .fiveTupleInUse: return "duplicate"
+            case .portUnavailable: return "port_outside_pool"
+            case .expired: return "expired"
+            }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+"""UDP allocations survive a crash (docs/state-journal.md).
+
+relayd runs with `state-dir` and two loops; clients allocate, each with a channel to its own UDP
+peer, and relay one round trip. relayd is killed with SIGKILL (no drain, no clean end) and
+started again with the same command line. Every allocation comes back on the loop its client's
+datagrams reach: the peer gets the client's ChannelData from the same relayed address, the
+peer's datagram reaches the client on its channel, and a Refresh succeeds under the nonce the
+client had before the crash (the nonce key is kept). A clean stop leaves nothing to restore.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+
+import pytest
+
+from conftest import RelayServer, server_kind
+from lifecycle import allocate_with_channel, wait_for_log
+from stunclient import recv_from
+
+pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's state journal")
+
+CLIENTS = 24
+
+
+def round_trip(client, peer, channel: int, payload: bytes) -> None:
+    """ChannelData to the peer, and the peer's datagram back on the channel (RFC 8656 §12)."""
+    client.send_channel_data(channel, payload)
+    got = recv_from(peer, 3.0)
+    assert got is not None, "the peer got nothing through the channel"
+    assert got[0] == payload
+    assert got[1] == tuple(client.relayed), f"the peer heard from {got[1]}, not the relayed address {client.relayed}"
+    peer.sendto(payload[::-1], client.relayed)
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        received = client.receive(max(0.0, deadline - time.monotonic()))
+        if received is not None and received.kind == "channel":
+            assert received.channel == channel and received.payload == payload[::-1]
+            return
+    pytest.fail("the client got nothing back through its channel")
+
+
+def test_udp_allocations_survive_sigkill(tmp_path):
+    state = tmp_path / "state"
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--state-dir={state}", "--relay-threads=2"])
+    server.start()
+    pairs = []
+    try:
+        for i in range(CLIENTS):
+            client, peer = allocate_with_channel(server, server.secret, user=f"crash{i}", channel=0x4000 + i)
+            round_trip(client, peer, 0x4000 + i, b"before %d" % i)
+            pairs.append((client, peer))
+        journals = sorted(p.name for p in state.iterdir())
+        assert journals == ["loop-0.journal", "loop-1.journal"]
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        for name in journals:
+            assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, "a journal holds keys: 0600"
+
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(timeout=10)
+        server.proc = None
+        server.start()
+        wait_for_log(server, "state_journal_read")
+        # Both loops restore their share: the selector spreads loopback clients over both.
+        restored = server.log_text().count("allocation_restored")
+        assert restored == CLIENTS, server.log_tail()
+
+        for i, (client, peer) in enumerate(pairs):
+            round_trip(client, peer, 0x4000 + i, b"after %d" % i)
+            nonce = client.nonce
+            client.refresh(600)
+            assert client.nonce == nonce, "the nonce issued before the crash was refused (438)"
+    finally:
+        for client, peer in pairs:
+            peer.close()
+            client.close()
+        problems = server.stop()
+    assert not problems, problems
+    # A clean stop ends every allocation: no journal is left to restore from.
+    assert list(state.iterdir()) == []
+
+
+def test_a_damaged_journal_is_refused_and_relayd_starts_clean(tmp_path):
+    state = tmp_path / "state"
+    os.makedirs(state, mode=0o700)
+    (state / "loop-0.journal").write_bytes(b"\x89RLJ\r\n\x1a\n" + b"\x00\x07" + os.urandom(40))
+    (state / "loop-7.journal").write_bytes(b"not a journal at all")
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--state-dir={state}", "--relay-threads=1"])
+    server.start()
+    try:
+        wait_for_log(server, "state_journal_refused", count=2)
+        client, peer = allocate_with_channel(server, server.secret, user="fresh")
+        round_trip(client, peer, 0x4000, b"fresh start")
+        client.close()
+        peer.close()
+        assert sorted(p.name for p in state.iterdir()) == ["loop-0.journal"]
+    finally:
+        problems = server.stop()
+    assert not problems, problems
