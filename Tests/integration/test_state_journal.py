@@ -11,6 +11,7 @@ client had before the crash (the nonce key is kept). A clean stop leaves nothing
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import time
@@ -18,12 +19,20 @@ import time
 import pytest
 
 from conftest import RelayServer, server_kind
-from lifecycle import allocate_with_channel, wait_for_log
+from lifecycle import allocate_with_channel, eventually, wait_for_log
 from stunclient import recv_from
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's state journal")
 
 CLIENTS = 24
+
+
+def metric(server: RelayServer, sample: str) -> float | None:
+    """The value of one sample line of /metrics (name with its labels), or None."""
+    resp = server.http("GET", "/metrics")
+    assert resp.status == 200, resp
+    m = re.search(rf"^{re.escape(sample)} (\S+)$", resp.body.decode(), re.MULTILINE)
+    return float(m.group(1)) if m else None
 
 
 def round_trip(client, peer, channel: int, payload: bytes) -> None:
@@ -67,6 +76,10 @@ def test_udp_allocations_survive_sigkill(tmp_path):
         # Both loops restore their share: the selector spreads loopback clients over both.
         restored = server.log_text().count("allocation_restored")
         assert restored == CLIENTS, server.log_tail()
+        assert eventually(
+            lambda: metric(server, 'relayd_state_restored_allocations_total{outcome="restored"}') == CLIENTS)
+        assert metric(server, 'relayd_state_restored_allocations_total{outcome="not_restored"}') == 0
+        assert metric(server, "relayd_state_journals_refused_total") == 0
 
         for i, (client, peer) in enumerate(pairs):
             round_trip(client, peer, 0x4000 + i, b"after %d" % i)
@@ -92,6 +105,7 @@ def test_a_damaged_journal_is_refused_and_relayd_starts_clean(tmp_path):
     server.start()
     try:
         wait_for_log(server, "state_journal_refused", count=2)
+        assert eventually(lambda: metric(server, "relayd_state_journals_refused_total") == 2)
         client, peer = allocate_with_channel(server, server.secret, user="fresh")
         round_trip(client, peer, 0x4000, b"fresh start")
         client.close()

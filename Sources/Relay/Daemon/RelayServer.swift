@@ -29,6 +29,8 @@ public final class RelayServer {
     let stateDirectory: StateDirectory?
     /// The UDP allocations read back from it, by the loop each client's datagrams reach.
     var restored: [[JournalAllocation]]
+    /// Journals the state directory refused at start-up.
+    let refusedJournals: UInt64
     /// Mobility tickets' keys and owners (docs/mobility.md); the key rotates on SIGHUP.
     let mobility = MobilityTickets()
     let interfaceAddresses: [IPAddress]
@@ -97,6 +99,7 @@ public final class RelayServer {
         let keptNonceKey = recovered?.state.keys.first { $0.name == StateDirectory.nonceKeyName && $0.bytes.count == 32 }
         nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? keptNonceKey?.bytes ?? key
         restored = Array(repeating: [], count: threadCount)
+        refusedJournals = UInt64(recovered?.refusedFiles.count ?? 0)
         if let recovered {
             for allocation in recovered.state.allocations.values {
                 let loop = ListenerSelector.loop(for: allocation.fiveTuple.client, loops: threadCount)
@@ -181,7 +184,8 @@ public final class RelayServer {
                 journal: stateDirectory.map {
                     LoopWiring.Journal(
                         path: $0.journalPath(loop: index), bootID: $0.bootID,
-                        keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)], restore: restored[index])
+                        keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)], restore: restored[index],
+                        refusedJournals: index == 0 ? refusedJournals : 0)
                 })
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, wiring: wiring)

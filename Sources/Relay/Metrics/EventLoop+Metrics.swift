@@ -6,6 +6,10 @@ extension EventLoop {
         var snapshot = LoopMetrics(capturing: core, now: EventLoop.now())
         snapshot.lifetimes.add(sessionMetrics.lifetimes)
         snapshot.sendFailures = sender.failed
+        snapshot.stateRestored = restoreCounts.restored
+        snapshot.stateNotRestored = restoreCounts.notRestored
+        snapshot.stateJournalsRefused = wiring.journal?.refusedJournals ?? 0
+        snapshot.stateJournalWriteFailures = journal?.failures ?? 0
         stream.contribute(to: &snapshot)
         dtls.contribute(to: &snapshot)
         fastPath?.contribute(to: &snapshot, isFirstLoop: wiring.index.value == 0)

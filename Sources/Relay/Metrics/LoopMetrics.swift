@@ -43,6 +43,12 @@ public struct LoopMetrics: Sendable {
     /// UDP datagrams the kernel refused to send (an unreachable peer, a datagram over the path
     /// MTU of a DONT-FRAGMENT allocation, a full socket buffer).
     public var sendFailures: UInt64 = 0
+    /// The state journal (docs/state-journal.md): allocations restored at start-up and those that
+    /// could not be, journals refused at start-up (loop 0 reports them), and failed writes.
+    public var stateRestored: UInt64 = 0
+    public var stateNotRestored: UInt64 = 0
+    public var stateJournalsRefused: UInt64 = 0
+    public var stateJournalWriteFailures: UInt64 = 0
 
     public init() {}
 
@@ -98,5 +104,9 @@ public struct LoopMetrics: Sendable {
         for i in offloadFallback.indices { offloadFallback[i] &+= other.offloadFallback[i] }
         offloadXDP &+= other.offloadXDP
         sendFailures &+= other.sendFailures
+        stateRestored &+= other.stateRestored
+        stateNotRestored &+= other.stateNotRestored
+        stateJournalsRefused &+= other.stateJournalsRefused
+        stateJournalWriteFailures &+= other.stateJournalWriteFailures
     }
 }

@@ -85,6 +85,19 @@ public enum RelaydMetrics {
             help: "UDP datagrams the kernel refused to send: unreachable peers, over the path MTU with DONT-FRAGMENT, full buffers.")
         p.sample("relayd_send_failures_total", [], m.sendFailures)
         p.family(
+            "relayd_state_restored_allocations_total", .counter,
+            help: "UDP allocations read back from the state journal at start-up, by whether they were restored.")
+        p.sample("relayd_state_restored_allocations_total", [("outcome", "restored")], m.stateRestored)
+        p.sample("relayd_state_restored_allocations_total", [("outcome", "not_restored")], m.stateNotRestored)
+        p.family(
+            "relayd_state_journals_refused_total", .counter,
+            help: "State journals refused at start-up (another boot, unknown version, damaged header, unreadable).")
+        p.sample("relayd_state_journals_refused_total", [], m.stateJournalsRefused)
+        p.family(
+            "relayd_state_journal_write_failures_total", .counter,
+            help: "Writes to the state journal that failed; what they carried would not survive a crash.")
+        p.sample("relayd_state_journal_write_failures_total", [], m.stateJournalWriteFailures)
+        p.family(
             "relayd_icmp_indications_total", .counter,
             help: "ICMP errors from peers passed to clients as Data indications with an ICMP attribute (RFC 8656 section 11.5).")
         p.sample("relayd_icmp_indications_total", [], c.icmpIndications)

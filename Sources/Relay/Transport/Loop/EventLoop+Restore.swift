@@ -16,6 +16,7 @@ extension EventLoop {
         for allocation in setup.restore {
             if let reason = restore(allocation, now: now) { failed[reason, default: 0] += 1 } else { restored += 1 }
         }
+        restoreCounts = (UInt64(restored), UInt64(setup.restore.count - restored))
         flush()
         journal.compact(core, now: now)
         guard !setup.restore.isEmpty else { return }

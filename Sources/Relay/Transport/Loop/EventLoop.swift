@@ -63,6 +63,8 @@ final class EventLoop {
     /// The state journal of this loop's UDP allocations (docs/state-journal.md); nil without a
     /// `state-dir`.
     private(set) var journal: LoopJournal?
+    /// What `restore()` did, for the metrics.
+    var restoreCounts = (restored: UInt64(0), notRestored: UInt64(0))
     /// Who follows this loop's sessions (docs/architecture.md, "Session events"): the log, the
     /// metrics, then the wiring's own, in that order.
     private(set) var sessionObservers: [any SessionObserver] = []

@@ -23,7 +23,7 @@ final class LoopJournal {
     /// A write failed and was logged; the next success logs the recovery.
     private var failing = false
     /// Writes that failed (each loses what it carried for a crash, never for the running process).
-    private(set) var failures = 0
+    private(set) var failures: UInt64 = 0
 
     /// Compaction once the file is this big and four times its compacted size.
     static let compactionFloor = 1 << 20

@@ -27,5 +27,7 @@ struct LoopWiring {
         var keys: [JournalKey]
         /// The allocations read back at start-up whose clients this loop serves.
         var restore: [JournalAllocation]
+        /// Journals refused at start-up, for the metrics (loop 0 only, so the sum says it once).
+        var refusedJournals: UInt64 = 0
     }
 }
