@@ -43,6 +43,9 @@ install -D -m 0755 "$SCRATCH/release/relayd" "$root/usr/bin/relayd"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/relayd"
 install -D -m 0644 "$SCRATCH/bpf/relayd_fastpath.bpf.o" "$root/usr/lib/relayd/relayd_fastpath.bpf.o"
 install -D -m 0644 conf/relayd.conf "$root/etc/relayd/relayd.conf"
+# The package keeps UDP allocations across a crash: its configuration sets state-dir.
+sed -i 's|^#state-dir=/var/lib/relayd$|state-dir=/var/lib/relayd|' "$root/etc/relayd/relayd.conf"
+grep -q '^state-dir=/var/lib/relayd$' "$root/etc/relayd/relayd.conf"
 install -D -m 0644 "$debian/logrotate" "$root/etc/logrotate.d/relayd"
 # The unit as installed: the packaged binary, without the manual installation notes (the
 # package does those steps); everything from [Unit] on is kept as is.

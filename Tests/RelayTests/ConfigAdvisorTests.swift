@@ -1,3 +1,4 @@
+import Glibc
 import Relay
 import StunCodec
 import Testing
@@ -34,6 +35,30 @@ import Testing
         }
         #expect(warnings(open) == ["no-auth without stun-only: anyone can allocate relays on this server"])
         #expect(warnings(Self.sound { $0.noAuth = true; $0.stunOnly = true; $0.useAuthSecret = false }) == [])
+    }
+
+    @Test("state-dir: a private directory, or one that can be made, is quiet; open to others, a file or unwritable is named")
+    func stateDir() throws {
+        var template = Array("/tmp/relayd-statedir-XXXXXX".utf8CString)
+        let made = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+        let dir = String(cString: made)
+        defer {
+            unlink(dir + "/file")
+            rmdir(dir + "/state")
+            rmdir(dir)
+        }
+        chmod(dir, 0o700)
+        #expect(warnings(Self.sound { $0.stateDir = dir }) == [])
+        #expect(warnings(Self.sound { $0.stateDir = dir + "/state" }) == [], "missing, but it can be made")
+        chmod(dir, 0o755)
+        let openToOthers = warnings(Self.sound { $0.stateDir = dir })
+        #expect(openToOthers.count == 1 && openToOthers[0].contains("open to other users (mode 755)"))
+        let fd = open(dir + "/file", O_CREAT | O_WRONLY, 0o600)
+        close(fd)
+        let file = warnings(Self.sound { $0.stateDir = dir + "/file" })
+        #expect(file.count == 1 && file[0].contains("is not a directory"))
+        let nowhere = warnings(Self.sound { $0.stateDir = dir + "/file/state" })
+        #expect(nowhere.count == 1 && nowhere[0].contains("cannot be created"))
     }
 
     @Test("A sound configuration draws no warning")

@@ -126,6 +126,11 @@ def test_install_run_remove_purge(deb, tmp_path):
         assert conf.st_mode & 0o777 == 0o640 and grp.getgrgid(conf.st_gid).gr_name == "relayd"
         log_dir = os.stat("/var/log/relayd")
         assert pwd.getpwuid(log_dir.st_uid).pw_name == "relayd"
+        # The state journal's directory: the relayd user's alone, and the configuration uses it.
+        state_dir = os.stat("/var/lib/relayd")
+        assert pwd.getpwuid(state_dir.st_uid).pw_name == "relayd" and state_dir.st_mode & 0o777 == 0o700
+        assert re.search(r"^state-dir=/var/lib/relayd$", Path("/etc/relayd/relayd.conf").read_text(), re.MULTILINE)
+        assert re.search(r"^StateDirectory=relayd$", unit.read_text(), re.MULTILINE)
         run("su", "-s", "/bin/sh", "relayd", "-c", "test -r /etc/relayd/relayd.conf")
 
         # Man pages render, and each has the one-word name whatis(1) indexes it under.
