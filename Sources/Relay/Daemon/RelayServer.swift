@@ -134,6 +134,8 @@ public final class RelayServer {
     }
 
     struct StartState: Sendable {
+        /// Loops whose listeners are bound, in loop order.
+        var listening = 0
         var ready = 0
         var failure: String? = nil
     }
@@ -170,6 +172,7 @@ public final class RelayServer {
         }
         let fastPath = fastPath
         let started = SharedState<StartState>(StartState())
+        let threads = threadCount
         let finished = DispatchGroup()
         for index in 0..<threadCount {
             finished.enter()
@@ -189,13 +192,21 @@ public final class RelayServer {
                 })
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, wiring: wiring)
+                // Loop i's listener must be member i of each SO_REUSEPORT group: the selector
+                // picks members by index (`ListenerSelector`), so the loops bind in turn.
+                while started.withLock({ $0.listening }) < index { usleep(200) }
                 let failure = loop.start(udp: addresses)
+                started.withLock { $0.listening += 1 }
                 if failure == nil { loop.restore() }
                 loops.withLock { $0.append(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base)))) }
                 started.withLock {
                     $0.ready += 1
                     if $0.failure == nil { $0.failure = failure }
                 }
+                // No loop reads before every loop's listeners are in the SO_REUSEPORT group and
+                // every restored allocation is in place: until then the group's selector would
+                // send a client's datagrams to another loop than the one holding its allocation.
+                while started.withLock({ $0.ready }) < threads { usleep(200) }
                 if failure == nil { loop.run() }
                 loop.shutdownTransports()
                 // OpenSSL keeps per-thread state (error queue, DRBG) that it frees when the thread

@@ -17,8 +17,9 @@ extension EventLoop {
             if let reason = restore(allocation, now: now) { failed[reason, default: 0] += 1 } else { restored += 1 }
         }
         restoreCounts = (UInt64(restored), UInt64(setup.restore.count - restored))
-        flush()
+        // The journal first: it takes what the adoptions changed, so the flush writes nothing.
         journal.compact(core, now: now)
+        flush()
         guard !setup.restore.isEmpty else { return }
         var metadata: Logger.Metadata = [
             "event": "state_restored", "loop": "\(wiring.index.value)", "restored": "\(restored)",
