@@ -63,6 +63,9 @@ final class EventLoop {
     /// The state journal of this loop's UDP allocations (docs/state-journal.md); nil without a
     /// `state-dir`.
     private(set) var journal: LoopJournal?
+    /// Writes the journal after the callbacks of this loop iteration (`flush` activates it).
+    var journalEvent: LoopEvent?
+    var journalPending = false
     /// What `restore()` did, for the metrics.
     var restoreCounts = (restored: UInt64(0), notRestored: UInt64(0))
     /// Who follows this loop's sessions (docs/architecture.md, "Session events"): the log, the
@@ -154,10 +157,17 @@ final class EventLoop {
         mailbox.attach(mailboxEvent!)
         applyMail()
         flushEvent = LoopEvent(base: base) { [unowned self] in flush() }
+        if let journal {
+            journalEvent = LoopEvent(base: base) { [unowned self] in
+                journalPending = false
+                journal.write(core, now: EventLoop.now())
+            }
+        }
         event_base_dispatch(base)
         mailbox.detach()
         core.shutdown(now: EventLoop.now())
         flush()
+        journalEvent = nil
         // Every allocation ended: nothing is left to restore.
         journal?.remove()
         tcpRelay.shutdown()
@@ -341,7 +351,11 @@ final class EventLoop {
             command: { perform($0, ended: &ended) })
         if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
         outbox.reset()
-        if let journal, core.hasJournalChanges { journal.write(core, now: EventLoop.now()) }
+        // Once per loop iteration, after every packet this wakeup read (`journalEvent`).
+        if journal != nil, core.hasJournalChanges, !journalPending, let journalEvent {
+            journalPending = true
+            journalEvent.activate()
+        }
         if !carried.isEmpty { carryOver() }
     }
 

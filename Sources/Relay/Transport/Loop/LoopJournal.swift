@@ -4,7 +4,7 @@ import RelayCore
 import StunCodec
 
 /// One loop's state journal (docs/state-journal.md): `loop-<index>.journal` in the `state-dir`,
-/// appended with what its core's UDP allocations changed at the end of each flush that changed
+/// appended with what its core's UDP allocations changed once per loop iteration that changed
 /// something (one write(2), no fsync: a crash of the process loses nothing the kernel has), and
 /// written afresh (compacted) when it grows to several times its live size. A relayed packet
 /// never reaches it.
@@ -45,7 +45,7 @@ final class LoopJournal {
         guard fd >= 0 else { return noteFailure("the journal is not open") }
         buffer.removeAll(keepingCapacity: true)
         for record in records {
-            do { try JournalWriter.append(record, now: now, to: &buffer) } catch {
+            do { try JournalWriter.append(record, now: now, to: &buffer, verify: false) } catch {
                 // The writer refuses what a reader would refuse: that allocation is not kept.
                 logger.debug("state journal: a record not written: \(error)")
             }
