@@ -44,8 +44,7 @@ struct StateDirectory: Sendable {
     }
 
     static func currentBootID() -> BootID? {
-        guard let bytes = readFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
-        return BootID(text: String(decoding: bytes, as: UTF8.self))
+        ProcessMetrics.readFile("/proc/sys/kernel/random/boot_id").flatMap { BootID(text: $0) }
     }
 
     func journalPath(loop: Int) -> String { "\(path)/loop-\(loop).journal" }
@@ -101,8 +100,7 @@ struct StateDirectory: Sendable {
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_size <= limit else { return nil }
-        // A /proc file says 0 bytes and has some: read up to the limit.
-        var bytes = [UInt8](repeating: 0, count: info.st_size > 0 ? Int(info.st_size) : limit)
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, $0.count - done) }
