@@ -316,13 +316,6 @@ final class EventLoop {
 
     // MARK: Writing
 
-    /// Executes everything the core queued: runs of packets leaving the same socket go out in one
-    /// sendmmsg, then the commands run in order (docs/architecture.md, "The command flow").
-    /// Carries out the core's output stream in order (docs/architecture.md, "The command
-    /// flow"). UDP packets are staged and leave in one sendmmsg per socket when the stream ends
-    /// (or a batch fills): staging delays a packet, never moves it ahead of a command the core
-    /// emitted before it, so a channel's route or a moved client's socket is in place before the
-    /// answer that confirms it can arrive. Descriptors closed in the flush close at its end.
     /// Carries out the core's output in order; the relay sockets it opened are then answered to
     /// the core, whose answers (the Allocate responses, or the next port to try) go out the same way.
     func flush() {
@@ -340,6 +333,11 @@ final class EventLoop {
         for (open, opening) in opens { core.relaySocketOpened(open, opening, now: now) }
     }
 
+    /// Carries out the core's output stream in order (docs/architecture.md, "The command
+    /// flow"). UDP packets are staged and leave in one sendmmsg per socket when the stream ends
+    /// (or a batch fills): staging delays a packet, never moves it ahead of a command the core
+    /// emitted before it, so a channel's route or a moved client's socket is in place before the
+    /// answer that confirms it can arrive. Descriptors closed in the flush close at its end.
     private func flushOutbox() {
         let outbox = core.outbox
         slotsInUse = 0
@@ -352,7 +350,7 @@ final class EventLoop {
         if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
         outbox.reset()
         // Once per loop iteration, after every packet this wakeup read (`journalEvent`).
-        if journal != nil, core.hasJournalChanges, !journalPending, let journalEvent {
+        if let journalEvent, !journalPending, core.hasJournalChanges {
             journalPending = true
             journalEvent.activate()
         }
