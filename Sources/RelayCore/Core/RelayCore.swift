@@ -24,7 +24,7 @@ public final class RelayCore {
 
     /// This thread's allocations (RFC 8656 §7), by 5-tuple, relay socket, relayed address and
     /// mobility session; only the table writes those indexes.
-    var table = AllocationTable()
+    let table = AllocationTable()
     /// This thread's UDP listener socket for each listening address: where packets handed across
     /// threads leave from (the same address the target's client talks to).
     public internal(set) var udpListeners: [(address: TransportAddress, socket: ClientSocket)] = []
