@@ -62,6 +62,9 @@ let package = Package(
             // The HTTPS API's bufferevents (https_bev.c): libevent's OpenSSL layer.
             linkerSettings: [.linkedLibrary("event_openssl"), .linkedLibrary("event_core")]
         ),
+        // A live upgrade's descriptor passing (SCM_RIGHTS) and the heir's posix_spawn
+        // (docs/live-upgrade.md).
+        .target(name: "CHandover"),
         .target(
             name: "StunCodec",
             dependencies: ["CCrypto"],
@@ -87,7 +90,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "RelayCore", "FastPath", "CLibevent", "COpenSSL", "CStreamIO", "CHiredis",
+                "StunCodec", "RelayCore", "FastPath", "CLibevent", "COpenSSL", "CStreamIO", "CHiredis", "CHandover",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -4,7 +4,7 @@
 # Synchronization (no C module, no Foundation, no libc), the codec keeps libcrypto (CCrypto)
 # internal, only Sources/FastPath calls libbpf (and, outside relayd, the benchmark's
 # kernel-loadgen), and the transports (Sources/Relay/Transport) know nothing of the daemon's
-# lifecycle (Sources/Relay/Daemon: RelayServer, SystemdNotifier, SelfTest) but the error type a
+# lifecycle (Sources/Relay/Daemon: RelayServer, SystemdNotifier, SelfTest, StateDirectory) but the error type a
 # failed start throws, RelayServer.StartError. The core's tests (Tests/RelayCoreTests, with
 # Tests/CoreTestSupport) and its fuzzers (Sources/CoreFuzzing, FuzzCore, FuzzJournal) build on
 # the core alone: the core, the codec, swift-log, Synchronization, the test libraries, each
@@ -96,7 +96,7 @@ while IFS= read -r line; do
     status=1
 done < <(grep -rlE '^[[:space:]]*((public|package|internal)[[:space:]]+)?import[[:space:]]+CBPF' Sources --include='*.swift' \
     | grep -vE '^Sources/(FastPath|kernel-loadgen)/' || true)
-daemon='RelayServer|SystemdNotifier|SelfTest'
+daemon='RelayServer|SystemdNotifier|SelfTest|StateDirectory'
 while IFS= read -r line; do
     code="${line#*:*:}"
     grep -qwE "$daemon" <<<"${code//RelayServer.StartError/}" || continue

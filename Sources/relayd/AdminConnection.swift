@@ -51,10 +51,14 @@ struct AdminConnection: ParsableArguments {
     }
 
     /// Sends the request; a non-2xx answer ends the command with the API's message.
-    func call(_ command: String, _ method: String, _ path: String, body: String? = nil) throws -> String {
+    func call(
+        _ command: String, _ method: String, _ path: String, body: String? = nil, timeoutSeconds: Int? = nil
+    ) throws -> String {
         let response: APIClient.Response
         do {
-            response = try client().send(method, path, body: body)
+            var client = try client()
+            if let timeoutSeconds { client.timeoutSeconds = timeoutSeconds }
+            response = try client.send(method, path, body: body)
         } catch let failure as APIClient.Failure {
             fail(command, failure.description)
         }

@@ -30,14 +30,28 @@ struct Serve: ParsableCommand {
         let warnings =
             loaded.warnings + logging.notes + ConfigAdvisor.warnings(for: loaded.configuration, interfaceAddresses: interfaces)
         for warning in warnings { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
-        let pidfile = try PIDFile(path: loaded.configuration.pidfile)
-        defer { pidfile.remove() }
-        let server = RelayServer(configuration: loaded.configuration, logger: logger)
+        // Started by a running relayd for a live upgrade: its sockets and state first
+        // (docs/live-upgrade.md).
+        let inheritance: Inheritance?
+        do {
+            inheritance = try RelayServer.inherit(configuration: loaded.configuration)
+        } catch {
+            logger.critical("\(error.description)", metadata: ["event": "start_failed"])
+            throw ExitCode(1)
+        }
+        let pidfile = PIDFile(path: loaded.configuration.pidfile)
+        // An heir writes the pid file once it serves: until then it is the running relayd's.
+        if inheritance == nil { try pidfile.write() }
+        let server = RelayServer(configuration: loaded.configuration, logger: logger, inheritance: inheritance)
+        // After a live upgrade the pid file names the heir.
+        defer { if !server.handedOver { pidfile.remove() } }
         server.reloadArguments = options
         server.onReload = logging.reopenLogFile
-        if selfTest {
-            let configuration = loaded.configuration
-            server.onStarted = {
+        let configuration = loaded.configuration
+        let selfTest = selfTest
+        server.onStarted = {
+            if inheritance != nil { try? pidfile.write() }
+            if selfTest {
                 StartupSelfTest.launch(configuration: configuration, interfaceAddresses: interfaces, logger: logger)
             }
         }

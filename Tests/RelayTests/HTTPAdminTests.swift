@@ -18,6 +18,12 @@ import Testing
 
         init(records: [AllocationRecord]) { self.records = records }
 
+        var upgrades: [String] = []
+        func upgrade(trigger: String) -> UpgradeOutcome {
+            upgrades.append(trigger)
+            return answers ? .succeeded(pid: 4242, allocations: 3) : .failed("the heir gave up: test")
+        }
+
         func allocations(_ selector: AllocationSelector, after: String?, limit: Int) -> AllocationPageResult? {
             guard let matching = allocations(selector) else { return nil }
             let remaining = matching.filter { after == nil || $0.session > after! }.sorted { $0.session < $1.session }
@@ -144,6 +150,23 @@ import Testing
         #expect(Self.call(router, .delete, "/api/v1/allocations", query: "user=bob").status == 503)
         router.admin = nil
         #expect(Self.call(router, .get, "/api/v1/allocations").status == 503)
+    }
+
+    @Test("POST /api/v1/upgrade answers the heir's pid, 409 with the reason when it failed, 405 to GET")
+    func upgrade() {
+        let (router, server) = Self.setUp()
+        defer { withExtendedLifetime(server) {} }
+        let done = Self.call(router, .post, APIRouter.upgradePath)
+        #expect(done.status == 200)
+        #expect(done.bodyText == #"{"result":"succeeded","pid":4242,"allocations":3}"#)
+        #expect(server.upgrades == ["api:ops"])
+        server.answers = false
+        let failed = Self.call(router, .post, APIRouter.upgradePath)
+        #expect(failed.status == 409)
+        #expect(failed.bodyText.contains("upgrade_failed") && failed.bodyText.contains("the heir gave up"))
+        #expect(Self.call(router, .get, APIRouter.upgradePath).status == 405)
+        #expect(Self.call(router, .post, APIRouter.upgradePath, token: nil).status == 401)
+        #expect(server.upgrades.count == 2)
     }
 
     @Test("A block takes seconds from JSON or the query, is listed, lifted, and bounded")

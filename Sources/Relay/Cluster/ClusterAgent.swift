@@ -70,7 +70,7 @@ final class ClusterAgent {
         connection.start()
     }
 
-    func stop() {
+    func stop(leaving: Bool = true) {
         ledger.detach()
         if let wake { event_free(wake) }
         wake = nil
@@ -79,7 +79,7 @@ final class ClusterAgent {
         connection.close()
         // Leave the registry now rather than after the TTL, so no credential or redirect names a
         // node that is gone. The loop no longer runs: a blocking connection, 200 ms at most.
-        guard wasUp else { return }
+        guard wasUp, leaving else { return }
         do {
             let client = try RedisBlockingClient(connection.endpoint, timeout: timeval(tv_sec: 0, tv_usec: 200_000))
             _ = try client.command(["DEL", ClusterKeys.node(name), ClusterKeys.quota(name)], what: "leaving")

@@ -34,9 +34,11 @@ extension RelayServer {
             ])
     }
 
-    func stopCluster() {
+    /// Stops the agent; `leaving` false keeps the node's entry and quota share in Redis, for the
+    /// heir of a live upgrade that publishes them under the same name (docs/live-upgrade.md).
+    func stopCluster(leaving: Bool = true) {
         http?.router.cluster = nil
-        clusterAgent?.stop()
+        clusterAgent?.stop(leaving: leaving)
         clusterAgent = nil
     }
 }

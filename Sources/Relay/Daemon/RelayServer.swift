@@ -48,8 +48,18 @@ public final class RelayServer {
     public let health = ServiceHealth()
     /// Per-source-IP limits shared by the loops (docs/rate-limits.md).
     var sourceLimits: SourceLimits
-    /// systemd's notification socket (READY, RELOADING, STOPPING, WATCHDOG), when run under it.
-    public let notifier: SystemdNotifier
+    /// systemd's notification socket (READY, RELOADING, STOPPING, WATCHDOG), when run under it;
+    /// silenced once a live upgrade's heir is the main process.
+    public internal(set) var notifier: SystemdNotifier
+    /// What a live upgrade handed this process, when it is the heir (docs/live-upgrade.md).
+    let inheritance: Inheritance?
+    /// Live upgrades this process started (main thread).
+    var handover = HandoverState()
+    /// The binary a live upgrade starts: this one's path as it was at start-up.
+    let executablePath: String
+    /// This process handed over to an heir: it serves only what could not move, and leaves the
+    /// pid file to the heir.
+    public var handedOver: Bool { handover.done }
     /// `-c FILE` and options to read again on SIGHUP; nil reloads only the TLS certificate.
     public var reloadArguments: [String]?
     /// Runs on the main thread at each SIGHUP before the configuration is read (log reopening).
@@ -73,8 +83,13 @@ public final class RelayServer {
     /// What the cores ask before they allocate: the cluster's ledger in a cluster, else the node's.
     var ledger: any AdmissionLedger { clusterLedger ?? admission }
 
-    public init(configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) {
+    public init(
+        configuration: RelayConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
+        inheritance: Inheritance? = nil
+    ) {
         evthread_use_pthreads()
+        self.inheritance = inheritance
+        executablePath = Self.currentExecutable()
         let interfaces = InterfaceAddresses.current()
         let c = configuration.resolvingAddresses(interfaces: interfaces)
         self.configuration = c
@@ -92,21 +107,23 @@ public final class RelayServer {
         threadCount = max(1, c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         let state = c.stateDir.flatMap { StateDirectory.open(path: $0, logger: logger) }
         stateDirectory = state
-        let recovered = state.map {
+        // An heir takes the state it was handed; the journals are the running process's until
+        // it lets go (docs/live-upgrade.md).
+        let recovered = inheritance == nil ? state.map {
             $0.recover(now: EventLoop.now(), bounds: JournalBounds(settings: CoreSettings(configuration: c)))
-        }
-        // A nonce issued before a crash stays good after it (unless the cluster fixes the key).
-        let keptNonceKey = recovered?.state.keys.first { $0.name == StateDirectory.nonceKeyName && $0.bytes.count == 32 }
+        } : nil
+        // A nonce issued before a crash or an upgrade stays good after it (unless the cluster
+        // fixes the key).
+        let keys = inheritance?.state.keys ?? recovered?.state.keys ?? []
+        let keptNonceKey = keys.first { $0.name == StateDirectory.nonceKeyName && $0.bytes.count == 32 }
         nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? keptNonceKey?.bytes ?? key
         restored = Array(repeating: [], count: threadCount)
         refusedJournals = UInt64(recovered?.refusedFiles.count ?? 0)
-        if let recovered {
-            for allocation in recovered.state.allocations.values {
-                let loop = ListenerSelector.loop(for: allocation.fiveTuple.client, loops: threadCount)
-                restored[loop].append(allocation)
-            }
-            Self.log(recovered, of: state!, logger: logger)
+        for allocation in (inheritance?.state ?? recovered?.state)?.allocations.values.map({ $0 }) ?? [] {
+            let loop = ListenerSelector.loop(for: allocation.fiveTuple.client, loops: threadCount)
+            restored[loop].append(allocation)
         }
+        if let recovered { Self.log(recovered, of: state!, logger: logger) }
         let mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         self.mailboxes = mailboxes
         clusterLedger = c.clusterRedis.map { [admission] _ in
@@ -151,8 +168,13 @@ public final class RelayServer {
         // and the loop threads inherit the mask set here.
         var wanted = sigset_t()
         sigemptyset(&wanted)
-        for sig in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&wanted, sig) }
+        for sig in [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2] { sigaddset(&wanted, sig) }
         pthread_sigmask(SIG_UNBLOCK, &wanted, nil)
+        if let inheritance, inheritance.loops > 0, inheritance.loops != threadCount {
+            throw StartError(
+                description: "the running relayd has \(inheritance.loops) loop threads and this configuration "
+                    + "\(threadCount): a live upgrade keeps relay-threads (restart to change it)")
+        }
         try streams.prepare()
         switch configuration.kernelOffload {
         case .off:
@@ -187,9 +209,9 @@ public final class RelayServer {
                 journal: stateDirectory.map {
                     LoopWiring.Journal(
                         path: $0.journalPath(loop: index), bootID: $0.bootID,
-                        keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)], restore: restored[index],
+                        keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)],
                         refusedJournals: index == 0 ? refusedJournals : 0)
-                })
+                }, inheritance: inheritance, restore: restored[index])
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, wiring: wiring)
                 // Loop i's listener must be member i of each SO_REUSEPORT group: the selector
@@ -234,6 +256,7 @@ public final class RelayServer {
             base: base, configuration: configuration, interfaceAddresses: interfaceAddresses, registry: metrics,
             health: health, logger: logger)
         self.http = http
+        http.inheritance = inheritance
         defer {
             http.close()
             self.http = nil
@@ -280,6 +303,7 @@ public final class RelayServer {
             LoopEvent(base: base, signal: SIGINT) { [unowned self] in stopSignal("SIGINT") },
             LoopEvent(base: base, signal: SIGUSR1) { [unowned self] in startDrain(exitWhenDone: false, signal: "SIGUSR1") },
             LoopEvent(base: base, signal: SIGHUP) { [unowned self] in reload() },
+            LoopEvent(base: base, signal: SIGUSR2) { [unowned self] in _ = upgrade(trigger: "SIGUSR2") },
             // The status page's rates (docs/admin.md).
             LoopEvent(base: base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in
                 http?.router.sampleTraffic(monotonic: HTTPListener.monotonicSeconds())
@@ -289,14 +313,16 @@ public final class RelayServer {
             let half = interval / 2
             let micros = half.components.seconds * 1_000_000 + half.components.attoseconds / 1_000_000_000_000
             let every = timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(max(micros % 1_000_000, 1000)))
-            let notifier = notifier
-            events.append(LoopEvent(base: base, every: every) { notifier.notifyWatchdog() })
+            events.append(LoopEvent(base: base, every: every) { [unowned self] in notifier.notifyWatchdog() })
         }
         // Only now, with every handler in place, may systemd (or anyone) send signals.
         onStarted?()
+        takeOverFromPredecessor(base: base)
         notifier.notifyReady(status: readyStatus)
         event_base_dispatch(base)
         for event in events { event.cancel() }
+        handover.predecessorWatch = nil
+        handover.drainStart = nil
         drain.timer = nil
         // Shutting down already: a late SIGTERM/SIGINT must not kill the process mid-cleanup.
         signal(SIGTERM, SIG_IGN)

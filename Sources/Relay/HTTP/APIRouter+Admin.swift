@@ -7,6 +7,8 @@ import RelayCore
 extension APIRouter {
     public static let allocationsPath = "/api/v1/allocations"
     public static let blocksPath = "/api/v1/blocks"
+    /// `POST`: a live upgrade (docs/live-upgrade.md).
+    public static let upgradePath = "/api/v1/upgrade"
     static let usersPrefix = "/api/v1/users/"
     /// Allocations per page of `GET /api/v1/allocations`, by default and at most.
     public static let defaultPageSize = 100
@@ -33,6 +35,16 @@ extension APIRouter {
             let session = String(path.dropFirst(Self.allocationsPath.count + 1))
             return authorizedAdmin(request, monotonic: monotonic, allow: [.get, .delete]) { key, admin in
                 oneAllocation(session, request: request, key: key, admin: admin)
+            }
+        }
+        if path == Self.upgradePath {
+            return authorizedAdmin(request, monotonic: monotonic, allow: [.post]) { key, admin in
+                switch admin.upgrade(trigger: "api:\(key)") {
+                case .succeeded(let pid, let allocations):
+                    return .json(200, "{\"result\":\"succeeded\",\"pid\":\(pid),\"allocations\":\(allocations)}")
+                case .failed(let reason):
+                    return .error(409, "upgrade_failed", reason)
+                }
             }
         }
         if path == Self.blocksPath {

@@ -42,6 +42,9 @@ final class HTTPListener {
             }, Unmanaged.passUnretained(self).toOpaque())
     }
 
+    /// The bound sockets' evhttp handles.
+    private var handles: [(address: TransportAddress, handle: OpaquePointer)] = []
+
     deinit { evhttp_free(http) }
 
     /// Serves HTTPS from now on: each new connection gets a TLS session of `tls` (a reload
@@ -52,11 +55,31 @@ final class HTTPListener {
             UnsafeMutableRawPointer(tls.context))
     }
 
-    /// Binds a listening socket; false when the address is taken or not local.
-    func bind(_ address: TransportAddress) -> Bool {
-        guard evhttp_bind_socket_with_handle(http, "\(address.ip)", address.port) != nil else { return false }
+    /// Binds a listening socket, or accepts on `inherited`, one a live upgrade handed over
+    /// (docs/live-upgrade.md); false when the address is taken or not local.
+    func bind(_ address: TransportAddress, inherited: Int32? = nil) -> Bool {
+        let handle: OpaquePointer?
+        if let inherited {
+            _ = fcntl(inherited, F_SETFL, fcntl(inherited, F_GETFL) | O_NONBLOCK)
+            handle = evhttp_accept_socket_with_handle(http, inherited)
+        } else {
+            handle = evhttp_bind_socket_with_handle(http, "\(address.ip)", address.port)
+        }
+        guard let handle else { return false }
         boundAddresses.append(address)
+        handles.append((address, handle))
         return true
+    }
+
+    /// The listening sockets and their addresses, for a live upgrade's heir.
+    var listeningSockets: [(address: TransportAddress, fd: Int32)] {
+        handles.map { ($0.address, evhttp_bound_socket_get_fd($0.handle)) }
+    }
+
+    /// Stops accepting: the heir of a live upgrade does now. Open connections are served on.
+    func closeListeningSockets() {
+        for (_, handle) in handles { evhttp_del_accept_socket(http, handle) }
+        handles.removeAll()
     }
 
     func respond(to req: OpaquePointer) {

@@ -95,7 +95,11 @@ final class HTTPService {
     }
 
     private func listen(_ address: TransportAddress, kind: APIRouter.Listener) -> Bool {
-        guard let listener = HTTPListener(base: base, router: router, kind: kind), listener.bind(address) else {
+        let inherited = inheritance?.listener(.httpListener, address: address)
+        guard let listener = HTTPListener(base: base, router: router, kind: kind),
+            listener.bind(address, inherited: inherited)
+        else {
+            if let inherited { Glibc.close(inherited) }
             return false
         }
         if kind == .api, let apiTLS { listener.useTLS(apiTLS) }
@@ -119,4 +123,13 @@ final class HTTPService {
 
     /// Closes the listeners and their connections (before the event base is freed).
     func close() { listeners.removeAll() }
+
+    /// Listening sockets a live upgrade handed over (docs/live-upgrade.md), used by `start`.
+    var inheritance: Inheritance?
+
+    /// Every listening socket, for a live upgrade's heir.
+    var listeningSockets: [(address: TransportAddress, fd: Int32)] { listeners.flatMap(\.listeningSockets) }
+
+    /// The heir accepts now; connections already open are served on.
+    func closeListeningSockets() { for listener in listeners { listener.closeListeningSockets() } }
 }

@@ -115,6 +115,9 @@ public enum AllocationEnd: String, Sendable {
     case shutdown
     /// Ended by an operator through the admin API (docs/admin.md).
     case terminated
+    /// Handed to the process that replaced this one in a live upgrade (docs/live-upgrade.md):
+    /// it goes on there.
+    case handedOver = "handed_over"
 }
 
 /// One loop thread's counters: plain integers, written only by that thread, summed at scrape time.

@@ -283,7 +283,11 @@ public final class RelayCore {
         if let additional = allocation.additional { closeRelay(additional, of: allocation) }
         closeRelay(allocation.main, of: allocation)
         tables.ledger.release(allocation.lease)
-        if reason == .expired { counters.allocationsExpired += 1 } else { counters.allocationsDeleted += 1 }
+        switch reason {
+        case .expired: counters.allocationsExpired += 1
+        case .handedOver: break
+        default: counters.allocationsDeleted += 1
+        }
         if reason == .terminated { counters.allocationsTerminated += 1 }
         outbox.emit(
             .session(.ended(

@@ -45,6 +45,9 @@ public final class RelayPortPool: Sendable {
         /// Set when opening a socket failed for want of descriptors or memory; cleared by the
         /// next socket opened, so the condition is logged once per episode.
         var exhausted = false
+        /// Another relayd process serves allocations on these addresses: the other side of a
+        /// live upgrade (docs/live-upgrade.md).
+        var sibling = false
     }
 
     private let state: Locked<State>
@@ -151,12 +154,22 @@ public final class RelayPortPool: Sendable {
         }
     }
 
+    /// While another relayd process of this node serves allocations on the same relay
+    /// addresses (a live upgrade's two sides, docs/live-upgrade.md), every port of the range
+    /// counts as held for `isHeld`: a relayed address of the other process is a live one, and
+    /// the peer policy lets packets through to it.
+    public func setSibling(_ on: Bool) {
+        state.withLock { $0.sibling = on }
+    }
+
     /// Whether `port` on relay address `ip` (bound form) is held by a live allocation of the
     /// given kind: the only ports of relayd's own relayed addresses a peer may be
     /// (docs/peer-policy.md).
     public func isHeld(_ port: UInt16, on ip: IPAddress, by holder: Holder) -> Bool {
         state.withLock { state in
             guard state.range.contains(port), let table = state.tables[ip] else { return false }
+            // The other process's allocations are not in this pool: any port may be one of them.
+            if state.sibling { return true }
             return table.holders[Int(port - state.range.lowerBound)] == holder
         }
     }

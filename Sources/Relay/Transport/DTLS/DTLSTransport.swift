@@ -46,7 +46,8 @@ final class DTLSTransport {
     /// Opens this thread's DTLS listeners; the failure to report, if any.
     func start() -> String? {
         for address in service.dtlsAddresses {
-            guard let fd = UDPSocket.open(bound: address, reusePort: true) else {
+            let inherited = loop.wiring.inheritance?.listener(.dtlsListener, loop: loop.wiring.index.value, address: address)
+            guard let fd = inherited ?? UDPSocket.open(bound: address, reusePort: true) else {
                 return "cannot bind DTLS (UDP) \(address): \(String(cString: strerror(errno)))"
             }
             guard let event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
@@ -61,6 +62,29 @@ final class DTLSTransport {
         guard !listeners.isEmpty else { return nil }
         sweepTimer = LoopEvent(base: loop.base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in sweep() }
         return nil
+    }
+
+    // MARK: Live upgrade (docs/live-upgrade.md)
+
+    /// Stops reading the listeners; their descriptors and addresses, for the heir. Sessions
+    /// have sockets of their own and go on.
+    func pauseListeners() -> [(Int32, TransportAddress)] {
+        for listener in listeners { event_del(listener.event) }
+        return listeners.map { ($0.fd, $0.address) }
+    }
+
+    func resumeListeners() {
+        for listener in listeners { event_add(listener.event, nil) }
+    }
+
+    /// The heir reads the listeners now: this process's copies close.
+    func closeListeners() {
+        for listener in listeners {
+            event_free(listener.event)
+            if let ssl = listening.removeValue(forKey: listener.fd) { SSL_free(ssl) }
+            close(listener.fd)
+        }
+        listeners.removeAll()
     }
 
     // MARK: The cookie exchange

@@ -4,37 +4,55 @@ import RelayCore
 import StunCodec
 
 extension EventLoop {
-    /// Serves on the UDP allocations the state journal kept whose clients this loop serves
-    /// (docs/state-journal.md): each relay socket is bound again to its address and the
-    /// allocation adopted (`RelayCore.adopt`), then this loop's journal is written afresh. Runs
-    /// after `start(udp:)` and before `run()`, so no client's datagram is read before.
+    /// Serves on the UDP allocations whose clients this loop serves, kept by the state journal
+    /// (docs/state-journal.md) or handed over by a live upgrade (docs/live-upgrade.md): each
+    /// relay socket is bound again to its address, or taken as handed over, and the allocation
+    /// adopted (`RelayCore.adopt`), then this loop's journal is written afresh. Runs after
+    /// `start(udp:)` and before `run()`, so no client's datagram is read before.
     func restore() {
-        guard let journal, let setup = wiring.journal else { return }
         let now = EventLoop.now()
         var restored = 0
         var failed: [String: Int] = [:]
-        for allocation in setup.restore {
+        for allocation in wiring.restore {
             if let reason = restore(allocation, now: now) { failed[reason, default: 0] += 1 } else { restored += 1 }
         }
-        restoreCounts = (UInt64(restored), UInt64(setup.restore.count - restored))
+        restoreCounts = (UInt64(restored), UInt64(wiring.restore.count - restored))
         // The journal first: it takes what the adoptions changed, so the flush writes nothing.
-        journal.compact(core, now: now)
+        journal?.compact(core, now: now)
         flush()
-        guard !setup.restore.isEmpty else { return }
+        guard !wiring.restore.isEmpty else { return }
+        let source = wiring.inheritance == nil ? "the state journal" : "the live upgrade"
         var metadata: Logger.Metadata = [
             "event": "state_restored", "loop": "\(wiring.index.value)", "restored": "\(restored)",
+            "source": "\(wiring.inheritance == nil ? "journal" : "upgrade")",
         ]
         for (reason, count) in failed { metadata["not_restored_\(reason)"] = "\(count)" }
-        logger.notice("restored \(restored) UDP allocations from the state journal", metadata: metadata)
+        logger.notice("restored \(restored) UDP allocations from \(source)", metadata: metadata)
+    }
+
+    /// The relay socket for `relay` of `allocation`: the one handed over, else bound anew.
+    private func relaySocket(
+        _ relay: JournalAllocation.Relay, additional: Bool, of allocation: JournalAllocation
+    ) -> RelaySocketOpening {
+        if let inheritance = wiring.inheritance,
+            let fd = inheritance.relaySocket(session: allocation.sessionID, additional: additional, address: relay.address)
+        {
+            return registerRelaySocket(fd)
+        }
+        return openRelaySocket(bound: relay.address)
     }
 
     /// Restores one allocation; the reason it could not be, if so.
     private func restore(_ allocation: JournalAllocation, now: Int64) -> String? {
         guard let listener = core.udpListeners.first(where: { $0.address == allocation.fiveTuple.server })?.socket
         else { return "no_listener" }
-        guard case .opened(let main) = openRelaySocket(bound: allocation.main.address) else { return "port_in_use" }
+        guard case .opened(let main) = relaySocket(allocation.main, additional: false, of: allocation) else {
+            return "port_in_use"
+        }
         var additional: RelaySocket? = nil
-        if let second = allocation.additional, case .opened(let socket) = openRelaySocket(bound: second.address) {
+        if let second = allocation.additional,
+            case .opened(let socket) = relaySocket(second, additional: true, of: allocation)
+        {
             additional = socket
         }
         let sockets = [main] + (additional.map { [$0] } ?? [])

@@ -62,10 +62,13 @@ final class EventLoop {
     let sessionMetrics = SessionMetrics()
     /// The state journal of this loop's UDP allocations (docs/state-journal.md); nil without a
     /// `state-dir`.
-    private(set) var journal: LoopJournal?
+    var journal: LoopJournal?
     /// Writes the journal after the callbacks of this loop iteration (`flush` activates it).
     var journalEvent: LoopEvent?
     var journalPending = false
+    /// Between a live upgrade's pause and its resume or commit (`EventLoop+Handover`): the UDP
+    /// listeners and relay sockets are not read.
+    var handingOver = false
     /// What `restore()` did, for the metrics.
     var restoreCounts = (restored: UInt64(0), notRestored: UInt64(0))
     /// Who follows this loop's sessions (docs/architecture.md, "Session events"): the log, the
@@ -112,7 +115,8 @@ final class EventLoop {
 
     /// Opens this thread's UDP listener on `address`; false if it cannot be bound.
     func addUDPListener(_ address: TransportAddress) -> Bool {
-        guard let fd = UDPSocket.open(bound: address, reusePort: true) else { return false }
+        let inherited = wiring.inheritance?.listener(.udpListener, loop: wiring.index.value, address: address)
+        guard let fd = inherited ?? UDPSocket.open(bound: address, reusePort: true) else { return false }
         // The group's datagrams go to the loops' listeners only, by client (docs/mobility.md).
         if relayd_attach_listener_selector(fd, address.ip.family == .ipv6 ? 1 : 0, UInt32(core.context.threadCount)) != 0 {
             logger.warning(
@@ -220,6 +224,7 @@ final class EventLoop {
             case .admission(let answer): core.resumeAllocate(answer.ticket, decision: answer.decision, now: now)
             case .admin(let task): serve(task)
             case .closePipe(let id): stream.endPipe(id)
+            case .handover(let step): handover(step)
             }
             if core.outbox.needsFlush { flush() }
         }
@@ -246,6 +251,7 @@ final class EventLoop {
     /// Reads what every client socket of this loop (listeners and moved clients' sockets) has
     /// queued, up to the usual budget per socket (`batchesPerWakeup`).
     func readClientSockets() {
+        guard !handingOver else { return }
         for fd in listeners.map(\.fd) { listenerReadable(fd) }
     }
 
@@ -413,6 +419,12 @@ final class EventLoop {
             return RelaySocketOpening(failure: errno)
         }
         UDPSocket.enableErrorQueue(fd, family: address.ip.family)
+        return registerRelaySocket(fd)
+    }
+
+    /// Reads relay socket `fd` on this loop: one this loop opened, or one a live upgrade handed
+    /// over (docs/live-upgrade.md).
+    func registerRelaySocket(_ fd: Int32) -> RelaySocketOpening {
         guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
         }, opaqueSelf) else {

@@ -1,7 +1,7 @@
 import CLibevent
 import Glibc
 
-/// A libevent timer, signal or manually activated event that runs a closure on the thread of
+/// A libevent timer, signal, readable descriptor or manually activated event that runs a closure on the thread of
 /// its `event_base`.
 /// Freed with the object (or by `cancel()`), so its owner decides its lifetime.
 final class LoopEvent {
@@ -20,6 +20,13 @@ final class LoopEvent {
     init(base: OpaquePointer, signal: Int32, action: @escaping () -> Void) {
         self.action = action
         event = event_new(base, signal, Int16(EV_SIGNAL | EV_PERSIST), LoopEvent.fire, opaqueSelf)
+        event_add(event, nil)
+    }
+
+    /// A handler run each time descriptor `fd` is readable, until cancelled.
+    init(base: OpaquePointer, readable fd: Int32, action: @escaping () -> Void) {
+        self.action = action
+        event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), LoopEvent.fire, opaqueSelf)
         event_add(event, nil)
     }
 

@@ -92,6 +92,12 @@ final class LoopJournal {
         noteSuccess()
     }
 
+    /// A live upgrade's heir keeps the journal now (docs/live-upgrade.md): closed, left in place.
+    func detach() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
     /// The loop stopped cleanly: every allocation ended, so nothing is left to restore.
     func remove() {
         if fd >= 0 { close(fd) }

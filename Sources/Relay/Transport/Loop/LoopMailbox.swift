@@ -17,6 +17,8 @@ enum LoopMail: Sendable {
     /// A TCP allocation that another loop ended had its peer connection `id` piped here
     /// (RFC 6062, docs/tcp-relay.md): end the pipe.
     case closePipe(PeerConnectionID)
+    /// A step of a live upgrade (docs/live-upgrade.md).
+    case handover(HandoverStep)
 }
 
 /// One loop thread's inbox: one post from any thread, one take on the loop's thread, in the
@@ -60,7 +62,7 @@ final class LoopMailbox: Sendable {
             case .forwarded:
                 guard s.forwarded < Self.requestLimit else { return }
                 s.forwarded += 1
-            case .admission, .admin, .closePipe:
+            case .admission, .admin, .closePipe, .handover:
                 break
             }
             s.mail.append(mail)

@@ -16,6 +16,12 @@ struct LoopWiring {
     var metrics: MetricsRegistry.Slot? = nil
     /// The loop's state journal (docs/state-journal.md), when a `state-dir` is set.
     var journal: Journal? = nil
+    /// What a live upgrade handed this process (docs/live-upgrade.md): sockets to use instead
+    /// of opening new ones. Nil unless this process is an heir.
+    var inheritance: Inheritance? = nil
+    /// The UDP allocations to restore whose clients this loop serves: from the state journal
+    /// after a crash, or handed over by a live upgrade.
+    var restore: [JournalAllocation] = []
     /// Makes, on the loop's thread, who follows its sessions besides the log and the metrics
     /// (accounting, tests): observers belong to one loop and are never shared.
     var sessionObservers: @Sendable () -> [any SessionObserver] = { [] }
@@ -25,8 +31,6 @@ struct LoopWiring {
         var bootID: BootID
         /// The secrets each compacted journal keeps.
         var keys: [JournalKey]
-        /// The allocations read back at start-up whose clients this loop serves.
-        var restore: [JournalAllocation]
         /// Journals refused at start-up, for the metrics (loop 0 only, so the sum says it once).
         var refusedJournals: UInt64 = 0
     }

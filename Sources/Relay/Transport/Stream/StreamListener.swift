@@ -24,12 +24,17 @@ final class StreamListener {
 
     deinit { close() }
 
-    /// Binds and starts accepting; false (errno set) if the address cannot be bound.
-    func open(base: OpaquePointer) -> Bool {
+    /// Binds and starts accepting, or accepts on `inherited`, a listening socket a live upgrade
+    /// handed over (docs/live-upgrade.md); false (errno set) if the address cannot be bound.
+    func open(base: OpaquePointer, inherited: Int32? = nil) -> Bool {
         var flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT
         if address.ip.family == .ipv6 { flags |= LEV_OPT_BIND_IPV6ONLY }
         var storage = sockaddr_storage()
         let created = withUnsafeMutableBytes(of: &storage) { raw -> OpaquePointer? in
+            if let inherited {
+                _ = fcntl(inherited, F_SETFL, fcntl(inherited, F_GETFL) | O_NONBLOCK)
+                return evconnlistener_new(base, nil, nil, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 1024, inherited)
+            }
             let length = SocketAddress.write(address, into: raw.baseAddress!)
             // No callback yet: the listener starts disabled until `evconnlistener_set_cb` below.
             return evconnlistener_new_bind(
@@ -70,6 +75,9 @@ final class StreamListener {
         pausedUntil = nil
         if let listener { evconnlistener_enable(listener) }
     }
+
+    /// The listening socket, while open.
+    var descriptor: Int32? { listener.map { evconnlistener_get_fd($0) } }
 
     func close() {
         if let listener { evconnlistener_free(listener) }

@@ -56,7 +56,9 @@ final class StreamTransport {
         for (addresses, transport) in [(service.tcpAddresses, TransportProtocol.tcp), (service.tlsAddresses, .tls)] {
             for address in addresses {
                 let listener = StreamListener(address: address, transport: transport, owner: self)
-                guard listener.open(base: loop.base) else {
+                let inherited = loop.wiring.inheritance?.listener(
+                    transport == .tls ? .tlsListener : .tcpListener, loop: loop.wiring.index.value, address: address)
+                guard listener.open(base: loop.base, inherited: inherited) else {
                     return "cannot bind \(transport.label.uppercased()) \(address): \(String(cString: strerror(errno)))"
                 }
                 listeners.append(listener)
@@ -291,6 +293,13 @@ final class StreamTransport {
     }
 
     /// Loop exit: closes every listener and connection before the `event_base` goes away.
+    /// A live upgrade's heir accepts now (docs/live-upgrade.md): this loop's listeners close;
+    /// its connections go on.
+    func closeListeners() {
+        for listener in listeners { listener.close() }
+        listeners.removeAll()
+    }
+
     func shutdown() {
         loop.core.streamHooks = StreamSinkHooks()
         for listener in listeners { listener.close() }

@@ -1,0 +1,179 @@
+import CHandover
+import Foundation
+import Glibc
+import RelayCore
+import StunCodec
+
+/// The running side of a live upgrade (docs/live-upgrade.md): SIGUSR2 or `POST /api/v1/upgrade`
+/// starts the binary again, hands it the listeners, the UDP allocations and the keys, and once
+/// it serves, lets go and drains what cannot move (TCP, TLS and DTLS clients).
+extension RelayServer {
+    /// Main-thread state of live upgrades.
+    struct HandoverState {
+        /// This process handed over: it serves what stayed until it leaves, and hands over no more.
+        var done = false
+        /// The channel to the heir, kept open until this process exits: its end tells the heir
+        /// that the ports of this process's allocations are free.
+        var channel: HandoverChannel?
+        /// An heir's watch for its predecessor's exit (the channel's end of stream).
+        var predecessorWatch: LoopEvent?
+        /// Starts the drain once the handover is done.
+        var drainStart: LoopEvent?
+    }
+
+    /// Seconds the heir has to say hello, and then to serve.
+    static let heirHelloSeconds: Int64 = 30
+    static let heirReadySeconds: Int64 = 60
+
+    /// Runs a live upgrade on the main thread; blocks until it succeeded or failed.
+    public func upgrade(trigger: String) -> UpgradeOutcome {
+        let outcome = handOver(trigger: trigger)
+        switch outcome {
+        case .succeeded(let pid, let allocations):
+            logger.notice(
+                "live upgrade: pid \(pid) serves now; \(allocations) UDP allocations went over, the rest drain here",
+                metadata: [
+                    "event": "upgrade_succeeded", "trigger": "\(trigger)", "heir": "\(pid)",
+                    "allocations": "\(allocations)",
+                ])
+        case .failed(let reason):
+            logger.error(
+                "live upgrade failed: \(reason); this process serves on",
+                metadata: ["event": "upgrade_failed", "trigger": "\(trigger)", "reason": "\(reason)"])
+        }
+        return outcome
+    }
+
+    private func handOver(trigger: String) -> UpgradeOutcome {
+        if handover.done { return .failed("this process has handed over already and serves only what stayed") }
+        if drain.active { return .failed("this process is draining") }
+        if fastPath != nil { return .failed("the kernel fast path (kernel-offload) cannot be handed over yet") }
+        let channel: HandoverChannel
+        let heirEnd: Int32
+        do { (channel, heirEnd) = try HandoverChannel.pair() } catch { return .failed(error.description) }
+        let pid = spawnHeir(channel: heirEnd)
+        close(heirEnd)
+        guard pid > 0 else { return .failed("cannot start \(executablePath): \(String(cString: strerror(errno)))") }
+        logger.notice(
+            "live upgrade: started \(executablePath) as pid \(pid)",
+            metadata: ["event": "upgrade_started", "trigger": "\(trigger)", "heir": "\(pid)"])
+        func abandon(_ reason: String) -> UpgradeOutcome {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            return .failed(reason)
+        }
+        do {
+            let hello = HandoverChannel.monotonicMillis() + Self.heirHelloSeconds * 1000
+            guard case (.hello(let version, _), _) = try channel.receive(until: hello) else {
+                return abandon("the heir did not say hello")
+            }
+            guard version == HandoverMessage.version else { return abandon("the heir speaks handover version \(version)") }
+        } catch {
+            return abandon("the heir did not start (\(error.description)); its log says why")
+        }
+        let paused = HandoverReplies()
+        for mailbox in mailboxes { mailbox.post(.handover(.pause(paused))) }
+        guard let bequests = paused.wait(loops: threadCount, seconds: 10) else {
+            resumeLoops()
+            return abandon("a loop did not pause in time")
+        }
+        let allocations = bequests.reduce(0) { $0 + $1.allocations.count }
+        do {
+            try send(bequests, on: channel)
+            let ready = HandoverChannel.monotonicMillis() + Self.heirReadySeconds * 1000
+            switch try channel.receive(until: ready) {
+            case (.ready, _): break
+            case (.failed(let reason), _):
+                resumeLoops()
+                return abandon("the heir gave up: \(reason)")
+            default:
+                resumeLoops()
+                return abandon("the heir sent something unexpected")
+            }
+        } catch {
+            resumeLoops()
+            return abandon(error.description)
+        }
+        commitHandover(channel: channel, heir: pid, trigger: trigger)
+        return .succeeded(pid: pid, allocations: allocations)
+    }
+
+    private func resumeLoops() {
+        for mailbox in mailboxes { mailbox.post(.handover(.resume)) }
+    }
+
+    /// The same binary, arguments and environment, with the channel as descriptor 3.
+    private func spawnHeir(channel: Int32) -> pid_t {
+        var environment = ProcessInfo.processInfo.environment
+        environment[HandoverChannel.environmentKey] = "\(HandoverChannel.heirDescriptor)"
+        // The watchdog belongs to whichever process systemd calls main: the heir, once it serves.
+        environment["WATCHDOG_PID"] = nil
+        let argv = CommandLine.arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        return relayd_handover_spawn(executablePath, argv, envp, channel)
+    }
+
+    /// The sockets (at most `HandoverChannel.maxDescriptors` a message), then the snapshot.
+    private func send(_ bequests: [LoopBequest], on channel: HandoverChannel) throws(HandoverChannel.Failure) {
+        var sockets: [(HandoverSocket, Int32)] = []
+        for bequest in bequests { sockets += zip(bequest.sockets, bequest.descriptors) }
+        for (address, fd) in http?.listeningSockets ?? [] {
+            sockets.append((HandoverSocket(kind: .httpListener, address: address), fd))
+        }
+        var start = 0
+        while start < sockets.count {
+            let piece = sockets[start..<min(start + HandoverChannel.maxDescriptors, sockets.count)]
+            try channel.send(.sockets(piece.map(\.0)), descriptors: piece.map(\.1))
+            start += piece.count
+        }
+        var allocations: [UInt64: JournalAllocation] = [:]
+        for bequest in bequests { for allocation in bequest.allocations { allocations[allocation.sessionID] = allocation } }
+        let state = JournalState(
+            allocations: allocations, keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)])
+        let snapshot: [UInt8]
+        do {
+            snapshot = try JournalWriter.compacted(state, bootID: Self.handoverBootID, now: EventLoop.now())
+        } catch {
+            throw HandoverChannel.Failure(description: "cannot write the snapshot: \(error)")
+        }
+        var offset = 0
+        while offset < snapshot.count {
+            let end = min(offset + HandoverMessage.maxStatePiece, snapshot.count)
+            try channel.send(.state(Array(snapshot[offset..<end])))
+            offset = end
+        }
+        try channel.send(.done(sockets: UInt32(sockets.count), stateBytes: UInt32(snapshot.count)))
+    }
+
+    /// The boot id both sides check the snapshot with.
+    static var handoverBootID: BootID { StateDirectory.currentBootID() ?? BootID(high: 0, low: 0) }
+
+    /// The heir serves: the loops let go of the listeners and UDP allocations, the cluster entry
+    /// is the heir's, systemd is told the heir is the main process, and this process drains.
+    private func commitHandover(channel: HandoverChannel, heir: pid_t, trigger: String) {
+        // The node's entry and quota share in Redis are the heir's now: leave them in place.
+        stopCluster(leaving: false)
+        let committed = HandoverReplies()
+        for mailbox in mailboxes { mailbox.post(.handover(.commit(committed))) }
+        if committed.wait(loops: threadCount, seconds: 10) == nil {
+            logger.warning("live upgrade: a loop did not let go in time", metadata: ["event": "upgrade_slow_loop"])
+        }
+        http?.closeListeningSockets()
+        handover.done = true
+        handover.channel = channel
+        // Until this process exits its allocations' ports are taken; the heir's are reachable.
+        ports.setSibling(true)
+        notifier.notify("MAINPID=\(heir)")
+        notifier = SystemdNotifier(environment: [:])
+        // The drain starts on the next turn of the main loop, so an API caller gets its answer
+        // even when nothing is left to drain and the process exits at once.
+        handover.drainStart = LoopEvent(base: mainBase!, every: timeval(tv_sec: 0, tv_usec: 200_000)) { [unowned self] in
+            if !drain.active { startDrain(exitWhenDone: true, signal: trigger) }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Glibc
+import RelayCore
+
+/// The heir's side of a live upgrade (docs/live-upgrade.md): a relayd started by another with
+/// `RELAYD_HANDOVER_FD` set receives that relayd's sockets and state before it starts, and says
+/// it serves once every loop and listener is up.
+extension RelayServer {
+    /// What the running relayd hands this process, if it was started as an heir; nil otherwise.
+    /// Blocks until everything arrived (at most 30 s).
+    public static func inherit(configuration: RelayConfiguration) throws(StartError) -> Inheritance? {
+        guard let channel = Inheritance.channelFromEnvironment() else { return nil }
+        let bounds = JournalBounds(settings: CoreSettings(configuration: configuration))
+        do {
+            return try Inheritance.receive(on: channel, bootID: handoverBootID, now: EventLoop.now(), bounds: bounds)
+        } catch {
+            throw StartError(description: "live upgrade: \(error.description)")
+        }
+    }
+
+    /// Tells the running relayd that this process serves (it lets go and drains), and watches
+    /// for its exit: until then the ports of what it kept are taken and reachable.
+    func takeOverFromPredecessor(base: OpaquePointer) {
+        guard let inheritance else { return }
+        let unused = inheritance.closeUnused()
+        do {
+            try inheritance.channel.send(.ready(pid: getpid()))
+        } catch {
+            logger.error(
+                "live upgrade: cannot tell pid \(inheritance.predecessor) that this process serves: \(error.description)",
+                metadata: ["event": "upgrade_ready_failed"])
+        }
+        ports.setSibling(true)
+        logger.notice(
+            "live upgrade: serving in place of pid \(inheritance.predecessor)",
+            metadata: [
+                "event": "upgrade_took_over", "predecessor": "\(inheritance.predecessor)",
+                "allocations": "\(inheritance.state.allocations.count)", "unused_sockets": "\(unused)",
+            ])
+        let channel = inheritance.channel
+        handover.predecessorWatch = LoopEvent(base: base, readable: channel.fd) { [unowned self] in
+            var byte: UInt8 = 0
+            let got = recv(channel.fd, &byte, 1, Int32(MSG_DONTWAIT))
+            guard got <= 0, got == 0 || (errno != EAGAIN && errno != EINTR) else { return }
+            ports.setSibling(false)
+            handover.predecessorWatch?.cancel()
+            logger.notice(
+                "live upgrade: pid \(inheritance.predecessor) has exited",
+                metadata: ["event": "upgrade_predecessor_exited", "predecessor": "\(inheritance.predecessor)"])
+        }
+    }
+
+    /// This process's binary as the kernel names it now (before a package upgrade replaces the
+    /// file); the path it was started by when that cannot be read.
+    static func currentExecutable() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return CommandLine.arguments.first ?? "relayd" }
+        return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,185 @@
+import StunCodec
+
+/// A descriptor the running relayd hands its heir in a live upgrade (docs/live-upgrade.md),
+/// named by what it is, so the heir can use it where it would have opened its own.
+struct HandoverSocket: Sendable, Equatable {
+    enum Kind: UInt8, Sendable {
+        /// Loop `loop`'s member of the SO_REUSEPORT group on `address` (UDP, DTLS, TCP, TLS).
+        case udpListener = 1
+        case dtlsListener = 2
+        case tcpListener = 3
+        case tlsListener = 4
+        /// The HTTP API's (or the Prometheus endpoint's) listening socket on `address`.
+        case httpListener = 5
+        /// The relay socket of the UDP allocation `session`, bound to `address` (RFC 8656 §7.2):
+        /// its first relayed address, or a dual allocation's second one (§7.2 step 9).
+        case relayMain = 6
+        case relayAdditional = 7
+    }
+
+    var kind: Kind
+    var loop: UInt16 = 0
+    var session: UInt64 = 0
+    var address: TransportAddress
+}
+
+/// One message of the handover protocol, on a SOCK_SEQPACKET socket pair between the running
+/// relayd and the heir it started (docs/live-upgrade.md, "Protocol"). Big-endian fields.
+enum HandoverMessage: Sendable, Equatable {
+    /// Heir → running: the heir has read its configuration and waits for what it inherits.
+    case hello(version: UInt32, pid: Int32)
+    /// Running → heir: what the descriptors attached to this message are, in order (at most
+    /// `HandoverChannel.maxDescriptors`).
+    case sockets([HandoverSocket])
+    /// Running → heir: a piece of the state snapshot (a compacted state journal,
+    /// docs/state-journal.md), in order.
+    case state([UInt8])
+    /// Running → heir: all sent; the totals let the heir see that nothing was lost.
+    case done(sockets: UInt32, stateBytes: UInt32)
+    /// Heir → running: every loop serves; the running relayd lets go.
+    case ready(pid: Int32)
+    /// Heir → running: the heir gives up (it exits); the running relayd serves on.
+    case failed(String)
+
+    /// The protocol's version: a heir of another version is refused.
+    static let version: UInt32 = 1
+    /// The largest message: a state piece of 60 KiB fits a default unix socket buffer.
+    static let maxBytes = 64 * 1024
+    static let maxStatePiece = 60 * 1024
+
+    enum Tag: UInt8 {
+        case hello = 1, sockets, state, done, ready, failed
+    }
+
+    struct DecodingError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    func encoded() -> [UInt8] {
+        var out = HandoverOutput()
+        switch self {
+        case .hello(let version, let pid):
+            out.u8(Tag.hello.rawValue)
+            out.u32(version)
+            out.u32(UInt32(bitPattern: pid))
+        case .sockets(let sockets):
+            out.u8(Tag.sockets.rawValue)
+            out.u16(UInt16(sockets.count))
+            for socket in sockets {
+                out.u8(socket.kind.rawValue)
+                out.u16(socket.loop)
+                out.u64(socket.session)
+                out.address(socket.address)
+            }
+        case .state(let bytes):
+            out.u8(Tag.state.rawValue)
+            out.bytes.append(contentsOf: bytes)
+        case .done(let sockets, let stateBytes):
+            out.u8(Tag.done.rawValue)
+            out.u32(sockets)
+            out.u32(stateBytes)
+        case .ready(let pid):
+            out.u8(Tag.ready.rawValue)
+            out.u32(UInt32(bitPattern: pid))
+        case .failed(let reason):
+            out.u8(Tag.failed.rawValue)
+            out.bytes.append(contentsOf: reason.utf8.prefix(1024))
+        }
+        return out.bytes
+    }
+
+    /// Reads one message; anything short, long, or of an unknown tag or kind is refused.
+    init(decoding bytes: UnsafeRawBufferPointer) throws(DecodingError) {
+        var input = HandoverInput(bytes)
+        guard let tag = Tag(rawValue: try input.u8()) else { throw DecodingError(description: "unknown message") }
+        switch tag {
+        case .hello:
+            self = .hello(version: try input.u32(), pid: Int32(bitPattern: try input.u32()))
+        case .sockets:
+            let count = Int(try input.u16())
+            guard count <= HandoverChannel.maxDescriptors else { throw DecodingError(description: "too many sockets") }
+            var sockets: [HandoverSocket] = []
+            sockets.reserveCapacity(count)
+            for _ in 0..<count {
+                guard let kind = HandoverSocket.Kind(rawValue: try input.u8()) else {
+                    throw DecodingError(description: "unknown socket kind")
+                }
+                let loop = try input.u16()
+                let session = try input.u64()
+                sockets.append(HandoverSocket(kind: kind, loop: loop, session: session, address: try input.address()))
+            }
+            self = .sockets(sockets)
+        case .state:
+            self = .state(input.rest())
+        case .done:
+            self = .done(sockets: try input.u32(), stateBytes: try input.u32())
+        case .ready:
+            self = .ready(pid: Int32(bitPattern: try input.u32()))
+        case .failed:
+            self = .failed(String(decoding: input.rest(), as: UTF8.self))
+        }
+        guard input.atEnd else { throw DecodingError(description: "trailing bytes") }
+    }
+}
+
+/// Big-endian appends for `HandoverMessage`.
+struct HandoverOutput {
+    var bytes: [UInt8] = []
+
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+    mutating func u16(_ value: UInt16) { for shift in [8, 0] { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) } }
+    mutating func u32(_ value: UInt32) {
+        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+    }
+    mutating func u64(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+    }
+    /// Family (4 or 6), the address bytes, the port.
+    mutating func address(_ address: TransportAddress) {
+        u8(address.ip.family == .ipv4 ? 4 : 6)
+        for i in 0..<address.ip.byteCount { bytes.append(address.ip.byte(i)) }
+        u16(address.port)
+    }
+}
+
+/// Bounds-checked big-endian reads for `HandoverMessage`.
+struct HandoverInput {
+    private let bytes: UnsafeRawBufferPointer
+    private var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    var atEnd: Bool { offset == bytes.count }
+
+    private mutating func take(_ count: Int) throws(HandoverMessage.DecodingError) -> UnsafeRawBufferPointer {
+        guard bytes.count - offset >= count else { throw .init(description: "message cut short") }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    mutating func u8() throws(HandoverMessage.DecodingError) -> UInt8 { try take(1)[0] }
+    mutating func u16() throws(HandoverMessage.DecodingError) -> UInt16 {
+        let b = try take(2)
+        return UInt16(b[0]) << 8 | UInt16(b[1])
+    }
+    mutating func u32() throws(HandoverMessage.DecodingError) -> UInt32 {
+        try take(4).reduce(0) { $0 << 8 | UInt32($1) }
+    }
+    mutating func u64() throws(HandoverMessage.DecodingError) -> UInt64 {
+        try take(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+    mutating func address() throws(HandoverMessage.DecodingError) -> TransportAddress {
+        let count: Int
+        switch try u8() {
+        case 4: count = 4
+        case 6: count = 16
+        default: throw .init(description: "unknown address family")
+        }
+        guard let ip = IPAddress(bytes: try take(count)) else { throw .init(description: "bad address") }
+        return TransportAddress(ip: ip, port: try u16())
+    }
+    mutating func rest() -> [UInt8] {
+        defer { offset = bytes.count }
+        return Array(bytes[offset...])
+    }
+}

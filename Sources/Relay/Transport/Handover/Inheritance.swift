@@ -1,0 +1,115 @@
+import Glibc
+import RelayCore
+import StunCodec
+
+/// What an heir received from the relayd it replaces in a live upgrade (docs/live-upgrade.md):
+/// listening sockets to use instead of binding its own, the UDP allocations with their relay
+/// sockets, and the node's keys. Shared by the loops while they start; each descriptor is taken
+/// once, and what no loop took is closed by `closeUnused`.
+public final class Inheritance: Sendable {
+    private struct Key: Hashable {
+        var kind: UInt8
+        var loop: UInt16
+        var session: UInt64
+        var address: TransportAddress
+    }
+
+    private let sockets: Locked<[Key: Int32]>
+    /// The UDP allocations handed over, with their keys (the nonce key, docs/state-journal.md).
+    let state: JournalState
+    /// The number of loops the running relayd had: its UDP listeners' SO_REUSEPORT groups have
+    /// that many members.
+    let loops: Int
+    /// The channel to the running relayd: `ready` or `failed` goes back on it, and its end of
+    /// stream says that relayd has exited.
+    let channel: HandoverChannel
+    /// The running relayd's pid, from the parent process.
+    let predecessor: pid_t
+
+    private init(sockets: [Key: Int32], state: JournalState, loops: Int, channel: HandoverChannel) {
+        self.sockets = Locked(sockets)
+        self.state = state
+        self.loops = loops
+        self.channel = channel
+        predecessor = getppid()
+    }
+
+    /// The descriptor `HandoverChannel.environmentKey` names, if this process is an heir. The
+    /// variable is removed, so this relayd's own heir does not see it.
+    static func channelFromEnvironment() -> HandoverChannel? {
+        guard let text = getenv(HandoverChannel.environmentKey).map({ String(cString: $0) }) else { return nil }
+        unsetenv(HandoverChannel.environmentKey)
+        guard let fd = Int32(text), fd >= 0, fcntl(fd, F_GETFD) >= 0 else { return nil }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return HandoverChannel(fd: fd)
+    }
+
+    /// Says hello and reads everything the running relayd sends, within `seconds`.
+    static func receive(
+        on channel: HandoverChannel, bootID: BootID, now: Int64, bounds: JournalBounds, seconds: Int64 = 30
+    ) throws(HandoverChannel.Failure) -> Inheritance {
+        let deadline = HandoverChannel.monotonicMillis() + seconds * 1000
+        try channel.send(.hello(version: HandoverMessage.version, pid: getpid()))
+        var sockets: [Key: Int32] = [:]
+        var received = 0
+        var snapshot: [UInt8] = []
+        var loops = 0
+        func closeAll() { for fd in sockets.values { close(fd) } }
+        while true {
+            let message: HandoverMessage
+            let descriptors: [Int32]
+            do { (message, descriptors) = try channel.receive(until: deadline) } catch {
+                closeAll()
+                throw error
+            }
+            switch message {
+            case .sockets(let list) where list.count == descriptors.count:
+                for (socket, fd) in zip(list, descriptors) {
+                    let key = Key(
+                        kind: socket.kind.rawValue, loop: socket.loop, session: socket.session, address: socket.address)
+                    if let earlier = sockets.updateValue(fd, forKey: key) { close(earlier) }
+                    if socket.kind == .udpListener { loops = max(loops, Int(socket.loop) + 1) }
+                }
+                received += list.count
+            case .state(let piece):
+                snapshot.append(contentsOf: piece)
+            case .done(let count, let bytes) where Int(count) == received && Int(bytes) == snapshot.count:
+                do {
+                    let recovery = try JournalReader.read(snapshot, bootID: bootID, now: now, bounds: bounds)
+                    return Inheritance(sockets: sockets, state: recovery.state, loops: loops, channel: channel)
+                } catch {
+                    closeAll()
+                    throw HandoverChannel.Failure(description: "the state snapshot is unreadable: \(error)")
+                }
+            default:
+                for fd in descriptors { close(fd) }
+                closeAll()
+                throw HandoverChannel.Failure(description: "unexpected message \(message)")
+            }
+        }
+    }
+
+    /// Loop `loop`'s listening socket of `kind` on `address`, if one was handed over.
+    func listener(_ kind: HandoverSocket.Kind, loop: Int = 0, address: TransportAddress) -> Int32? {
+        sockets.withLock { $0.removeValue(forKey: Key(kind: kind.rawValue, loop: UInt16(loop), session: 0, address: address)) }
+    }
+
+    /// The relay socket of allocation `session` bound to `address`.
+    func relaySocket(session: UInt64, additional: Bool, address: TransportAddress) -> Int32? {
+        let kind: HandoverSocket.Kind = additional ? .relayAdditional : .relayMain
+        return sockets.withLock {
+            $0.removeValue(forKey: Key(kind: kind.rawValue, loop: 0, session: session, address: address))
+        }
+    }
+
+    /// Closes every descriptor no loop took (a listener the new configuration dropped, the
+    /// relay socket of an allocation not restored); how many.
+    @discardableResult
+    func closeUnused() -> Int {
+        sockets.withLock { sockets in
+            for fd in sockets.values { close(fd) }
+            defer { sockets.removeAll() }
+            return sockets.count
+        }
+    }
+}

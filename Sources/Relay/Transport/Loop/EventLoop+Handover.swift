@@ -1,0 +1,127 @@
+import CLibevent
+import Dispatch
+import Glibc
+import RelayCore
+import StunCodec
+
+/// One loop's part in a live upgrade (docs/live-upgrade.md): what it hands the heir.
+struct LoopBequest: Sendable {
+    var sockets: [HandoverSocket] = []
+    /// The descriptors, in the order of `sockets`.
+    var descriptors: [Int32] = []
+    /// Its UDP clients' allocations, as the state journal keeps them.
+    var allocations: [JournalAllocation] = []
+
+    mutating func add(_ socket: HandoverSocket, _ fd: Int32) {
+        sockets.append(socket)
+        descriptors.append(fd)
+    }
+}
+
+/// The steps of a live upgrade a loop takes, on its own thread, in this order: pause, then
+/// resume (the heir failed) or commit (the heir serves).
+enum HandoverStep: Sendable {
+    /// Stop reading the UDP listeners and the UDP allocations' relay sockets, and reply with
+    /// the bequest. Stream connections and their allocations go on.
+    case pause(HandoverReplies)
+    /// Read again: the heir did not take over.
+    case resume
+    /// Let go of what the heir serves now: the listeners and the UDP allocations.
+    case commit(HandoverReplies)
+}
+
+/// Where the loops answer a step, and where the main thread waits for them.
+final class HandoverReplies: Sendable {
+    private let bequests = Locked<[Int: LoopBequest]>([:])
+    private let arrived = DispatchSemaphore(value: 0)
+
+    func deliver(loop: Int, _ bequest: LoopBequest) {
+        bequests.withLock { $0[loop] = bequest }
+        arrived.signal()
+    }
+
+    /// Every loop's answer in loop order, or nil when one is missing after `seconds`.
+    func wait(loops: Int, seconds: Int) -> [LoopBequest]? {
+        let deadline = DispatchTime.now() + .seconds(seconds)
+        for _ in 0..<loops where arrived.wait(timeout: deadline) == .timedOut { return nil }
+        return bequests.withLock { all in (0..<loops).compactMap { all[$0] } }
+    }
+}
+
+extension EventLoop {
+    func handover(_ step: HandoverStep) {
+        switch step {
+        case .pause(let replies): replies.deliver(loop: wiring.index.value, pauseForHandover())
+        case .resume: resumeAfterHandover()
+        case .commit(let replies):
+            commitHandover()
+            replies.deliver(loop: wiring.index.value, LoopBequest())
+        }
+    }
+
+    /// Datagrams wait in the kernel's socket buffers from here on, for whichever process reads
+    /// next. The journal gets its last records and stops: the heir writes its own.
+    private func pauseForHandover() -> LoopBequest {
+        let index = UInt16(wiring.index.value)
+        let now = EventLoop.now()
+        flush()
+        var bequest = LoopBequest()
+        for listener in listeners {
+            event_del(listener.event)
+            // A moved mobile client's connected socket stays: its datagrams reach the heir's
+            // listeners once this process closes it (docs/mobility.md).
+            guard steeredAnswer[listener.fd] == nil else { continue }
+            bequest.add(HandoverSocket(kind: .udpListener, loop: index, address: listener.address), listener.fd)
+        }
+        for (fd, address) in dtls.pauseListeners() {
+            bequest.add(HandoverSocket(kind: .dtlsListener, loop: index, address: address), fd)
+        }
+        for listener in stream.listeners {
+            guard let fd = listener.descriptor else { continue }
+            let kind: HandoverSocket.Kind = listener.transport == .tls ? .tlsListener : .tcpListener
+            bequest.add(HandoverSocket(kind: kind, loop: index, address: listener.address), fd)
+        }
+        for relay in core.udpRelaySockets() {
+            if let event = relayEvents[relay.socket.descriptor] { event_del(event) }
+            let kind: HandoverSocket.Kind = relay.additional ? .relayAdditional : .relayMain
+            bequest.add(
+                HandoverSocket(kind: kind, session: relay.session, address: relay.address), relay.socket.descriptor)
+        }
+        journal?.write(core, now: now)
+        core.journaling = false
+        bequest.allocations = Array(core.journalAllocations().values)
+        handingOver = true
+        return bequest
+    }
+
+    private func resumeAfterHandover() {
+        guard handingOver else { return }
+        handingOver = false
+        for listener in listeners { event_add(listener.event, nil) }
+        dtls.resumeListeners()
+        for event in relayEvents.values { event_add(event, nil) }
+        if let journal {
+            core.journaling = true
+            journal.compact(core, now: EventLoop.now())
+        }
+    }
+
+    /// The heir reads the listeners and the relay sockets now; this process closes its copies
+    /// (the sockets live on in the heir) and serves its stream clients until they leave.
+    private func commitHandover() {
+        guard handingOver else { return }
+        for listener in listeners {
+            event_free(listener.event)
+            close(listener.fd)
+        }
+        listeners.removeAll()
+        steered.removeAll()
+        steeredAnswer.removeAll()
+        dtls.closeListeners()
+        stream.closeListeners()
+        core.releaseHandedOver(now: EventLoop.now())
+        flush()
+        journal?.detach()
+        journal = nil
+    }
+}

@@ -1,0 +1,105 @@
+import Glibc
+import StunCodec
+import Testing
+
+@testable import Relay
+
+/// The live upgrade's messages (docs/live-upgrade.md, "How the handover runs"): each reads back
+/// as written, and anything cut short, padded, or of an unknown kind is refused, never trapped on.
+@Suite struct HandoverMessageTests {
+    private func decode(_ bytes: [UInt8]) throws -> HandoverMessage {
+        try bytes.withUnsafeBytes { raw in try HandoverMessage(decoding: raw) }
+    }
+
+    @Test("Every message reads back as written")
+    func roundTrip() throws {
+        let v4 = TransportAddress(ip: IPAddress("192.0.2.7")!, port: 3478)
+        let v6 = TransportAddress(ip: IPAddress("2001:db8::1")!, port: 49152)
+        let messages: [HandoverMessage] = [
+            .hello(version: HandoverMessage.version, pid: 4242),
+            .sockets([
+                HandoverSocket(kind: .udpListener, loop: 1, address: v4),
+                HandoverSocket(kind: .tlsListener, loop: 0, address: v6),
+                HandoverSocket(kind: .relayAdditional, session: 0xDEAD_BEEF_0102_0304, address: v6),
+            ]),
+            .sockets([]),
+            .state([0x89, 0x52, 0x4C, 0x4A]),
+            .state([]),
+            .done(sockets: 253, stateBytes: 61_440),
+            .ready(pid: 77),
+            .failed("the configuration is invalid"),
+        ]
+        for message in messages {
+            #expect(try decode(message.encoded()) == message)
+        }
+    }
+
+    @Test("A message cut short or padded is refused")
+    func cutShort() {
+        let full = HandoverMessage.sockets([
+            HandoverSocket(kind: .relayMain, session: 9, address: TransportAddress(ip: IPAddress("10.0.0.1")!, port: 5000))
+        ]).encoded()
+        for length in 0..<full.count {
+            #expect(throws: (any Error).self, "cut at \(length)") { try decode(Array(full.prefix(length))) }
+        }
+        #expect(throws: (any Error).self) { try decode(full + [0]) }
+        #expect(throws: (any Error).self) { try decode(HandoverMessage.ready(pid: 1).encoded() + [0, 0]) }
+    }
+
+    @Test("Unknown tags, socket kinds and address families are refused")
+    func unknown() {
+        #expect(throws: (any Error).self) { try decode([0]) }
+        #expect(throws: (any Error).self) { try decode([99, 0, 0]) }
+        // One socket of kind 0, then of family 5.
+        #expect(throws: (any Error).self) { try decode([2, 0, 1, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [4, 1, 2, 3, 4, 0, 1]) }
+        #expect(throws: (any Error).self) { try decode([2, 0, 1, 1, 0, 0] + [UInt8](repeating: 0, count: 8) + [5, 1, 2, 3, 4, 0, 1]) }
+        // More sockets than one message may carry descriptors for.
+        #expect(throws: (any Error).self) { try decode([2, 0x01, 0x00]) }
+    }
+
+    @Test("Descriptors travel with their message, close-on-exec")
+    func descriptors() throws {
+        let (running, heirEnd) = try HandoverChannel.pair()
+        let heir = HandoverChannel(fd: heirEnd)
+        var pipe: [Int32] = [-1, -1]
+        #expect(Glibc.pipe(&pipe) == 0)
+        let address = TransportAddress(ip: IPAddress("127.0.0.1")!, port: 1)
+        try running.send(.sockets([HandoverSocket(kind: .httpListener, address: address)]), descriptors: [pipe[1]])
+        close(pipe[1])
+        let (message, descriptors) = try heir.receive(until: HandoverChannel.monotonicMillis() + 2000)
+        #expect(message == .sockets([HandoverSocket(kind: .httpListener, address: address)]))
+        try #require(descriptors.count == 1)
+        // The received descriptor is the pipe's write end: what goes in comes out of the read end.
+        var byte: UInt8 = 0x5A
+        #expect(write(descriptors[0], &byte, 1) == 1)
+        byte = 0
+        #expect(read(pipe[0], &byte, 1) == 1)
+        #expect(byte == 0x5A)
+        #expect(fcntl(descriptors[0], F_GETFD) & FD_CLOEXEC != 0, "received close-on-exec")
+        close(descriptors[0])
+        close(pipe[0])
+        withExtendedLifetime(running) {}
+    }
+
+    @Test("The other side gone ends the wait at once")
+    func otherSideGone() throws {
+        var (running, heirEnd): (HandoverChannel?, Int32) = try HandoverChannel.pair()
+        let heir = HandoverChannel(fd: heirEnd)
+        running = nil
+        let start = HandoverChannel.monotonicMillis()
+        let error = #expect(throws: HandoverChannel.Failure.self) { try heir.receive(until: start + 5000) }
+        #expect(error?.description == "the other side closed")
+        #expect(HandoverChannel.monotonicMillis() - start < 4000)
+        #expect(running == nil)
+    }
+
+    @Test("A wait ends at its deadline")
+    func deadline() throws {
+        let (running, heirEnd) = try HandoverChannel.pair()
+        let heir = HandoverChannel(fd: heirEnd)
+        let start = HandoverChannel.monotonicMillis()
+        #expect(throws: HandoverChannel.Failure.self) { try heir.receive(until: start + 100) }
+        #expect(HandoverChannel.monotonicMillis() - start >= 100)
+        withExtendedLifetime(running) {}
+    }
+}

@@ -1,0 +1,239 @@
+"""A live upgrade hands the running relayd's sockets and UDP allocations to a new process
+(docs/live-upgrade.md).
+
+relayd runs with two loops, UDP and TLS listeners, a pid file. UDP clients allocate, each with a
+channel to its own peer, and relay; one client keeps sending through the upgrade, and every one
+of its datagrams must reach its peer. SIGUSR2 (or `POST /api/v1/upgrade`) starts the binary
+again: the heir serves every UDP allocation on the same relayed address, accepts a Refresh under
+the nonce issued before, takes new clients, owns the API port and the pid file. A TLS client's
+allocation stays with the old process, which drains it: a call between it and a UDP client in
+the heir keeps relaying both ways, and the old process exits once the TLS client leaves. A
+failed upgrade leaves the running relayd serving as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import RelayServer, server_kind
+from lifecycle import allocate_with_channel, eventually, wait_for_log
+from streamclient import StreamTurnClient
+from stunclient import recv_from
+
+pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live upgrade")
+
+CLIENTS = 100
+ADMIN_TOKEN = "live-upgrade-admin-token-0123456789"
+ADMIN = [f"--api-key=upgrader:{ADMIN_TOKEN}:admin"]
+
+
+def upgrade_through_api(server: RelayServer):
+    return server.http(
+        "POST", "/api/v1/upgrade", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=90)
+
+
+def round_trip(client, peer, channel: int, payload: bytes) -> None:
+    """ChannelData to the peer from the client's relayed address, and back (RFC 8656 §12)."""
+    client.send_channel_data(channel, payload)
+    got = recv_from(peer, 3.0)
+    assert got is not None, "the peer got nothing through the channel"
+    assert got[0] == payload
+    assert got[1] == tuple(client.relayed), f"the peer heard from {got[1]}, not {client.relayed}"
+    peer.sendto(payload[::-1], client.relayed)
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        received = client.receive(max(0.0, deadline - time.monotonic()))
+        if received is not None and received.kind == "channel":
+            assert received.channel == channel and received.payload == payload[::-1]
+            return
+    pytest.fail("the client got nothing back through its channel")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def stop_pid(pid: int) -> None:
+    """SIGTERM, then SIGKILL after 10 s; the heir is not this test's child, so poll /proc."""
+    if not pid_alive(pid):
+        return
+    os.kill(pid, signal.SIGTERM)
+    if not eventually(lambda: not pid_alive(pid), timeout=10):
+        os.kill(pid, signal.SIGKILL)
+        eventually(lambda: not pid_alive(pid), timeout=5)
+
+
+def heir_pid(server: RelayServer) -> int:
+    line = wait_for_log(server, "upgrade_succeeded")
+    m = re.search(r"pid (\d+) serves now", line)
+    assert m, line
+    return int(m.group(1))
+
+
+class Sender(threading.Thread):
+    """Sends numbered ChannelData every 5 ms until stopped; the peer's socket is read after."""
+
+    def __init__(self, client, channel: int):
+        super().__init__(daemon=True)
+        self.client, self.channel = client, channel
+        self.sent = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            self.client.send_channel_data(self.channel, b"media %06d" % self.sent)
+            self.sent += 1
+            time.sleep(0.005)
+
+
+def test_udp_calls_go_on_through_sigusr2(tmp_path):
+    pidfile = tmp_path / "relayd.pid"
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True, extra_args=["--relay-threads=2", f"--pidfile={pidfile}"])
+    server.start()
+    pairs = []
+    heir = None
+    try:
+        for i in range(CLIENTS):
+            client, peer = allocate_with_channel(server, server.secret, user=f"up{i}", channel=0x4000 + i)
+            round_trip(client, peer, 0x4000 + i, b"before %d" % i)
+            pairs.append((client, peer))
+        old = server.proc.pid
+        assert pidfile.read_text().strip() == str(old)
+        media_client, media_peer = pairs[0]
+        # The peer's buffer must hold every datagram of the run (about 600).
+        media_peer.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 1 << 20)
+        sender = Sender(media_client, 0x4000)
+        sender.start()
+        time.sleep(0.5)
+        server.proc.send_signal(signal.SIGUSR2)
+        heir = heir_pid(server)
+        wait_for_log(server, "upgrade_took_over")
+        time.sleep(0.5)
+        sender.halt.set()
+        sender.join()
+        received = set()
+        while (got := recv_from(media_peer, 0.5)) is not None:
+            received.add(got[0])
+        lost = sender.sent - len(received)
+        print(f"live upgrade: {sender.sent} datagrams sent through the upgrade, {lost} lost")
+        assert lost == 0, f"{lost} of {sender.sent} datagrams were lost in the upgrade"
+
+        # No stream client: the old process has nothing to drain and exits.
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        assert pid_alive(heir)
+        assert eventually(lambda: pidfile.exists() and pidfile.read_text().strip() == str(heir)), \
+            "the pid file does not name the heir"
+        assert server.log_text().count("allocation_restored") == CLIENTS, server.log_tail()
+        assert "source=upgrade" in server.log_text() or '"source":"upgrade"' in server.log_text()
+        wait_for_log(server, "upgrade_predecessor_exited")
+
+        for i, (client, peer) in enumerate(pairs):
+            round_trip(client, peer, 0x4000 + i, b"after %d" % i)
+            nonce = client.nonce
+            client.refresh(600)
+            assert client.nonce == nonce, "the nonce issued before the upgrade was refused (438)"
+        fresh, fresh_peer = allocate_with_channel(server, server.secret, user="fresh")
+        round_trip(fresh, fresh_peer, 0x4000, b"new work")
+        fresh.close()
+        fresh_peer.close()
+        # The API port is the heir's now.
+        resp = server.http("GET", "/readyz")
+        assert resp.status == 200
+    finally:
+        for client, peer in pairs:
+            peer.close()
+            client.close()
+        if heir is not None:
+            stop_pid(heir)
+        problems = server.stop() if server.proc and server.proc.poll() is None else []
+    assert not problems, problems
+    assert "unused_sockets=0" in server.log_text() or '"unused_sockets":"0"' in server.log_text()
+
+
+def test_api_upgrade_keeps_a_tls_call_in_the_old_process(tmp_path):
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True, extra_args=["--relay-threads=2", "--drain-timeout=60", *ADMIN])
+    server.start()
+    heir = None
+    tls = udp = None
+    try:
+        tls = StreamTurnClient(server.tls_address, tls=True)
+        tls.allocate(*server.credentials(user="tls-caller"))
+        udp, _ = allocate_with_channel(server, server.secret, user="udp-caller", channel=0x4001)
+        tls.channel_bind(0x4002, udp.relayed)
+        udp.channel_bind(0x4003, tls.relayed)
+
+        def both_ways(tag: bytes) -> None:
+            tls.send_channel_data(0x4002, b"tls->udp " + tag)
+            got = udp.receive(3.0)
+            assert got is not None and got.payload == b"tls->udp " + tag, got
+            udp.send_channel_data(0x4003, b"udp->tls " + tag)
+            frame = tls.receive(3.0)
+            assert frame is not None and frame.payload == b"udp->tls " + tag, frame
+
+        both_ways(b"before")
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        answer = json.loads(resp.body)
+        assert answer["result"] == "succeeded" and answer["allocations"] == 1, answer
+        heir = answer["pid"]
+        # The TLS allocation stayed: the old process drains it, the heir serves the UDP one.
+        assert server.proc.poll() is None
+        both_ways(b"after")
+        # A second upgrade of the old process is refused: it has handed over.
+        server.proc.send_signal(signal.SIGUSR2)
+        wait_for_log(server, "has handed over already")
+        tls.close()
+        tls = None
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        wait_for_log(server, "upgrade_predecessor_exited")
+        udp.refresh(600)
+    finally:
+        for c in (tls, udp):
+            if c is not None:
+                c.close()
+        if heir is not None:
+            stop_pid(heir)
+        problems = server.stop() if server.proc and server.proc.poll() is None else []
+    assert not problems, problems
+
+
+def test_a_failed_upgrade_leaves_relayd_serving(tmp_path):
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=["--relay-threads=2", *ADMIN])
+    server.start()
+    client = peer = None
+    try:
+        client, peer = allocate_with_channel(server, server.secret, user="stays")
+        round_trip(client, peer, 0x4000, b"before")
+        conf = server.workdir / "relayd.conf"
+        good = conf.read_text()
+        # The heir reads the configuration again: one it refuses makes it exit.
+        conf.write_text(good + "listening-port=not-a-port\n")
+        resp = upgrade_through_api(server)
+        assert resp.status == 409, resp.body
+        assert json.loads(resp.body)["error"] == "upgrade_failed"
+        wait_for_log(server, "upgrade_failed")
+        conf.write_text(good)
+        round_trip(client, peer, 0x4000, b"after")
+        nonce = client.nonce
+        client.refresh(600)
+        assert client.nonce == nonce
+        assert server.is_running()
+    finally:
+        if client is not None:
+            client.close()
+            peer.close()
+        problems = server.stop()
+    assert not problems, problems
