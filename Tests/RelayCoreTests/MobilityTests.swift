@@ -115,3 +115,24 @@ import Testing
         #expect(!Mobility.hasSteeredSocket(moves: 0) && Mobility.hasSteeredSocket(moves: 1))
     }
 }
+
+/// A live upgrade hands the mobility keys on (docs/live-upgrade.md): tickets sealed before open
+/// after, in the new process's `MobilityTickets`.
+@Suite struct MobilityKeyHandoverTests {
+    @Test("Tickets under the current and the previous key open after the keys are adopted")
+    func keysMove() throws {
+        let old = MobilityTickets()
+        let earlier = try #require(old.seal(session: 7, serial: 1, nonce: Array(repeating: 1, count: 12)))
+        old.rotate()
+        let ticket = try #require(old.seal(session: 9, serial: 2, nonce: Array(repeating: 2, count: 12)))
+        let heir = MobilityTickets()
+        #expect(ticket.withUnsafeBytes { heir.open($0) } == nil)
+        heir.adopt(old.exportedKeys())
+        #expect(ticket.withUnsafeBytes { heir.open($0) }.map { [$0.session, UInt64($0.serial)] } == [9, 2])
+        #expect(earlier.withUnsafeBytes { heir.open($0) }.map { [$0.session, UInt64($0.serial)] } == [7, 1])
+        // Damaged keys change nothing.
+        let other = MobilityTickets()
+        other.adopt([JournalKey(name: MobilityTickets.currentKeyName, bytes: [1, 2, 3])])
+        #expect(ticket.withUnsafeBytes { other.open($0) } == nil)
+    }
+}

@@ -124,6 +124,8 @@ public final class RelayServer {
             restored[loop].append(allocation)
         }
         if let recovered { Self.log(recovered, of: state!, logger: logger) }
+        // A mobility ticket issued before a live upgrade still moves its allocation after it.
+        if let inheritance { mobility.adopt(inheritance.state.keys) }
         let mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         self.mailboxes = mailboxes
         clusterLedger = c.clusterRedis.map { [admission] _ in

@@ -44,6 +44,35 @@ public final class MobilityTickets: Sendable {
         }
     }
 
+    /// Names of the keys in a live upgrade's snapshot (docs/live-upgrade.md).
+    public static let currentKeyName = "mobility-ticket-key"
+    public static let previousKeyName = "mobility-ticket-previous-key"
+
+    /// The keys, current and previous, as a live upgrade hands them on (each as its id, then
+    /// the key): a ticket sealed before the upgrade still opens after it.
+    public func exportedKeys() -> [JournalKey] {
+        keys.withLock { k in
+            var out = [JournalKey(name: Self.currentKeyName, bytes: [k.current.id] + k.current.bytes)]
+            if let previous = k.previous {
+                out.append(JournalKey(name: Self.previousKeyName, bytes: [previous.id] + previous.bytes))
+            }
+            return out
+        }
+    }
+
+    /// Takes over keys `exportedKeys` gave; without a current key of the right length nothing
+    /// changes, and a previous key of the wrong length is left out.
+    public func adopt(_ exported: [JournalKey]) {
+        func key(_ name: String) -> Key? {
+            guard let found = exported.first(where: { $0.name == name }), found.bytes.count == 1 + SealedBox.keyLength
+            else { return nil }
+            return Key(id: found.bytes[0], bytes: Array(found.bytes.dropFirst()))
+        }
+        guard let current = key(Self.currentKeyName) else { return }
+        let previous = key(Self.previousKeyName)
+        keys.withLock { $0 = Keys(current: current, previous: previous) }
+    }
+
     /// The ticket for `session` after `serial` moves. `nonce` must never repeat under one key:
     /// the caller gives its thread index and a per-thread counter (`Mobility.nonce`).
     func seal(session: UInt64, serial: UInt32, nonce: [UInt8]) -> [UInt8]? {

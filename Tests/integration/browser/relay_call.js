@@ -3,6 +3,10 @@
 //
 //   runCall({transport: 'udp' | 'tcp' | 'tls', user, ...}) -> Promise<report>
 //
+// With `keepOpen`, the call goes on after the report (window.liveCall): `sampleLiveCall`
+// reads its states and packet counts, `endLiveCall` hangs up. The survival tests use it to
+// see a call through a relayd crash or live upgrade.
+//
 // 1. GET /ice-servers?user=... on the page's own origin: the app server (the test's)
 //    calls relayd's credential service with its API token and passes the
 //    `format=ice-servers` body through, as a real app backend would. The page keeps
@@ -161,6 +165,7 @@ async function runCall(opts) {
   const pcs = {a: new RTCPeerConnection(config), b: new RTCPeerConnection(config)};
   const media = [];
   const audio = new AudioContext();
+  let keep = false;
   const candidates = diagnostics.candidates;
   const iceErrors = diagnostics.iceErrors;
   try {
@@ -247,6 +252,10 @@ async function runCall(opts) {
                 timeoutMs, 'inbound-rtp audio and video packets on both sides');
 
     const stats = {a: await statsSummary(pcs.a), b: await statsSummary(pcs.b)};
+    if (opts.keepOpen) {
+      keep = true;
+      window.liveCall = {pcs, media, audio, channel, echoes};
+    }
     return {
       transport, iceServers: iceServers.map(s => s.urls), candidates, iceErrors,
       messagesSent: sent.length, echoesReceived: echoes.length, echoedIntact,
@@ -254,14 +263,58 @@ async function runCall(opts) {
       stats, log: logLines,
     };
   } finally {
-    for (const m of media) {
-      try { m.stop(); m.track.stop(); } catch (e) { /* already stopped */ }
-    }
-    pcs.a.close();
-    pcs.b.close();
-    try { await withTimeout(audio.close(), 2000, 'AudioContext.close()'); } catch (e) { /* bounded */ }
+    if (!keep) await hangUp(pcs, media, audio);
   }
 }
+
+async function hangUp(pcs, media, audio) {
+  for (const m of media) {
+    try { m.stop(); m.track.stop(); } catch (e) { /* already stopped */ }
+  }
+  pcs.a.close();
+  pcs.b.close();
+  try { await withTimeout(audio.close(), 2000, 'AudioContext.close()'); } catch (e) { /* bounded */ }
+}
+
+// A live call's connection states and what each side has received so far; a data channel
+// message sent now must come back within `timeoutMs`.
+async function sampleLiveCall(opts) {
+  const call = window.liveCall;
+  if (!call) throw new Error('no live call');
+  const received = async pc => {
+    const summary = await statsSummary(pc);
+    return summary.inbound.reduce((n, s) => n + s.packetsReceived, 0);
+  };
+  const before = call.echoes.length;
+  const probe = `probe ${performance.now()}`;
+  call.channel.send(probe);
+  let echoed = false;
+  try {
+    await until(() => call.echoes.length > before && call.echoes.includes(`echo:${probe}`), opts.timeoutMs || 5000,
+                'a data channel echo');
+    echoed = true;
+  } catch (e) { /* reported as not echoed */ }
+  return {
+    states: {a: call.pcs.a.connectionState, b: call.pcs.b.connectionState},
+    ice: {a: call.pcs.a.iceConnectionState, b: call.pcs.b.iceConnectionState},
+    packetsReceived: {a: await received(call.pcs.a), b: await received(call.pcs.b)},
+    echoed,
+  };
+}
+
+window.sampleLiveCallForTest = (opts, done) => {
+  sampleLiveCall(opts).then(
+    sample => done({ok: true, sample}),
+    err => done({ok: false, error: String((err && err.stack) || err), log: logLines}),
+  );
+};
+
+window.endLiveCallForTest = done => {
+  const call = window.liveCall;
+  window.liveCall = null;
+  if (!call) return done(true);
+  hangUp(call.pcs, call.media, call.audio).then(() => done(true), () => done(false));
+};
 
 // Entry point for selenium's execute_async_script: always calls back, with either
 // {ok: true, report} or {ok: false, error, log}.

@@ -134,7 +134,8 @@ extension RelayServer {
         var allocations: [UInt64: JournalAllocation] = [:]
         for bequest in bequests { for allocation in bequest.allocations { allocations[allocation.sessionID] = allocation } }
         let state = JournalState(
-            allocations: allocations, keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)])
+            allocations: allocations,
+            keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)] + mobility.exportedKeys())
         let snapshot: [UInt8]
         do {
             snapshot = try JournalWriter.compacted(state, bootID: Self.handoverBootID, now: EventLoop.now())
