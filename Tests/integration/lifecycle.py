@@ -90,6 +90,24 @@ def allocate_with_channel(server: RelayServer, secret: str, user: str = "alice",
     return client, peer
 
 
+def round_trip(client, peer, channel: int, payload: bytes) -> None:
+    """ChannelData to the peer from the client's relayed address, and the peer's datagram back on
+    the channel (RFC 8656 §12)."""
+    client.send_channel_data(channel, payload)
+    got = recv_from(peer, 3.0)
+    assert got is not None, "the peer got nothing through the channel"
+    assert got[0] == payload
+    assert got[1] == tuple(client.relayed), f"the peer heard from {got[1]}, not the relayed address {client.relayed}"
+    peer.sendto(payload[::-1], client.relayed)
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        received = client.receive(max(0.0, deadline - time.monotonic()))
+        if received is not None and received.kind == "channel":
+            assert received.channel == channel and received.payload == payload[::-1]
+            return
+    pytest.fail("the client got nothing back through its channel")
+
+
 def error_code_of_allocate(server: RelayServer, secret: str, user: str = "late") -> int | None:
     """Allocate with fresh credentials: None on success, else the error code."""
     from stunclient import TurnError

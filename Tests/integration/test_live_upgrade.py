@@ -23,7 +23,7 @@ import time
 import pytest
 
 from conftest import RelayServer, server_kind
-from lifecycle import allocate_with_channel, eventually, wait_for_log
+from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
 from stunclient import recv_from
 
@@ -37,23 +37,6 @@ ADMIN = [f"--api-key=upgrader:{ADMIN_TOKEN}:admin"]
 def upgrade_through_api(server: RelayServer):
     return server.http(
         "POST", "/api/v1/upgrade", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=90)
-
-
-def round_trip(client, peer, channel: int, payload: bytes) -> None:
-    """ChannelData to the peer from the client's relayed address, and back (RFC 8656 §12)."""
-    client.send_channel_data(channel, payload)
-    got = recv_from(peer, 3.0)
-    assert got is not None, "the peer got nothing through the channel"
-    assert got[0] == payload
-    assert got[1] == tuple(client.relayed), f"the peer heard from {got[1]}, not {client.relayed}"
-    peer.sendto(payload[::-1], client.relayed)
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:
-        received = client.receive(max(0.0, deadline - time.monotonic()))
-        if received is not None and received.kind == "channel":
-            assert received.channel == channel and received.payload == payload[::-1]
-            return
-    pytest.fail("the client got nothing back through its channel")
 
 
 def pid_alive(pid: int) -> bool:

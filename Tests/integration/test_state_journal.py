@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import RelayServer, die_with_parent, server_kind
-from lifecycle import allocate_with_channel, eventually, wait_for_log
+from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
 from stunclient import recv_from
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's state journal")
@@ -34,23 +34,6 @@ def metric(server: RelayServer, sample: str) -> float | None:
     assert resp.status == 200, resp
     m = re.search(rf"^{re.escape(sample)} (\S+)$", resp.body.decode(), re.MULTILINE)
     return float(m.group(1)) if m else None
-
-
-def round_trip(client, peer, channel: int, payload: bytes) -> None:
-    """ChannelData to the peer, and the peer's datagram back on the channel (RFC 8656 §12)."""
-    client.send_channel_data(channel, payload)
-    got = recv_from(peer, 3.0)
-    assert got is not None, "the peer got nothing through the channel"
-    assert got[0] == payload
-    assert got[1] == tuple(client.relayed), f"the peer heard from {got[1]}, not the relayed address {client.relayed}"
-    peer.sendto(payload[::-1], client.relayed)
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:
-        received = client.receive(max(0.0, deadline - time.monotonic()))
-        if received is not None and received.kind == "channel":
-            assert received.channel == channel and received.payload == payload[::-1]
-            return
-    pytest.fail("the client got nothing back through its channel")
 
 
 def test_udp_allocations_survive_sigkill(tmp_path):
