@@ -25,7 +25,9 @@ import Testing
             .sockets([]),
             .state([0x89, 0x52, 0x4C, 0x4A]),
             .state([]),
-            .done(sockets: 253, stateBytes: 61_440),
+            .blocks([.init(user: "mallory", until: 1_900_000_000), .init(user: "ユーザー", until: 0)]),
+            .blocks([]),
+            .done(sockets: 253, stateBytes: 61_440, blocks: 2),
             .ready(pid: 77),
             .failed("the configuration is invalid"),
         ]

@@ -5,7 +5,8 @@ relayd runs with two loops, UDP and TLS listeners, a pid file. UDP clients alloc
 channel to its own peer, and relay; one client keeps sending through the upgrade, and every one
 of its datagrams must reach its peer. SIGUSR2 (or `POST /api/v1/upgrade`) starts the binary
 again: the heir serves every UDP allocation on the same relayed address, accepts a Refresh under
-the nonce issued before, takes new clients, owns the API port and the pid file. A TLS client's
+the nonce issued before, takes new clients, owns the API port and the pid file, and keeps the
+admin API's blocks. A TLS client's
 allocation stays with the old process, which drains it: a call between it and a UDP client in
 the heir keeps relaying both ways, and the old process exits once the TLS client leaves. A
 failed upgrade leaves the running relayd serving as before.
@@ -23,7 +24,7 @@ import time
 import pytest
 
 from conftest import RelayServer, server_kind
-from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
+from lifecycle import allocate_with_channel, error_code_of_allocate, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
 from stunclient import recv_from
 
@@ -83,7 +84,8 @@ class Sender(threading.Thread):
 def test_udp_calls_go_on_through_sigusr2(tmp_path):
     pidfile = tmp_path / "relayd.pid"
     server = RelayServer(
-        "relayd", tmp_path / "relayd", streams=True, extra_args=["--relay-threads=2", f"--pidfile={pidfile}"])
+        "relayd", tmp_path / "relayd", streams=True,
+        extra_args=["--relay-threads=2", f"--pidfile={pidfile}", *ADMIN])
     server.start()
     pairs = []
     heir = None
@@ -94,6 +96,9 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
             pairs.append((client, peer))
         old = server.proc.pid
         assert pidfile.read_text().strip() == str(old)
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"}
+        resp = server.http("POST", "/api/v1/users/mallory/block", headers=admin, body=b'{"seconds": 600}')
+        assert resp.status == 200, resp.body
         media_client, media_peer = pairs[0]
         # The peer's buffer must hold every datagram of the run (about 600).
         media_peer.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 1 << 20)
@@ -131,9 +136,12 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
         round_trip(fresh, fresh_peer, 0x4000, b"new work")
         fresh.close()
         fresh_peer.close()
-        # The API port is the heir's now.
+        # The API port is the heir's now, and the block set before the upgrade holds there.
         resp = server.http("GET", "/readyz")
         assert resp.status == 200
+        blocks = json.loads(server.http("GET", "/api/v1/blocks", headers=admin).body)["blocks"]
+        assert [b["user"] for b in blocks] == ["mallory"], blocks
+        assert error_code_of_allocate(server, server.secret, user="mallory") == 403
     finally:
         for client, peer in pairs:
             peer.close()

@@ -125,7 +125,11 @@ public final class RelayServer {
         }
         if let recovered { Self.log(recovered, of: state!, logger: logger) }
         // A mobility ticket issued before a live upgrade still moves its allocation after it.
-        if let inheritance { mobility.adopt(inheritance.state.keys) }
+        if let inheritance {
+            mobility.adopt(inheritance.state.keys)
+            // A user blocked before the upgrade stays blocked (docs/admin.md).
+            for entry in inheritance.blocks { admission.blocklist.block(entry.user, until: entry.until) }
+        }
         let mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         self.mailboxes = mailboxes
         clusterLedger = c.clusterRedis.map { [admission] _ in

@@ -148,7 +148,15 @@ extension RelayServer {
             try channel.send(.state(Array(snapshot[offset..<end])))
             offset = end
         }
-        try channel.send(.done(sockets: UInt32(sockets.count), stateBytes: UInt32(snapshot.count)))
+        let blocks = admission.blocklist.list(now: Int64(time(nil)))
+        start = 0
+        while start < blocks.count {
+            let piece = blocks[start..<min(start + HandoverMessage.blocksPerMessage, blocks.count)]
+            try channel.send(.blocks(Array(piece)))
+            start += piece.count
+        }
+        try channel.send(
+            .done(sockets: UInt32(sockets.count), stateBytes: UInt32(snapshot.count), blocks: UInt32(blocks.count)))
     }
 
     /// The boot id both sides check the snapshot with.

@@ -1,3 +1,4 @@
+import RelayCore
 import StunCodec
 
 /// A descriptor the running relayd hands its heir in a live upgrade (docs/live-upgrade.md),
@@ -34,8 +35,10 @@ enum HandoverMessage: Sendable, Equatable {
     /// Running → heir: a piece of the state snapshot (a compacted state journal,
     /// docs/state-journal.md), in order.
     case state([UInt8])
+    /// Running → heir: users the admin API blocked (docs/admin.md), some of them.
+    case blocks([UserBlocklist.Entry])
     /// Running → heir: all sent; the totals let the heir see that nothing was lost.
-    case done(sockets: UInt32, stateBytes: UInt32)
+    case done(sockets: UInt32, stateBytes: UInt32, blocks: UInt32)
     /// Heir → running: every loop serves; the running relayd lets go.
     case ready(pid: Int32)
     /// Heir → running: the heir gives up (it exits); the running relayd serves on.
@@ -46,9 +49,12 @@ enum HandoverMessage: Sendable, Equatable {
     /// The largest message: a state piece of 60 KiB fits a default unix socket buffer.
     static let maxBytes = 64 * 1024
     static let maxStatePiece = 60 * 1024
+    /// A blocked user's name is 256 bytes at most (the admin API's limit); 200 blocks fit a message.
+    static let maxBlockUserBytes = 256
+    static let blocksPerMessage = 200
 
     enum Tag: UInt8 {
-        case hello = 1, sockets, state, done, ready, failed
+        case hello = 1, sockets, state, done, ready, failed, blocks
     }
 
     struct DecodingError: Error, CustomStringConvertible {
@@ -74,10 +80,20 @@ enum HandoverMessage: Sendable, Equatable {
         case .state(let bytes):
             out.u8(Tag.state.rawValue)
             out.bytes.append(contentsOf: bytes)
-        case .done(let sockets, let stateBytes):
+        case .blocks(let entries):
+            out.u8(Tag.blocks.rawValue)
+            out.u16(UInt16(entries.count))
+            for entry in entries {
+                let user = Array(entry.user.utf8.prefix(Self.maxBlockUserBytes))
+                out.u16(UInt16(user.count))
+                out.bytes.append(contentsOf: user)
+                out.u64(UInt64(bitPattern: entry.until))
+            }
+        case .done(let sockets, let stateBytes, let blocks):
             out.u8(Tag.done.rawValue)
             out.u32(sockets)
             out.u32(stateBytes)
+            out.u32(blocks)
         case .ready(let pid):
             out.u8(Tag.ready.rawValue)
             out.u32(UInt32(bitPattern: pid))
@@ -111,8 +127,19 @@ enum HandoverMessage: Sendable, Equatable {
             self = .sockets(sockets)
         case .state:
             self = .state(input.rest())
+        case .blocks:
+            let count = Int(try input.u16())
+            guard count <= Self.blocksPerMessage else { throw DecodingError(description: "too many blocks") }
+            var entries: [UserBlocklist.Entry] = []
+            for _ in 0..<count {
+                let length = Int(try input.u16())
+                guard (1...Self.maxBlockUserBytes).contains(length) else { throw DecodingError(description: "bad user") }
+                let user = String(decoding: try input.bytes(length), as: UTF8.self)
+                entries.append(UserBlocklist.Entry(user: user, until: Int64(bitPattern: try input.u64())))
+            }
+            self = .blocks(entries)
         case .done:
-            self = .done(sockets: try input.u32(), stateBytes: try input.u32())
+            self = .done(sockets: try input.u32(), stateBytes: try input.u32(), blocks: try input.u32())
         case .ready:
             self = .ready(pid: Int32(bitPattern: try input.u32()))
         case .failed:
@@ -178,6 +205,8 @@ struct HandoverInput {
         guard let ip = IPAddress(bytes: try take(count)) else { throw .init(description: "bad address") }
         return TransportAddress(ip: ip, port: try u16())
     }
+    mutating func bytes(_ count: Int) throws(HandoverMessage.DecodingError) -> [UInt8] { Array(try take(count)) }
+
     mutating func rest() -> [UInt8] {
         defer { offset = bytes.count }
         return Array(bytes[offset...])

@@ -25,10 +25,15 @@ public final class Inheritance: Sendable {
     let channel: HandoverChannel
     /// The running relayd's pid, from the parent process.
     let predecessor: pid_t
+    /// Users the admin API blocked: the blocks go on in this process.
+    let blocks: [UserBlocklist.Entry]
 
-    private init(sockets: [Key: Int32], state: JournalState, loops: Int, channel: HandoverChannel) {
+    private init(
+        sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], loops: Int, channel: HandoverChannel
+    ) {
         self.sockets = Locked(sockets)
         self.state = state
+        self.blocks = blocks
         self.loops = loops
         self.channel = channel
         predecessor = getppid()
@@ -53,6 +58,7 @@ public final class Inheritance: Sendable {
         var sockets: [Key: Int32] = [:]
         var received = 0
         var snapshot: [UInt8] = []
+        var blocks: [UserBlocklist.Entry] = []
         var loops = 0
         func closeAll() { for fd in sockets.values { close(fd) } }
         while true {
@@ -71,12 +77,17 @@ public final class Inheritance: Sendable {
                     if socket.kind == .udpListener { loops = max(loops, Int(socket.loop) + 1) }
                 }
                 received += list.count
-            case .state(let piece):
+            case .state(let piece) where descriptors.isEmpty:
                 snapshot.append(contentsOf: piece)
-            case .done(let count, let bytes) where Int(count) == received && Int(bytes) == snapshot.count:
+            case .blocks(let some) where descriptors.isEmpty && blocks.count + some.count <= UserBlocklist.limit:
+                blocks += some
+            case .done(let count, let bytes, let blockCount)
+            where descriptors.isEmpty && Int(count) == received && Int(bytes) == snapshot.count
+                && Int(blockCount) == blocks.count:
                 do {
                     let recovery = try JournalReader.read(snapshot, bootID: bootID, now: now, bounds: bounds)
-                    return Inheritance(sockets: sockets, state: recovery.state, loops: loops, channel: channel)
+                    return Inheritance(
+                        sockets: sockets, state: recovery.state, blocks: blocks, loops: loops, channel: channel)
                 } catch {
                     closeAll()
                     throw HandoverChannel.Failure(description: "the state snapshot is unreadable: \(error)")
