@@ -14,13 +14,14 @@ import StunCodec
 /// A lookup is one dictionary lookup: no allocation and no copy on the packet path. It is a class
 /// because the core keeps it in a stored property of its own class: a struct there is copied for
 /// a call (its four dictionaries retained and released) on every lookup, measured at about three
-/// extra retain/release pairs per relayed packet.
+/// extra retain/release pairs per relayed packet. Its owner is one loop thread, so its indexes
+/// skip the runtime's exclusivity checks (`@exclusivity(unchecked)`), as a struct's would.
 final class AllocationTable {
-    private var byFiveTuple: [FiveTuple: Allocation] = [:]
-    private var bySocket: [RelaySocket: Allocation] = [:]
+    @exclusivity(unchecked) private var byFiveTuple: [FiveTuple: Allocation] = [:]
+    @exclusivity(unchecked) private var bySocket: [RelaySocket: Allocation] = [:]
     /// Both forms of each relayed address: bound, and advertised (`external-ip`).
-    private var byRelayedAddress: [TransportAddress: Allocation] = [:]
-    private var mobileBySession: [UInt64: Allocation] = [:]
+    @exclusivity(unchecked) private var byRelayedAddress: [TransportAddress: Allocation] = [:]
+    @exclusivity(unchecked) private var mobileBySession: [UInt64: Allocation] = [:]
 
     /// Live allocations (RFC 8656 §7).
     var count: Int { byFiveTuple.count }

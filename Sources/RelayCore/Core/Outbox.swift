@@ -31,16 +31,21 @@ public struct OutboundPacket {
 /// stream in order (`forEachInOrder`); it may hold packets back to send them in one batch
 /// (sendmmsg), which delays a packet but never moves one ahead of an effect emitted before it.
 /// Collected without allocating.
+///
+/// One loop thread owns it (the core's, docs/architecture.md "Threads"), so its stored
+/// properties skip the runtime's exclusivity checks (`@exclusivity(unchecked)`): each would
+/// otherwise cost a `swift_beginAccess` call per packet and per flush, counted at about five per
+/// flush with a uprobe on the runtime.
 public final class Outbox {
     /// Scratch memory for responses the core builds.
     let arena: UnsafeMutableRawBufferPointer
-    var arenaUsed = 0
-    public private(set) var packets: [OutboundPacket] = []
+    @exclusivity(unchecked) var arenaUsed = 0
+    @exclusivity(unchecked) public private(set) var packets: [OutboundPacket] = []
     /// Effects other than sending (`CoreCommand`), in the order emitted.
-    public private(set) var commands: [CoreCommand] = []
+    @exclusivity(unchecked) public private(set) var commands: [CoreCommand] = []
     /// Where each command stands in the stream: command `i` comes after `packets[..<positions[i]]`
     /// and before the rest.
-    public private(set) var commandPositions: [Int] = []
+    @exclusivity(unchecked) public private(set) var commandPositions: [Int] = []
     public let packetCapacity: Int
 
     /// Largest STUN response the core writes (error responses, Allocate success with all attributes).
@@ -140,8 +145,10 @@ public final class Outbox {
     /// Forgets every queued packet and command; call after the I/O layer has executed them.
     public func reset() {
         packets.removeAll(keepingCapacity: true)
-        commands.removeAll(keepingCapacity: true)
-        commandPositions.removeAll(keepingCapacity: true)
+        if !commands.isEmpty {
+            commands.removeAll(keepingCapacity: true)
+            commandPositions.removeAll(keepingCapacity: true)
+        }
         arenaUsed = 0
     }
 }

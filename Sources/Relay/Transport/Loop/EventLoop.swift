@@ -66,6 +66,9 @@ final class EventLoop {
     /// Writes the journal after the callbacks of this loop iteration (`flush` activates it).
     var journalEvent: LoopEvent?
     var journalPending = false
+    /// What the kernel relayed for allocations whose routes a flush removed, until their end is
+    /// logged in the same flush (`perform`); kept here so a flush makes no dictionary.
+    var endedRelayed: [RelaySocket: KernelFastPath.Counters] = [:]
     /// Between a live upgrade's pause and its resume or commit (`EventLoop+Handover`): the UDP
     /// listeners and relay sockets are not read.
     var handingOver = false
@@ -349,10 +352,10 @@ final class EventLoop {
         slotsInUse = 0
         defer { if !pendingClose.isEmpty { closePending() } }
         var staging = Staging()
-        var ended: [RelaySocket: KernelFastPath.Counters] = [:]
         outbox.forEachInOrder(
             packet: { stage($0, in: &staging) },
-            command: { perform($0, ended: &ended) })
+            command: { perform($0, ended: &endedRelayed) })
+        if !endedRelayed.isEmpty { endedRelayed.removeAll() }
         if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
         outbox.reset()
         // Once per loop iteration, after every packet this wakeup read (`journalEvent`).
