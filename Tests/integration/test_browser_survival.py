@@ -23,7 +23,7 @@ import pytest
 from browser_support import AppServer, Browser, missing_browser_tools, spki_hash
 from conftest import RelayServer, die_with_parent, server_kind
 from lifecycle import wait_for_log
-from test_live_upgrade import heir_pid, stop_pid
+from test_live_upgrade import heir_pid, logged_heir, stop_pid
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's state journal and live upgrade")
 
@@ -115,9 +115,10 @@ def test_a_chromium_call_lives_through_a_live_upgrade(tmp_path, chromium):
     chromium.append(lambda: relayd.stop() if relayd.proc and relayd.proc.poll() is None else None)
     chrome = open_call(relayd, tmp_path, chromium)
     call_goes_on(chrome, "before the upgrade")
+    # Whatever happens next, the heir (not this test's child) is stopped by its pid.
+    chromium.append(lambda: (heir := logged_heir(relayd)) and stop_pid(heir))
     relayd.proc.send_signal(signal.SIGUSR2)
-    heir = heir_pid(relayd)
-    chromium.append(lambda: stop_pid(heir))
+    heir_pid(relayd)
     wait_for_log(relayd, "upgrade_took_over")
     call_goes_on(chrome, "after the live upgrade")
     assert relayd.proc.wait(timeout=40) == 0, relayd.log_tail()

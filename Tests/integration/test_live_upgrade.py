@@ -58,6 +58,12 @@ def stop_pid(pid: int) -> None:
         eventually(lambda: not pid_alive(pid), timeout=5)
 
 
+def logged_heir(server: RelayServer) -> int | None:
+    """The heir's pid if the log says an upgrade succeeded (for cleanup after a failed test)."""
+    m = re.search(r"pid (\d+) serves now", server.log_text())
+    return int(m.group(1)) if m else None
+
+
 def heir_pid(server: RelayServer) -> int:
     line = wait_for_log(server, "upgrade_succeeded")
     m = re.search(r"pid (\d+) serves now", line)
@@ -146,6 +152,7 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
         for client, peer in pairs:
             peer.close()
             client.close()
+        heir = heir or logged_heir(server)
         if heir is not None:
             stop_pid(heir)
         problems = server.stop() if server.proc and server.proc.poll() is None else []
@@ -195,6 +202,7 @@ def test_api_upgrade_keeps_a_tls_call_in_the_old_process(tmp_path):
         for c in (tls, udp):
             if c is not None:
                 c.close()
+        heir = heir or logged_heir(server)
         if heir is not None:
             stop_pid(heir)
         problems = server.stop() if server.proc and server.proc.poll() is None else []
