@@ -64,6 +64,14 @@ def logged_heir(server: RelayServer) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def stop_both(server: RelayServer, heir: int | None) -> list[str]:
+    """Stops the heir (by the pid known or logged) and the old process if it still runs."""
+    heir = heir or logged_heir(server)
+    if heir is not None:
+        stop_pid(heir)
+    return server.stop() if server.proc and server.proc.poll() is None else []
+
+
 def heir_pid(server: RelayServer) -> int:
     line = wait_for_log(server, "upgrade_succeeded")
     m = re.search(r"pid (\d+) serves now", line)
@@ -152,10 +160,7 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
         for client, peer in pairs:
             peer.close()
             client.close()
-        heir = heir or logged_heir(server)
-        if heir is not None:
-            stop_pid(heir)
-        problems = server.stop() if server.proc and server.proc.poll() is None else []
+        problems = stop_both(server, heir)
     assert not problems, problems
     assert "unused_sockets=0" in server.log_text() or '"unused_sockets":"0"' in server.log_text()
 
@@ -202,10 +207,7 @@ def test_api_upgrade_keeps_a_tls_call_in_the_old_process(tmp_path):
         for c in (tls, udp):
             if c is not None:
                 c.close()
-        heir = heir or logged_heir(server)
-        if heir is not None:
-            stop_pid(heir)
-        problems = server.stop() if server.proc and server.proc.poll() is None else []
+        problems = stop_both(server, heir)
     assert not problems, problems
 
 
