@@ -59,8 +59,24 @@ static int verify_cookie(SSL *ssl, const unsigned char *cookie, unsigned int len
     return 0;
 }
 
+// Set once, before the first DTLS context: drawn at random, or taken from the relayd that
+// handed this process its sockets (docs/live-upgrade.md), so a cookie it sent stays good.
+static int secret_ready = 0;
+
+int relayd_dtls_set_cookie_secret(const unsigned char *secret, size_t length) {
+    if (secret_ready || length != sizeof cookie_secret) return -1;
+    memcpy(cookie_secret, secret, sizeof cookie_secret);
+    secret_ready = 1;
+    return 0;
+}
+
+int relayd_dtls_cookie_secret(unsigned char *out, size_t length) {
+    if (!secret_ready || length != sizeof cookie_secret) return -1;
+    memcpy(out, cookie_secret, sizeof cookie_secret);
+    return 0;
+}
+
 int relayd_dtls_configure(SSL_CTX *ctx) {
-    static int secret_ready = 0;
     if (!secret_ready) {
         if (RAND_bytes(cookie_secret, sizeof cookie_secret) != 1) return -1;
         secret_ready = 1;

@@ -52,4 +52,43 @@ import Testing
         pool.setSibling(false)
         #expect(!pool.isHeld(50003, on: CoreFixture.relayIP, by: .udpAllocation))
     }
+
+    @Test("An EVEN-PORT reservation goes to the heir with its token, and an Allocate there takes it (RFC 8656 §7.2)")
+    func reservationsGoOver() throws {
+        let old = CoreHarness()
+        let first = try old.restClient(at: CoreFixture.clientA).allocate { w in try w.append(EvenPort(reservePair: true)) }
+        let port = try #require(first.xorRelayedAddress?.port)
+        let token = try #require(first.reservationToken)
+        let handed = old.core.handedReservations()
+        #expect(handed.count == 1)
+        let reservation = try #require(handed[token])
+        #expect(reservation.address == TransportAddress(ip: CoreFixture.relayIP, port: port + 1))
+        #expect(old.core.releaseHandedOver(now: old.now) == 1)
+        #expect(old.core.relayPortsInUse == 0)
+
+        let heir = CoreHarness()
+        // Expired, or on an address that is not this node's: refused, nothing held.
+        var stale = reservation
+        stale.expiresAt = heir.now
+        #expect(!heir.core.adoptReservation(token: token, stale, now: heir.now))
+        var foreign = reservation
+        foreign.address = TransportAddress(ip: CoreFixture.clientA.ip, port: port + 1)
+        #expect(!heir.core.adoptReservation(token: token, foreign, now: heir.now))
+        #expect(heir.core.relayPortsInUse == 0)
+        // A lifetime longer than a reservation made here is cut to 30 s.
+        var long = reservation
+        long.expiresAt = heir.now + 3600
+        #expect(heir.core.adoptReservation(token: token, long, now: heir.now))
+        #expect(heir.core.handedReservations()[token]?.expiresAt == heir.now + 30)
+        #expect(heir.core.relayPortsInUse == 1)
+
+        let second = try heir.restClient(at: CoreFixture.clientB).allocate { w in
+            try w.append(ReservationToken(value: token))
+        }
+        #expect(second.xorRelayedAddress?.port == port + 1)
+        #expect(heir.core.relayPortsInUse == 1)
+        #expect(heir.core.handedReservations().isEmpty)
+        // A port an allocation holds is not reserved again.
+        #expect(!heir.core.adoptReservation(token: token &+ 1, reservation, now: heir.now))
+    }
 }

@@ -27,6 +27,8 @@ import Testing
             .state([]),
             .blocks([.init(user: "mallory", until: 1_900_000_000), .init(user: "ユーザー", until: 0)]),
             .blocks([]),
+            .counters(Array("relayd_allocations_created_total 3\n".utf8)),
+            .counters([]),
             .done(sockets: 253, stateBytes: 61_440, blocks: 2),
             .ready(pid: 77),
             .failed("the configuration is invalid"),

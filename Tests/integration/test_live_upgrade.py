@@ -5,8 +5,9 @@ relayd runs with two loops, UDP and TLS listeners, a pid file. UDP clients alloc
 channel to its own peer, and relay; one client keeps sending through the upgrade, and every one
 of its datagrams must reach its peer. SIGUSR2 (or `POST /api/v1/upgrade`) starts the binary
 again: the heir serves every UDP allocation on the same relayed address, accepts a Refresh under
-the nonce issued before, takes new clients, owns the API port and the pid file, and keeps the
-admin API's blocks. A TLS client's
+the nonce issued before, takes new clients, owns the API port and the pid file, keeps the
+admin API's blocks, and counts on from the old process's counters. A TLS session resumes with
+the heir under a ticket the old process issued. A TLS client's
 allocation stays with the old process, which drains it: a call between it and a UDP client in
 the heir keeps relaying both ways, and the old process exits once the TLS client leaves. A
 failed upgrade leaves the running relayd serving as before.
@@ -18,12 +19,16 @@ import json
 import os
 import re
 import signal
+import socket
+import ssl
+import struct
 import threading
 import time
 
 import pytest
 
 from conftest import RelayServer, server_kind
+from floods import metric
 from lifecycle import allocate_with_channel, error_code_of_allocate, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
 from stunclient import recv_from
@@ -33,6 +38,11 @@ pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live
 CLIENTS = 100
 ADMIN_TOKEN = "live-upgrade-admin-token-0123456789"
 ADMIN = [f"--api-key=upgrader:{ADMIN_TOKEN}:admin"]
+
+
+def binding_request() -> bytes:
+    """A STUN Binding request (RFC 8489 §5) with a random transaction id."""
+    return struct.pack("!HHI", 0x0001, 0, 0x2112A442) + os.urandom(12)
 
 
 def upgrade_through_api(server: RelayServer):
@@ -113,6 +123,7 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
         admin = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"}
         resp = server.http("POST", "/api/v1/users/mallory/block", headers=admin, body=b'{"seconds": 600}')
         assert resp.status == 200, resp.body
+        assert eventually(lambda: metric(server, "relayd_allocations_created_total") == CLIENTS)
         media_client, media_peer = pairs[0]
         # The peer's buffer must hold every datagram of the run (about 600).
         media_peer.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 1 << 20)
@@ -148,6 +159,12 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
             assert client.nonce == nonce, "the nonce issued before the upgrade was refused (438)"
         fresh, fresh_peer = allocate_with_channel(server, server.secret, user="fresh")
         round_trip(fresh, fresh_peer, 0x4000, b"new work")
+        # The heir's counters go on from the old process's: the allocations it took over are
+        # not counted again, the fresh one is.
+        assert eventually(lambda: metric(server, "relayd_allocations_created_total") == CLIENTS + 1), \
+            metric(server, "relayd_allocations_created_total")
+        relayed = metric(server, "relayd_relayed_packets_total", direction="client_to_peer")
+        assert relayed >= 2 * CLIENTS + sender.sent, relayed
         fresh.close()
         fresh_peer.close()
         # The API port is the heir's now, and the block set before the upgrade holds there.
@@ -237,4 +254,45 @@ def test_a_failed_upgrade_leaves_relayd_serving(tmp_path):
             client.close()
             peer.close()
         problems = server.stop()
+    assert not problems, problems
+
+
+def client_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def resume(server: RelayServer, context: ssl.SSLContext, session=None):
+    """A TLS connection to the TURN port that answers a Binding; (session, reused)."""
+    with socket.create_connection(server.tls_address, timeout=5) as raw:
+        with context.wrap_socket(raw, session=session) as tls:
+            tls.sendall(binding_request())
+            assert len(tls.recv(2048)) >= 20, "no Binding answer over TLS"
+            # The answer came after the session tickets: the session is resumable now.
+            return tls.session, tls.session_reused
+
+
+def test_tls_sessions_resume_with_the_heir(tmp_path):
+    server = RelayServer("relayd", tmp_path / "relayd", streams=True, extra_args=["--relay-threads=2"])
+    server.start()
+    heir = None
+    try:
+        context = client_context()
+        session, reused = resume(server, context)
+        assert not reused
+        assert resume(server, context, session)[1], "no resumption even without an upgrade"
+        server.proc.send_signal(signal.SIGUSR2)
+        heir = heir_pid(server)
+        wait_for_log(server, "upgrade_took_over")
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        _, reused = resume(server, context, session)
+        assert reused, "the heir did not resume a session the old process issued a ticket for"
+        # A SIGHUP draws new ticket keys with the new context: the old ticket is refused.
+        os.kill(heir, signal.SIGHUP)
+        wait_for_log(server, "tls_reloaded")
+        assert not resume(server, context, session)[1]
+    finally:
+        problems = stop_both(server, heir)
     assert not problems, problems

@@ -62,6 +62,11 @@ struct bufferevent *relayd_https_bufferevent(struct event_base *base, void *ssl_
 /// §4.2.1): HMAC-SHA-256 of the client's address and port under a random per-process secret.
 /// 0 on success.
 int relayd_dtls_configure(SSL_CTX *ctx);
+/// The cookie secret (32 bytes): set it before the first `relayd_dtls_configure` to keep the
+/// one a predecessor process used (docs/live-upgrade.md); -1 when set already or of another
+/// length. Read it back once set; -1 before.
+int relayd_dtls_set_cookie_secret(const unsigned char *secret, size_t length);
+int relayd_dtls_cookie_secret(unsigned char *out, size_t length);
 
 /// DTLSv1_listen on `ssl`, whose BIO reads the listener socket: 1 when a ClientHello with a valid
 /// cookie came, with the client's address in `client` (a `sockaddr_storage`); 0 when nothing more can be read now

@@ -142,8 +142,8 @@ public final class RelayServer {
         var ports = [c.listeningPort]
         if let alt = c.effectiveAltListeningPort { ports.append(alt) }
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
-        streams = StreamService(configuration: c, logger: logger)
-        metrics = MetricsRegistry(threads: threadCount)
+        streams = StreamService(configuration: c, logger: logger, inheritedKeys: inheritance?.state.keys ?? [])
+        metrics = MetricsRegistry(threads: threadCount, carried: inheritance?.counters ?? CarriedCounters())
     }
 
     func makeContext(thread index: Int) -> CoreContext {
@@ -217,7 +217,8 @@ public final class RelayServer {
                         path: $0.journalPath(loop: index), bootID: $0.bootID,
                         keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)],
                         refusedJournals: index == 0 ? refusedJournals : 0)
-                }, inheritance: inheritance, restore: restored[index])
+                }, inheritance: inheritance, restore: restored[index],
+                reservations: index == 0 ? inheritance?.state.reservations ?? [:] : [:])
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, wiring: wiring)
                 // Loop i's listener must be member i of each SO_REUSEPORT group: the selector

@@ -98,7 +98,7 @@ public final class APIRouter {
 
     /// The Prometheus page: every loop thread's latest snapshot summed, plus this service's counters.
     public func metricsText() -> String {
-        RelaydMetrics.render(registry.total(), service: service) + (server?().prometheus() ?? "")
+        RelaydMetrics.render(registry.total(), service: service, carried: registry.carried) + (server?().prometheus() ?? "")
             + (cluster?().prometheus() ?? "")
     }
 

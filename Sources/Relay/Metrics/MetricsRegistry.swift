@@ -19,8 +19,13 @@ public final class MetricsRegistry: Sendable {
     }
 
     public let slots: [Slot]
+    /// What a live upgrade's predecessor had counted: `/metrics` adds it to the counters.
+    public let carried: CarriedCounters
 
-    public init(threads: Int) { slots = (0..<max(1, threads)).map { _ in Slot() } }
+    public init(threads: Int, carried: CarriedCounters = CarriedCounters()) {
+        slots = (0..<max(1, threads)).map { _ in Slot() }
+        self.carried = carried
+    }
 
     /// The sum over every loop thread's latest snapshot.
     public func total() -> LoopMetrics {

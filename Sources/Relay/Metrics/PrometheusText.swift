@@ -12,6 +12,9 @@ public struct PrometheusText: Sendable {
     }
 
     public private(set) var text = ""
+    /// Added to every counter and histogram sample written (a live upgrade's predecessor's values).
+    public var carried = CarriedCounters()
+    private var carrying = false
 
     /// The `Content-Type` of this format.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
@@ -21,12 +24,19 @@ public struct PrometheusText: Sendable {
     /// Starts a metric family; its samples must follow before the next family starts.
     public mutating func family(_ name: String, _ type: MetricType, help: String) {
         text += "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(type.rawValue)\n"
+        carrying = !carried.isEmpty && type != .gauge && name.hasPrefix("relayd_")
     }
 
     /// One sample line: `name{label="value",...} value`.
     public mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: UInt64) {
-        series(name, labels)
-        text += " \(value)\n"
+        guard carrying else {
+            series(name, labels)
+            text += " \(value)\n"
+            return
+        }
+        var line = PrometheusText()
+        line.series(name, labels)
+        text += line.text + " \(value &+ carried.value(of: line.text))\n"
     }
 
     /// One sample with a fractional value (seconds of CPU, a unix time with sub-second part).

@@ -6,8 +6,12 @@ import StunCodec
 /// docs/metrics.md maps them to coturn's names.
 public enum RelaydMetrics {
     /// The `/metrics` page for the loop threads' summed metrics and the HTTP service's own.
-    public static func render(_ m: LoopMetrics, service: ServiceMetrics) -> String {
+    /// `carried` is added to every counter (a live upgrade's predecessor's values).
+    public static func render(_ m: LoopMetrics, service: ServiceMetrics, carried: CarriedCounters = CarriedCounters())
+        -> String
+    {
         var p = PrometheusText()
+        p.carried = carried
         let c = m.counters
 
         p.family(

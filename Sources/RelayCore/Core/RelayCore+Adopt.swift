@@ -47,7 +47,6 @@ extension RelayCore {
         allocation.sessionID = adopted.sessionID
         allocation.moves = adopted.moves
         if adopted.mobile { registerMobile(allocation) }
-        counters.allocationsByCredentials[adopted.credentials.index] &+= 1
         table.insert(allocation)
         publish(allocation)
         announceChannels(of: allocation, peerIPs: nil, now: now)

@@ -129,7 +129,8 @@ extension RelayCore {
         if request.evenPort?.reservePair == true {
             // The pool reserved the successor with the port (RFC 8656 §7.2, §18.10).
             let value = random.next()
-            let entry = ReservationTable.Entry(address: relay.ip, port: relay.port + 1, expiry: now + 30)
+            let entry = ReservationTable.Entry(
+                address: relay.ip, port: relay.port + 1, expiry: now + Self.reservationSeconds)
             reservations[value] = entry
             tables.reservations.insert(value, entry)
             reservation = value

@@ -33,14 +33,51 @@ extension RelayCore {
         return sockets
     }
 
+    /// The ports this core holds for EVEN-PORT's R bit (RFC 8656 §7.2) that no Allocate has
+    /// taken yet, by RESERVATION-TOKEN (§18.10): the other process holds them on.
+    public func handedReservations() -> [UInt64: JournalReservation] {
+        assertOwned()
+        var handed: [UInt64: JournalReservation] = [:]
+        for (token, entry) in reservations where tables.reservations.contains(token) {
+            handed[token] = JournalReservation(
+                address: TransportAddress(ip: entry.address, port: entry.port), expiresAt: entry.expiry)
+        }
+        return handed
+    }
+
+    /// Holds `reservation`'s port for a later Allocate with `token`, as the process that
+    /// reserved it did. False, changing nothing, when it has expired, its address is not one of
+    /// this node's relay addresses, or the port is taken (an Allocate took the token as the
+    /// other process paused: the allocation holds the port). Its expiry is never later than a
+    /// reservation made here would have (30 s).
+    @discardableResult
+    public func adoptReservation(token: UInt64, _ reservation: JournalReservation, now: Int64) -> Bool {
+        assertOwned()
+        let address = reservation.address
+        guard reservation.expiresAt > now,
+            context.relayAddresses.contains(where: { $0.bound == address.ip }),
+            tables.ports.claim(address.port, on: address.ip, as: .reservation)
+        else { return false }
+        let entry = ReservationTable.Entry(
+            address: address.ip, port: address.port, expiry: min(reservation.expiresAt, now + Self.reservationSeconds))
+        reservations[token] = entry
+        tables.reservations.insert(token, entry)
+        return true
+    }
+
     /// Lets go of every UDP client's allocation, now served by another process: each ends with
-    /// reason `handedOver` (its relay sockets closed here, its ports and lease given back), and
-    /// the UDP listeners are forgotten. How many ended.
+    /// reason `handedOver` (its relay sockets closed here, its ports and lease given back), the
+    /// reservations go (the other process holds their ports), and the UDP listeners are
+    /// forgotten. How many allocations ended.
     @discardableResult
     public func releaseHandedOver(now: Int64) -> Int {
         assertOwned()
         let handed = table.all.filter { $0.origin.fiveTuple.transport == .udp }
         for allocation in handed { delete(allocation, reason: .handedOver, now: now) }
+        for (token, entry) in reservations where tables.reservations.take(token) != nil {
+            tables.ports.release(entry.port, on: entry.address)
+        }
+        reservations = [:]
         udpListeners.removeAll()
         discoveries = [:]
         return handed.count

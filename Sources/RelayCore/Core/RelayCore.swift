@@ -35,6 +35,9 @@ public final class RelayCore {
     /// when they expire; the shared `ReservationTable` holds the same entries, so an Allocate on
     /// any thread can take the token (and with it the port's hold in the node's `RelayPortPool`).
     var reservations: [UInt64: ReservationTable.Entry] = [:]
+    /// How long EVEN-PORT's R bit holds the next port (RFC 8656 §7.2 leaves it to the server;
+    /// 30 s, as coturn).
+    static let reservationSeconds: Int64 = 30
     var relayCursor = 0
     /// Mobility's decisions and this thread's count of sealed tickets (RFC 8016).
     var mobility = Mobility()

@@ -18,6 +18,9 @@ public final class ReservationTable: Sendable {
 
     func insert(_ token: UInt64, _ entry: Entry) { entries.withLock { $0[token] = entry } }
 
+    /// Whether `token` still holds its port (no Allocate took it).
+    func contains(_ token: UInt64) -> Bool { entries.withLock { $0[token] != nil } }
+
     /// Removes and returns the entry for `token`: a token is good for one Allocate.
     func take(_ token: UInt64) -> Entry? { entries.withLock { $0.removeValue(forKey: token) } }
 }

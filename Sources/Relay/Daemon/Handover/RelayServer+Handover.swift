@@ -63,12 +63,16 @@ extension RelayServer {
             waitpid(pid, &status, 0)
             return .failed(reason)
         }
+        let heirVersion: UInt32
         do {
             let hello = HandoverChannel.monotonicMillis() + Self.heirHelloSeconds * 1000
             guard case (.hello(let version, _), _) = try channel.receive(until: hello) else {
                 return abandon("the heir did not say hello")
             }
-            guard version == HandoverMessage.version else { return abandon("the heir speaks handover version \(version)") }
+            guard (HandoverMessage.oldestVersion...HandoverMessage.version).contains(version) else {
+                return abandon("the heir speaks handover version \(version), this relayd \(HandoverMessage.version)")
+            }
+            heirVersion = version
         } catch {
             return abandon("the heir did not start (\(error.description)); its log says why")
         }
@@ -80,7 +84,7 @@ extension RelayServer {
         }
         let allocations = bequests.reduce(0) { $0 + $1.allocations.count }
         do {
-            try send(bequests, on: channel)
+            try send(bequests, on: channel, heirVersion: heirVersion)
             let ready = HandoverChannel.monotonicMillis() + Self.heirReadySeconds * 1000
             switch try channel.receive(until: ready) {
             case (.ready, _): break
@@ -119,7 +123,9 @@ extension RelayServer {
     }
 
     /// The sockets (at most `HandoverChannel.maxDescriptors` a message), then the snapshot.
-    private func send(_ bequests: [LoopBequest], on channel: HandoverChannel) throws(HandoverChannel.Failure) {
+    private func send(_ bequests: [LoopBequest], on channel: HandoverChannel, heirVersion: UInt32)
+        throws(HandoverChannel.Failure)
+    {
         var sockets: [(HandoverSocket, Int32)] = []
         for bequest in bequests { sockets += zip(bequest.sockets, bequest.descriptors) }
         for (address, fd) in http?.listeningSockets ?? [] {
@@ -132,10 +138,15 @@ extension RelayServer {
             start += piece.count
         }
         var allocations: [UInt64: JournalAllocation] = [:]
-        for bequest in bequests { for allocation in bequest.allocations { allocations[allocation.sessionID] = allocation } }
+        var reservations: [UInt64: JournalReservation] = [:]
+        for bequest in bequests {
+            for allocation in bequest.allocations { allocations[allocation.sessionID] = allocation }
+            reservations.merge(bequest.reservations) { first, _ in first }
+        }
         let state = JournalState(
             allocations: allocations,
-            keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)] + mobility.exportedKeys())
+            keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)] + mobility.exportedKeys()
+                + streams.exportedKeys(), reservations: reservations)
         let snapshot: [UInt8]
         do {
             snapshot = try JournalWriter.compacted(state, bootID: Self.handoverBootID, now: EventLoop.now())
@@ -147,6 +158,17 @@ extension RelayServer {
             let end = min(offset + HandoverMessage.maxStatePiece, snapshot.count)
             try channel.send(.state(Array(snapshot[offset..<end])))
             offset = end
+        }
+        if heirVersion >= 2 {
+            // The loops published their counters as they paused: the page is up to date.
+            let page = Array(RelaydMetrics.render(metrics.total(), service: http?.router.service ?? ServiceMetrics(),
+                carried: metrics.carried).utf8)
+            offset = 0
+            while offset < page.count {
+                let end = min(offset + HandoverMessage.maxStatePiece, page.count)
+                try channel.send(.counters(Array(page[offset..<end])))
+                offset = end
+            }
         }
         let blocks = admission.blocklist.list(now: Int64(time(nil)))
         start = 0

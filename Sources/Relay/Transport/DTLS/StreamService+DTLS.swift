@@ -1,4 +1,6 @@
+import CStreamIO
 import Logging
+import RelayCore
 
 // The DTLS context (docs/dtls.md): the same certificate as TLS, loaded at start and again on
 // SIGHUP; DTLS 1.2 only, with the cookie exchange.
@@ -7,8 +9,12 @@ extension StreamService {
     /// (the TLS warning says why); a certificate that does not load stops the start.
     func prepareDTLS() throws(RelayServer.StartError) {
         guard !configuredDTLSAddresses.isEmpty, configuration.cert != nil else { return }
+        if var secret = inherited(Self.dtlsCookieSecretName) {
+            _ = relayd_dtls_set_cookie_secret(&secret, secret.count)
+        }
         do {
-            let context = try TLSContext(configuration: configuration, datagram: true)
+            let context = try TLSContext(
+                configuration: configuration, datagram: true, ticketKeys: inherited(Self.dtlsTicketKeysName))
             dtls.withLock { $0 = context }
         } catch {
             throw RelayServer.StartError(description: "cannot load the DTLS certificate: \(error.description)")

@@ -37,6 +37,9 @@ enum HandoverMessage: Sendable, Equatable {
     case state([UInt8])
     /// Running → heir: users the admin API blocked (docs/admin.md), some of them.
     case blocks([UserBlocklist.Entry])
+    /// Running → heir: a piece of its `/metrics` page, in order, whose counters the heir goes on
+    /// from (`CarriedCounters`). Sent to heirs of version 2 and later only.
+    case counters([UInt8])
     /// Running → heir: all sent; the totals let the heir see that nothing was lost.
     case done(sockets: UInt32, stateBytes: UInt32, blocks: UInt32)
     /// Heir → running: every loop serves; the running relayd lets go.
@@ -44,8 +47,13 @@ enum HandoverMessage: Sendable, Equatable {
     /// Heir → running: the heir gives up (it exits); the running relayd serves on.
     case failed(String)
 
-    /// The protocol's version: a heir of another version is refused.
-    static let version: UInt32 = 1
+    /// The protocol's version. A running relayd hands over to an heir of any version from
+    /// `oldestVersion` to its own, sending only what that version reads (a downgrade works);
+    /// an heir of a later version than its own is refused.
+    static let version: UInt32 = 2
+    static let oldestVersion: UInt32 = 1
+    /// The most bytes of `counters` an heir takes.
+    static let maxCounterPage = 1 << 20
     /// The largest message: a state piece of 60 KiB fits a default unix socket buffer.
     static let maxBytes = 64 * 1024
     static let maxStatePiece = 60 * 1024
@@ -54,7 +62,7 @@ enum HandoverMessage: Sendable, Equatable {
     static let blocksPerMessage = 200
 
     enum Tag: UInt8 {
-        case hello = 1, sockets, state, done, ready, failed, blocks
+        case hello = 1, sockets, state, done, ready, failed, blocks, counters
     }
 
     struct DecodingError: Error, CustomStringConvertible {
@@ -79,6 +87,9 @@ enum HandoverMessage: Sendable, Equatable {
             }
         case .state(let bytes):
             out.u8(Tag.state.rawValue)
+            out.bytes.append(contentsOf: bytes)
+        case .counters(let bytes):
+            out.u8(Tag.counters.rawValue)
             out.bytes.append(contentsOf: bytes)
         case .blocks(let entries):
             out.u8(Tag.blocks.rawValue)
@@ -127,6 +138,8 @@ enum HandoverMessage: Sendable, Equatable {
             self = .sockets(sockets)
         case .state:
             self = .state(input.rest())
+        case .counters:
+            self = .counters(input.rest())
         case .blocks:
             let count = Int(try input.u16())
             guard count <= Self.blocksPerMessage else { throw DecodingError(description: "too many blocks") }

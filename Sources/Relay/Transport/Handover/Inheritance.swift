@@ -27,13 +27,17 @@ public final class Inheritance: Sendable {
     let predecessor: pid_t
     /// Users the admin API blocked: the blocks go on in this process.
     let blocks: [UserBlocklist.Entry]
+    /// The running relayd's counters: `/metrics` goes on from them.
+    let counters: CarriedCounters
 
     private init(
-        sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], loops: Int, channel: HandoverChannel
+        sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], counters: CarriedCounters, loops: Int,
+        channel: HandoverChannel
     ) {
         self.sockets = Locked(sockets)
         self.state = state
         self.blocks = blocks
+        self.counters = counters
         self.loops = loops
         self.channel = channel
         predecessor = getppid()
@@ -59,6 +63,7 @@ public final class Inheritance: Sendable {
         var received = 0
         var snapshot: [UInt8] = []
         var blocks: [UserBlocklist.Entry] = []
+        var counterPage: [UInt8] = []
         var loops = 0
         func closeAll() { for fd in sockets.values { close(fd) } }
         while true {
@@ -81,13 +86,18 @@ public final class Inheritance: Sendable {
                 snapshot.append(contentsOf: piece)
             case .blocks(let some) where descriptors.isEmpty && blocks.count + some.count <= UserBlocklist.limit:
                 blocks += some
+            case .counters(let piece)
+            where descriptors.isEmpty && counterPage.count + piece.count <= HandoverMessage.maxCounterPage:
+                counterPage += piece
             case .done(let count, let bytes, let blockCount)
             where descriptors.isEmpty && Int(count) == received && Int(bytes) == snapshot.count
                 && Int(blockCount) == blocks.count:
                 do {
                     let recovery = try JournalReader.read(snapshot, bootID: bootID, now: now, bounds: bounds)
                     return Inheritance(
-                        sockets: sockets, state: recovery.state, blocks: blocks, loops: loops, channel: channel)
+                        sockets: sockets, state: recovery.state, blocks: blocks,
+                        counters: CarriedCounters(page: String(decoding: counterPage, as: UTF8.self)), loops: loops,
+                        channel: channel)
                 } catch {
                     closeAll()
                     throw HandoverChannel.Failure(description: "the state snapshot is unreadable: \(error)")

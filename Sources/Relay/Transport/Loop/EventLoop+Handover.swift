@@ -11,6 +11,8 @@ struct LoopBequest: Sendable {
     var descriptors: [Int32] = []
     /// Its UDP clients' allocations, as the state journal keeps them.
     var allocations: [JournalAllocation] = []
+    /// The EVEN-PORT reservations it made that no Allocate took yet, by token.
+    var reservations: [UInt64: JournalReservation] = [:]
 
     mutating func add(_ socket: HandoverSocket, _ fd: Int32) {
         sockets.append(socket)
@@ -21,8 +23,8 @@ struct LoopBequest: Sendable {
 /// The steps of a live upgrade a loop takes, on its own thread, in this order: pause, then
 /// resume (the heir failed) or commit (the heir serves).
 enum HandoverStep: Sendable {
-    /// Stop reading the UDP listeners and the UDP allocations' relay sockets, and reply with
-    /// the bequest. Stream connections and their allocations go on.
+    /// Stop reading the UDP listeners and the UDP allocations' relay sockets, publish the
+    /// counters, and reply with the bequest. Stream connections and their allocations go on.
     case pause(HandoverReplies)
     /// Read again: the heir did not take over.
     case resume
@@ -89,7 +91,10 @@ extension EventLoop {
         }
         journal?.write(core, now: now)
         core.journaling = false
+        // The heir goes on from these counters (docs/live-upgrade.md, "Metrics").
+        publishMetrics()
         bequest.allocations = Array(core.journalAllocations().values)
+        bequest.reservations = core.handedReservations()
         handingOver = true
         return bequest
     }

@@ -17,6 +17,9 @@ extension EventLoop {
             if let reason = restore(allocation, now: now) { failed[reason, default: 0] += 1 } else { restored += 1 }
         }
         restoreCounts = (UInt64(restored), UInt64(wiring.restore.count - restored))
+        // After the allocations: an Allocate that took its token as the old process paused
+        // holds the port now, and the reservation is dropped.
+        for (token, reservation) in wiring.reservations { core.adoptReservation(token: token, reservation, now: now) }
         // The journal first: it takes what the adoptions changed, so the flush writes nothing.
         journal?.compact(core, now: now)
         flush()

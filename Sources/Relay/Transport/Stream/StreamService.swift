@@ -1,5 +1,6 @@
 import Glibc
 import Logging
+import RelayCore
 import StunCodec
 
 /// What the loop threads share for TURN over TCP and TLS: the listener addresses, the current TLS
@@ -20,9 +21,14 @@ final class StreamService: Sendable {
     /// The context new DTLS sessions use; nil while DTLS is not served.
     let dtls = SharedState<TLSContext?>(nil)
 
-    init(configuration c: RelayConfiguration, logger: Logger) {
+    /// Keys a predecessor handed over in a live upgrade (`exportedKeys`), used by the first
+    /// TLS and DTLS contexts.
+    let inheritedKeys: [JournalKey]
+
+    init(configuration c: RelayConfiguration, logger: Logger, inheritedKeys: [JournalKey] = []) {
         configuration = c
         self.logger = logger
+        self.inheritedKeys = inheritedKeys
         let tcpPorts = [c.listeningPort] + (c.altListeningPort.map { [$0] } ?? [])
         let tlsPorts = [c.tlsListeningPort] + (c.altTLSListeningPort.map { [$0] } ?? [])
         tcpAddresses =
@@ -57,7 +63,7 @@ final class StreamService: Sendable {
             return
         }
         do {
-            let context = try TLSContext(configuration: configuration)
+            let context = try TLSContext(configuration: configuration, ticketKeys: inherited(Self.tlsTicketKeysName))
             tls.withLock { $0 = context }
             logger.info(
                 "TLS certificate loaded",

@@ -18,6 +18,13 @@ final class TLSContext: @unchecked Sendable {
     let minimumVersion: String
     /// When the leaf certificate expires (its notAfter), in unix seconds; nil if unreadable.
     let notAfter: Int64?
+    /// The session-ticket keys (RFC 8446 §4.6.1, RFC 5077 §4): OpenSSL's 80 bytes of key name,
+    /// HMAC key and AES key. A live upgrade hands them on, so a ticket issued before it resumes
+    /// after it (docs/live-upgrade.md); a SIGHUP draws new ones with the new context.
+    let ticketKeys: [UInt8]
+
+    /// The length of `ticketKeys`.
+    static let ticketKeysLength = 80
 
     /// A certificate, key or setting OpenSSL refused, with OpenSSL's own reason.
     struct LoadError: Error, CustomStringConvertible {
@@ -28,7 +35,11 @@ final class TLSContext: @unchecked Sendable {
     static let alpnProtocols: [[UInt8]] = [Array("stun.turn".utf8), Array("stun.nat-discovery".utf8)]
 
     /// Loads `cert` (a PEM chain, leaf first) and `pkey` (PEM; defaults to the `cert` file).
-    init(configuration c: RelayConfiguration, datagram: Bool = false) throws(LoadError) {
+    /// Session tickets are sealed with `ticketKeys` when it has the right length, else with keys
+    /// drawn at random.
+    init(configuration c: RelayConfiguration, datagram: Bool = false, ticketKeys keys: [UInt8]? = nil)
+        throws(LoadError)
+    {
         guard let certPath = c.cert else { throw LoadError(description: "no 'cert' configured") }
         let keyPath = c.pkey ?? certPath
         ERR_clear_error()
@@ -41,6 +52,7 @@ final class TLSContext: @unchecked Sendable {
             let version = datagram ? (value: DTLS1_2_VERSION, name: "DTLSv1.2") : TLSContext.minimumVersion(c)
             minimumVersion = version.name
             try TLSContext.configure(ctx, configuration: c, minimumVersion: version.value)
+            ticketKeys = try TLSContext.setTicketKeys(ctx, keys)
             if datagram {
                 guard relayd_dtls_configure(ctx) == 0 else {
                     throw LoadError(description: "cannot set up DTLS cookies: \(TLSContext.drainErrors())")
@@ -58,6 +70,20 @@ final class TLSContext: @unchecked Sendable {
     }
 
     deinit { SSL_CTX_free(context) }
+
+    private static func setTicketKeys(_ ctx: OpaquePointer, _ given: [UInt8]?) throws(LoadError) -> [UInt8] {
+        var keys = given ?? []
+        if keys.count != ticketKeysLength {
+            keys = [UInt8](repeating: 0, count: ticketKeysLength)
+            guard RAND_bytes(&keys, Int32(keys.count)) == 1 else {
+                throw LoadError(description: "cannot draw session-ticket keys: \(drainErrors())")
+            }
+        }
+        guard SSL_CTX_ctrl(ctx, SSL_CTRL_SET_TLSEXT_TICKET_KEYS, keys.count, &keys) == 1 else {
+            throw LoadError(description: "cannot set session-ticket keys: \(drainErrors())")
+        }
+        return keys
+    }
 
     /// The floor is the lowest version not switched off: TLS 1.2 by default, 1.3 with `no-tlsv1_2`,
     /// 1.0 or 1.1 only when `tlsv1` / `tlsv1_1` turn them back on.
