@@ -10,7 +10,8 @@ admin API's blocks, and counts on from the old process's counters. A TLS session
 the heir under a ticket the old process issued. A TLS client's
 allocation stays with the old process, which drains it: a call between it and a UDP client in
 the heir keeps relaying both ways, and the old process exits once the TLS client leaves. A
-failed upgrade leaves the running relayd serving as before.
+failed upgrade leaves the running relayd serving as before. In a cluster the old process goes on
+under a name of its own while it drains, so the quota share of what it kept still counts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import ssl
@@ -27,11 +29,13 @@ import time
 
 import pytest
 
+from cluster_support import ClusterNode, cluster_status, node_names
 from conftest import RelayServer, server_kind
 from floods import metric
 from lifecycle import allocate_with_channel, error_code_of_allocate, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
-from stunclient import recv_from
+from redis_support import RedisServer
+from stunclient import TurnClient, recv_from, rest_credentials
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live upgrade")
 
@@ -295,4 +299,47 @@ def test_tls_sessions_resume_with_the_heir(tmp_path):
         assert not resume(server, context, session)[1]
     finally:
         problems = stop_both(server, heir)
+    assert not problems, problems
+
+
+def test_cluster_counts_what_drains_in_the_old_process(tmp_path):
+    """The old process goes on in the cluster under a name of its own while it drains: the
+    quota share of the TLS allocation it kept is counted beside the heir's."""
+    redis = RedisServer(tmp_path / "redis")
+    redis.start()
+    node = ClusterNode(
+        tmp_path / "n1", "n1", redis, secrets.token_hex(16), streams=True,
+        extra=["--user-quota=2", "--relay-threads=2", "--drain-timeout=60"])
+    node.start()
+    heir = None
+    clients = []
+    try:
+        assert eventually(lambda: node_names(redis) == {"n1"}), cluster_status(redis)
+        tls = StreamTurnClient(node.tls_address, tls=True)
+        clients.append(tls)
+        tls.allocate(*node.credentials(user="erin"))
+        udp = TurnClient(node.address)
+        clients.append(udp)
+        udp.allocate(*rest_credentials(node.secret, "erin"))
+        assert error_code_of_allocate(node, node.secret, user="erin") == 486
+        old = node.proc.pid
+        node.proc.send_signal(signal.SIGUSR2)
+        heir = heir_pid(node)
+        wait_for_log(node, "upgrade_took_over")
+        assert eventually(lambda: node_names(redis) == {"n1", f"n1/upgraded-{old}"}), cluster_status(redis)
+        # The heir holds the UDP allocation, the old process the TLS one: erin is at her quota.
+        assert error_code_of_allocate(node, node.secret, user="erin") == 486
+        tls.close()
+        clients.remove(tls)
+        assert node.proc.wait(timeout=10) == 0, node.log_tail()
+        assert eventually(lambda: node_names(redis) == {"n1"}), cluster_status(redis)
+        third = TurnClient(node.address)
+        clients.append(third)
+        third.allocate(*rest_credentials(node.secret, "erin"))
+        udp.refresh(600)
+    finally:
+        for client in clients:
+            client.close()
+        problems = stop_both(node, heir)
+        redis.stop()
     assert not problems, problems

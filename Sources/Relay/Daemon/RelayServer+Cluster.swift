@@ -3,10 +3,11 @@ import RelayCore
 
 extension RelayServer {
     /// Joins the cluster when `cluster-redis` is set (docs/cluster.md): the agent runs on the
-    /// main loop beside the HTTP service, which reads the fleet from it.
-    func startCluster(base: OpaquePointer, http: HTTPService) {
+    /// main loop beside the HTTP service, which reads the fleet from it. `name` replaces the
+    /// node's name (a process that handed over in a live upgrade).
+    func startCluster(base: OpaquePointer, http: HTTPService, name: String? = nil) {
         guard let endpoint = configuration.clusterRedis, let ledger = clusterLedger else { return }
-        let name = ClusterNode.name(configuration: configuration)
+        let name = name ?? ClusterNode.name(configuration: configuration)
         let record = ClusterNode.record(
             name: name, configuration: configuration, interfaceAddresses: interfaceAddresses, startedAt: startedAt)
         let agent = ClusterAgent(
@@ -16,7 +17,7 @@ extension RelayServer {
             let c = metrics.total().counters
             return ClusterAgent.Status(
                 allocations: admission.total, relayedPackets: c.packetsToPeer &+ c.packetsToClient,
-                relayedBytes: c.bytesToPeer &+ c.bytesToClient, draining: drain.active)
+                relayedBytes: c.bytesToPeer &+ c.bytesToClient, draining: drain.active || handover.done)
         }
         http.router.cluster = { [unowned agent] in
             ClusterSnapshot(
@@ -32,6 +33,14 @@ extension RelayServer {
                 "labels": "\(configuration.nodeLabels.map(\.description).joined(separator: ","))",
                 "ttl_s": "\(configuration.clusterNodeTTL)",
             ])
+    }
+
+    /// The name a process that handed over goes on under in the cluster while it drains, so its
+    /// quota share and the heir's, published under the node's name, are both counted
+    /// (docs/live-upgrade.md, "Cluster").
+    static func handedOverName(_ name: String, pid: pid_t) -> String {
+        let suffix = "/upgraded-\(pid)"
+        return String(decoding: name.utf8.prefix(64 - suffix.utf8.count), as: UTF8.self) + suffix
     }
 
     /// Stops the agent; `leaving` false keeps the node's entry and quota share in Redis, for the

@@ -187,7 +187,9 @@ extension RelayServer {
     /// The heir serves: the loops let go of the listeners and UDP allocations, the cluster entry
     /// is the heir's, systemd is told the heir is the main process, and this process drains.
     private func commitHandover(channel: HandoverChannel, heir: pid_t, trigger: String) {
-        // The node's entry and quota share in Redis are the heir's now: leave them in place.
+        // The node's entry and quota share in Redis are the heir's now: leave them in place, and
+        // go on under a name of this process's own, with a share of what stays here.
+        let clusterName = clusterAgent?.name
         stopCluster(leaving: false)
         let committed = HandoverReplies()
         for mailbox in mailboxes { mailbox.post(.handover(.commit(committed))) }
@@ -196,6 +198,9 @@ extension RelayServer {
         }
         http?.closeListeningSockets()
         handover.done = true
+        if let clusterName, let http, let mainBase {
+            startCluster(base: mainBase, http: http, name: Self.handedOverName(clusterName, pid: getpid()))
+        }
         handover.channel = channel
         // Until this process exits its allocations' ports are taken; the heir's are reachable.
         ports.setSibling(true)
