@@ -6,11 +6,11 @@ import Relay
 /// SIGUSR2, but it waits and says how it went.
 struct Upgrade: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Start the relayd binary again and hand it the running node's sockets and UDP allocations.",
+        abstract: "Start the relayd binary again and hand it the running node's sockets and allocations.",
         discussion: """
             The running relayd starts its binary from the same path with the same arguments, hands \
-            it the listeners, the UDP allocations and the keys, and drains its TCP, TLS and DTLS \
-            clients, which cannot move. Exits 0 once the new process serves, 1 if the upgrade failed \
+            it the listeners, the UDP allocations, the plain TCP connections and the keys, and drains \
+            its TLS and DTLS clients, which cannot move. Exits 0 once the new process serves, 1 if the upgrade failed \
             (the running relayd then serves on).
             """)
 
@@ -25,6 +25,6 @@ struct Upgrade: ParsableCommand {
         guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(body.utf8)) else {
             connection.fail("upgrade", "unexpected answer: \(body)")
         }
-        print("upgraded: pid \(answer.pid) serves now; \(answer.allocations) UDP allocations moved")
+        print("upgraded: pid \(answer.pid) serves now; \(answer.allocations) allocations moved")
     }
 }

@@ -91,4 +91,47 @@ import Testing
         // A port an allocation holds is not reserved again.
         #expect(!heir.core.adoptReservation(token: token &+ 1, reservation, now: heir.now))
     }
+
+    @Test("A plain TCP client's allocation moves with its connection; a TLS client's does not")
+    func tcpClientsMove() throws {
+        let old = CoreHarness()
+        let tcp = old.restClient(at: CoreFixture.clientA, user: "tcp", transport: .tcp)
+        let tls = old.restClient(at: CoreFixture.clientB, user: "tls", transport: .tls)
+        let relayed = try #require(try tcp.allocate().xorRelayedAddress)
+        #expect(try tls.allocate().isSuccess)
+        let tcpTuple = try #require(old.allocation(of: CoreFixture.clientA, transport: .tcp)).origin.fiveTuple
+        let tlsTuple = try #require(old.allocation(of: CoreFixture.clientB, transport: .tls)).origin.fiveTuple
+        _ = old.drainOutbox()
+        #expect(old.core.streamClientCanMove(tcpTuple))
+        #expect(!old.core.streamClientCanMove(tlsTuple))
+        #expect(old.core.udpRelaySockets().isEmpty, "stream clients' relay sockets go only with their connections")
+        let (allocation, sockets) = try #require(old.core.streamAllocation(tcpTuple))
+        #expect(allocation.fiveTuple == tcpTuple && allocation.main.address == relayed)
+        #expect(sockets.map(\.address) == [relayed])
+        // The snapshot carries it only when it is written for a live upgrade.
+        #expect(throws: JournalEncodingError.self) {
+            try JournalWriter.compacted(JournalState(allocations: [1: allocation]), bootID: BootID(high: 1, low: 2), now: old.now)
+        }
+        let snapshot = try JournalWriter.compacted(
+            JournalState(allocations: [1: allocation]), bootID: BootID(high: 1, low: 2), now: old.now, streamClients: true)
+        var bounds = JournalBounds()
+        #expect(try JournalReader.read(snapshot, bootID: BootID(high: 1, low: 2), now: old.now, bounds: bounds).state.allocations.isEmpty)
+        bounds.streamClients = true
+        let read = try JournalReader.read(snapshot, bootID: BootID(high: 1, low: 2), now: old.now, bounds: bounds)
+        #expect(read.state.allocations.values.first == allocation)
+
+        old.core.releaseHandedOverStream(tcpTuple, now: old.now)
+        _ = old.drainOutbox()
+        #expect(old.allocation(of: CoreFixture.clientA, transport: .tcp) == nil)
+        #expect(old.sessions.map(\.reason) == [.handedOver])
+        #expect(old.allocation(of: CoreFixture.clientB, transport: .tls) != nil)
+
+        let heir = CoreHarness()
+        let socket = RelaySocket(descriptor: 901)
+        heir.sockets.adopt(socket, bound: relayed)
+        let origin = heir.origin(CoreFixture.clientA, transport: .tcp)
+        try heir.core.adopt(allocation.adopted(listener: origin.socket, main: socket, additional: nil, now: heir.now), now: heir.now)
+        #expect(heir.allocation(of: CoreFixture.clientA, transport: .tcp)?.relayedAddress == relayed)
+        #expect(heir.admission.count(user: "tcp") == 1)
+    }
 }

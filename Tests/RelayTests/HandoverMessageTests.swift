@@ -29,6 +29,11 @@ import Testing
             .blocks([]),
             .counters(Array("relayd_allocations_created_total 3\n".utf8)),
             .counters([]),
+            .stream(
+                HandoverStream(
+                    id: 17, loop: 1, client: v4, server: TransportAddress(ip: IPAddress("192.0.2.1")!, port: 3478),
+                    session: 0xFEED, input: [0x40, 0x00, 0x00, 0x10, 1], output: Array(repeating: 7, count: 300))),
+            .stream(HandoverStream(id: 3, loop: 0, client: v6, server: v6, session: 0, input: [], output: [])),
             .done(sockets: 253, stateBytes: 61_440, blocks: 2),
             .ready(pid: 77),
             .failed("the configuration is invalid"),
@@ -105,5 +110,17 @@ import Testing
         #expect(throws: HandoverChannel.Failure.self) { try heir.receive(until: start + 100) }
         #expect(HandoverChannel.monotonicMillis() - start >= 100)
         withExtendedLifetime(running) {}
+    }
+
+    @Test("A TCP connection's state longer than a connection may hand over is refused")
+    func streamBounds() throws {
+        let v4 = TransportAddress(ip: IPAddress("192.0.2.7")!, port: 3478)
+        let big = HandoverStream(
+            id: 1, loop: 0, client: v4, server: v4, session: 0, input: Array(repeating: 1, count: 100),
+            output: Array(repeating: 2, count: HandoverStream.maxBytes - 99))
+        #expect(throws: HandoverMessage.DecodingError.self) { try decode(HandoverMessage.stream(big).encoded()) }
+        var fits = big
+        fits.output.removeLast()
+        #expect(try decode(HandoverMessage.stream(fits).encoded()) == .stream(fits))
     }
 }

@@ -35,7 +35,7 @@ from floods import metric
 from lifecycle import allocate_with_channel, error_code_of_allocate, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
 from redis_support import RedisServer
-from stunclient import TurnClient, recv_from, rest_credentials
+from stunclient import TurnClient, encode_channel_data, recv_from, rest_credentials, udp_socket
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live upgrade")
 
@@ -342,4 +342,69 @@ def test_cluster_counts_what_drains_in_the_old_process(tmp_path):
             client.close()
         problems = stop_both(node, heir)
         redis.stop()
+    assert not problems, problems
+
+
+TCP_CLIENTS = 20
+
+
+def test_tcp_clients_move_to_the_heir(tmp_path):
+    """Plain TCP clients' connections go to the heir with their allocations: the old process
+    has nothing left to drain and exits, and every client relays on through the same
+    connection and relayed address. A frame half sent before the upgrade is completed after it,
+    and a connection without an allocation moves too."""
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True,
+        extra_args=["--relay-threads=2", "--drain-timeout=60", *ADMIN])
+    server.start()
+    heir = None
+    pairs = []
+    bare = None
+    try:
+        for i in range(TCP_CLIENTS):
+            client = StreamTurnClient(server.address)
+            client.allocate(*server.credentials(user=f"tcp{i}"))
+            peer = udp_socket()
+            client.channel_bind(0x4000 + i, peer.getsockname())
+            round_trip(client, peer, 0x4000 + i, b"before %d" % i)
+            pairs.append((client, peer))
+        bare = StreamTurnClient(server.address)
+        bare.send_raw(binding_request())
+        assert bare.recv_raw(3.0) is not None
+        relayed = [tuple(client.relayed) for client, _ in pairs]
+        # Half a ChannelData frame: the old process holds it when the upgrade comes.
+        split_client, split_peer = pairs[0]
+        frame = encode_channel_data(0x4000, b"cut in two by the upgrade", pad=True)
+        split_client.send_raw(frame[:9])
+        time.sleep(0.3)
+
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        answer = json.loads(resp.body)
+        assert answer["allocations"] == TCP_CLIENTS, answer
+        heir = answer["pid"]
+        # Nothing stayed: the old process has nothing to drain.
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        restored = sum(int(n) for n in re.findall(r"and (\d+) TCP connections from the live upgrade", server.log_text()))
+        assert restored == TCP_CLIENTS + 1, server.log_tail()
+
+        split_client.send_raw(frame[9:])
+        got = recv_from(split_peer, 3.0)
+        assert got is not None and got[0] == b"cut in two by the upgrade", got
+        for i, (client, peer) in enumerate(pairs):
+            assert tuple(client.relayed) == relayed[i]
+            round_trip(client, peer, 0x4000 + i, b"after %d" % i)
+            nonce = client.nonce
+            client.refresh(600)
+            assert client.nonce == nonce
+        bare.send_raw(binding_request())
+        assert bare.recv_raw(3.0) is not None, "the connection without an allocation did not move"
+        assert metric(server, "relayd_stream_connections_open") == TCP_CLIENTS + 1
+    finally:
+        for client, peer in pairs:
+            peer.close()
+            client.close()
+        if bare is not None:
+            bare.close()
+        problems = stop_both(server, heir)
     assert not problems, problems

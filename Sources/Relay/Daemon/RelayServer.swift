@@ -119,7 +119,9 @@ public final class RelayServer {
         nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? keptNonceKey?.bytes ?? key
         restored = Array(repeating: [], count: threadCount)
         refusedJournals = UInt64(recovered?.refusedFiles.count ?? 0)
-        for allocation in (inheritance?.state ?? recovered?.state)?.allocations.values.map({ $0 }) ?? [] {
+        // A TCP client's allocation is restored with its connection, on the loop that gets it.
+        for allocation in (inheritance?.state ?? recovered?.state)?.allocations.values.map({ $0 }) ?? []
+        where allocation.fiveTuple.transport == .udp {
             let loop = ListenerSelector.loop(for: allocation.fiveTuple.client, loops: threadCount)
             restored[loop].append(allocation)
         }

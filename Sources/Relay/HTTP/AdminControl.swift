@@ -13,14 +13,14 @@ public protocol AdminControl: AnyObject {
     /// The users with live allocations, summed over every loop thread; nil as above.
     func userTraffic() -> [UserTraffic]?
     var blocklist: UserBlocklist { get }
-    /// Starts this binary again and hands it the node's sockets and UDP allocations (a live
+    /// Starts this binary again and hands it the node's sockets and the allocations that can move (a live
     /// upgrade, docs/live-upgrade.md); returns once the heir serves or the upgrade failed.
     func upgrade(trigger: String) -> UpgradeOutcome
 }
 
 /// How a live upgrade went (docs/live-upgrade.md).
 public enum UpgradeOutcome: Sendable, Equatable {
-    /// The heir (`pid`) serves; `allocations` UDP allocations went over.
+    /// The heir (`pid`) serves; `allocations` allocations went over (UDP and plain TCP clients).
     case succeeded(pid: Int32, allocations: Int)
     /// Nothing changed: the running process serves on.
     case failed(String)

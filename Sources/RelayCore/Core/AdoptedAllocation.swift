@@ -72,8 +72,9 @@ public struct AdoptedAllocation: Sendable {
 
 /// Why `RelayCore.adopt` turned an allocation down; the caller closes its sockets.
 public enum AdoptionRefusal: Error, Sendable, Equatable {
-    /// A stream or DTLS client: only UDP allocations are adopted (their connections cannot move).
-    case notUDP
+    /// A TLS or DTLS client: only UDP allocations, and plain TCP ones whose connection was
+    /// handed over with them, are adopted (a TLS or DTLS session cannot move).
+    case transportCannotMove
     /// Its 5-tuple has an allocation already.
     case fiveTupleInUse
     /// A relayed address outside this node's relay addresses and port range, or whose port

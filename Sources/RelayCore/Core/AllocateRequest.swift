@@ -87,6 +87,9 @@ struct PendingAllocates {
         return entry.request
     }
 
+    /// Whether an Allocate of `fiveTuple` waits for its answer.
+    func contains(_ fiveTuple: FiveTuple) -> Bool { byFiveTuple[fiveTuple] != nil }
+
     /// Forgets `fiveTuple`'s pending Allocate (its connection closed).
     mutating func forget(_ fiveTuple: FiveTuple) {
         guard let entry = byFiveTuple.removeValue(forKey: fiveTuple) else { return }

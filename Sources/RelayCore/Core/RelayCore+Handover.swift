@@ -1,6 +1,7 @@
 import StunCodec
 
-/// A live upgrade hands this core's UDP allocations to another process (docs/live-upgrade.md):
+/// A live upgrade hands this core's UDP allocations, and those of plain TCP clients whose
+/// connections move with them, to another process (docs/live-upgrade.md):
 /// the I/O layer passes their relay sockets on with a snapshot (`journalAllocations`), and once
 /// the other process serves them this core lets them go.
 extension RelayCore {
@@ -19,18 +20,49 @@ extension RelayCore {
         assertOwned()
         var sockets: [HandedRelaySocket] = []
         for allocation in table.all where allocation.origin.fiveTuple.transport == .udp {
-            sockets.append(
-                HandedRelaySocket(
-                    session: allocation.sessionID, additional: false, address: allocation.main.relayedAddress,
-                    socket: allocation.main.relaySocket))
-            if let additional = allocation.additional {
-                sockets.append(
-                    HandedRelaySocket(
-                        session: allocation.sessionID, additional: true, address: additional.relayedAddress,
-                        socket: additional.relaySocket))
-            }
+            sockets += relaySockets(of: allocation)
         }
         return sockets
+    }
+
+    private func relaySockets(of allocation: Allocation) -> [HandedRelaySocket] {
+        var sockets = [
+            HandedRelaySocket(
+                session: allocation.sessionID, additional: false, address: allocation.main.relayedAddress,
+                socket: allocation.main.relaySocket)
+        ]
+        if let additional = allocation.additional {
+            sockets.append(
+                HandedRelaySocket(
+                    session: allocation.sessionID, additional: true, address: additional.relayedAddress,
+                    socket: additional.relaySocket))
+        }
+        return sockets
+    }
+
+    /// Whether the plain TCP client on `fiveTuple` can move to another process with its
+    /// connection: no Allocate of it waits for admission or for relay sockets, and its
+    /// allocation, if any, relays over UDP (the peer connections of an RFC 6062 allocation stay).
+    public func streamClientCanMove(_ fiveTuple: FiveTuple) -> Bool {
+        assertOwned()
+        guard fiveTuple.transport == .tcp, !pendingAllocates.contains(fiveTuple), !relayOpenings.contains(fiveTuple)
+        else { return false }
+        return table[fiveTuple].map { $0.tcpRelay == nil } ?? true
+    }
+
+    /// The allocation of the TCP client on `fiveTuple` as the snapshot keeps it, with its relay
+    /// sockets; nil when it has none.
+    public func streamAllocation(_ fiveTuple: FiveTuple) -> (allocation: JournalAllocation, sockets: [HandedRelaySocket])? {
+        assertOwned()
+        guard let allocation = table[fiveTuple] else { return nil }
+        return (JournalAllocation(allocation), relaySockets(of: allocation))
+    }
+
+    /// Lets go of the allocation of the TCP client on `fiveTuple`, whose connection another
+    /// process serves now: it ends with reason `handedOver`, as a UDP client's does.
+    public func releaseHandedOverStream(_ fiveTuple: FiveTuple, now: Int64) {
+        assertOwned()
+        if let allocation = table[fiveTuple] { delete(allocation, reason: .handedOver, now: now) }
     }
 
     /// The ports this core holds for EVEN-PORT's R bit (RFC 8656 §7.2) that no Allocate has

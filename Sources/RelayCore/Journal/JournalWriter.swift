@@ -14,16 +14,18 @@ public enum JournalWriter {
     /// `verify` false skips reading the record back: for a running relayd's own allocations,
     /// valid by construction, on the path every Allocate takes (a record a reader would refuse
     /// is dropped and counted there, never fatal).
-    public static func append(_ record: JournalRecord, now: Int64, to journal: inout [UInt8], verify: Bool = true)
-        throws(JournalEncodingError)
-    {
-        journal += try frame(record, now: now, verify: verify)
+    public static func append(
+        _ record: JournalRecord, now: Int64, to journal: inout [UInt8], verify: Bool = true,
+        bounds: JournalBounds = .format
+    ) throws(JournalEncodingError) {
+        journal += try frame(record, now: now, verify: verify, bounds: bounds)
     }
 
     /// One record's frame: type, payload length, payload, CRC-32.
-    public static func frame(_ record: JournalRecord, now: Int64, verify: Bool = true) throws(JournalEncodingError)
-        -> [UInt8]
-    {
+    /// `bounds`: what the record is read back with (the format's own limits).
+    public static func frame(
+        _ record: JournalRecord, now: Int64, verify: Bool = true, bounds: JournalBounds = .format
+    ) throws(JournalEncodingError) -> [UInt8] {
         var out = JournalOutput()
         out.u8(record.type.rawValue)
         out.u32(0)
@@ -33,7 +35,7 @@ public enum JournalWriter {
         let refusal = !verify ? nil : out.bytes.withUnsafeBytes { frame -> JournalDropReason? in
             let payload = UnsafeRawBufferPointer(rebasing: frame[5...])
             do throws(JournalRefusal) {
-                _ = try JournalRecord.decode(record.type, payload: payload, bounds: .format)
+                _ = try JournalRecord.decode(record.type, payload: payload, bounds: bounds)
                 return nil
             } catch {
                 return error.reason
@@ -47,17 +49,21 @@ public enum JournalWriter {
 
     /// `state` as a fresh journal: the header, the keys, then reservations and allocations in
     /// the order of their ids, each written at `now`. Reading it back at `now` gives `state`
-    /// (allocations are keyed by their session id, as the reader keys them).
-    public static func compacted(_ state: JournalState, bootID: BootID, now: Int64) throws(JournalEncodingError)
-        -> [UInt8]
+    /// (allocations are keyed by their session id, as the reader keys them). `streamClients`:
+    /// plain TCP clients' allocations are written too, for a live upgrade's snapshot
+    /// (`JournalBounds.streamClients`).
+    public static func compacted(_ state: JournalState, bootID: BootID, now: Int64, streamClients: Bool = false)
+        throws(JournalEncodingError) -> [UInt8]
     {
+        var bounds = JournalBounds.format
+        bounds.streamClients = streamClients
         var journal = header(bootID: bootID)
         if !state.keys.isEmpty { try append(.keys(state.keys), now: now, to: &journal) }
         for (token, reservation) in state.reservations.sorted(by: { $0.key < $1.key }) {
             try append(.reservation(token: token, reservation), now: now, to: &journal)
         }
         for (_, allocation) in state.allocations.sorted(by: { $0.key < $1.key }) {
-            try append(.allocation(allocation), now: now, to: &journal)
+            try append(.allocation(allocation), now: now, to: &journal, bounds: bounds)
         }
         return journal
     }

@@ -31,7 +31,7 @@ extension RelayServer {
         switch outcome {
         case .succeeded(let pid, let allocations):
             logger.notice(
-                "live upgrade: pid \(pid) serves now; \(allocations) UDP allocations went over, the rest drain here",
+                "live upgrade: pid \(pid) serves now; \(allocations) allocations went over, the rest drain here",
                 metadata: [
                     "event": "upgrade_succeeded", "trigger": "\(trigger)", "heir": "\(pid)",
                     "allocations": "\(allocations)",
@@ -77,12 +77,13 @@ extension RelayServer {
             return abandon("the heir did not start (\(error.description)); its log says why")
         }
         let paused = HandoverReplies()
-        for mailbox in mailboxes { mailbox.post(.handover(.pause(paused))) }
+        // Heirs before version 2 do not read TCP connections: those then stay and drain here.
+        for mailbox in mailboxes { mailbox.post(.handover(.pause(paused, streams: heirVersion >= 2))) }
         guard let bequests = paused.wait(loops: threadCount, seconds: 10) else {
             resumeLoops()
             return abandon("a loop did not pause in time")
         }
-        let allocations = bequests.reduce(0) { $0 + $1.allocations.count }
+        let allocations = bequests.reduce(0) { $0 + $1.allocations.count + $1.streamAllocations.count }
         do {
             try send(bequests, on: channel, heirVersion: heirVersion)
             let ready = HandoverChannel.monotonicMillis() + Self.heirReadySeconds * 1000
@@ -140,7 +141,9 @@ extension RelayServer {
         var allocations: [UInt64: JournalAllocation] = [:]
         var reservations: [UInt64: JournalReservation] = [:]
         for bequest in bequests {
-            for allocation in bequest.allocations { allocations[allocation.sessionID] = allocation }
+            for allocation in bequest.allocations + bequest.streamAllocations {
+                allocations[allocation.sessionID] = allocation
+            }
             reservations.merge(bequest.reservations) { first, _ in first }
         }
         let state = JournalState(
@@ -149,7 +152,8 @@ extension RelayServer {
                 + streams.exportedKeys(), reservations: reservations)
         let snapshot: [UInt8]
         do {
-            snapshot = try JournalWriter.compacted(state, bootID: Self.handoverBootID, now: EventLoop.now())
+            snapshot = try JournalWriter.compacted(
+                state, bootID: Self.handoverBootID, now: EventLoop.now(), streamClients: true)
         } catch {
             throw HandoverChannel.Failure(description: "cannot write the snapshot: \(error)")
         }
@@ -158,6 +162,9 @@ extension RelayServer {
             let end = min(offset + HandoverMessage.maxStatePiece, snapshot.count)
             try channel.send(.state(Array(snapshot[offset..<end])))
             offset = end
+        }
+        for bequest in bequests {
+            for stream in bequest.streams { try channel.send(.stream(stream)) }
         }
         if heirVersion >= 2 {
             // The loops published their counters as they paused: the page is up to date.

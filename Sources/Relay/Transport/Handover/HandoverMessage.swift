@@ -16,6 +16,9 @@ struct HandoverSocket: Sendable, Equatable {
         /// its first relayed address, or a dual allocation's second one (§7.2 step 9).
         case relayMain = 6
         case relayAdditional = 7
+        /// A plain TCP client's connection, named by `session` (its `HandoverStream.id`) and its
+        /// client's address; what it had queued goes in a `stream` message.
+        case tcpClient = 8
     }
 
     var kind: Kind
@@ -40,6 +43,9 @@ enum HandoverMessage: Sendable, Equatable {
     /// Running → heir: a piece of its `/metrics` page, in order, whose counters the heir goes on
     /// from (`CarriedCounters`). Sent to heirs of version 2 and later only.
     case counters([UInt8])
+    /// Running → heir: a plain TCP client's connection state; its socket went in `sockets`, as
+    /// kind `tcpClient`. Sent to heirs of version 2 and later only.
+    case stream(HandoverStream)
     /// Running → heir: all sent; the totals let the heir see that nothing was lost.
     case done(sockets: UInt32, stateBytes: UInt32, blocks: UInt32)
     /// Heir → running: every loop serves; the running relayd lets go.
@@ -62,7 +68,7 @@ enum HandoverMessage: Sendable, Equatable {
     static let blocksPerMessage = 200
 
     enum Tag: UInt8 {
-        case hello = 1, sockets, state, done, ready, failed, blocks, counters
+        case hello = 1, sockets, state, done, ready, failed, blocks, counters, stream
     }
 
     struct DecodingError: Error, CustomStringConvertible {
@@ -91,6 +97,9 @@ enum HandoverMessage: Sendable, Equatable {
         case .counters(let bytes):
             out.u8(Tag.counters.rawValue)
             out.bytes.append(contentsOf: bytes)
+        case .stream(let stream):
+            out.u8(Tag.stream.rawValue)
+            stream.encode(into: &out)
         case .blocks(let entries):
             out.u8(Tag.blocks.rawValue)
             out.u16(UInt16(entries.count))
@@ -140,6 +149,8 @@ enum HandoverMessage: Sendable, Equatable {
             self = .state(input.rest())
         case .counters:
             self = .counters(input.rest())
+        case .stream:
+            self = .stream(try HandoverStream(decoding: &input))
         case .blocks:
             let count = Int(try input.u16())
             guard count <= Self.blocksPerMessage else { throw DecodingError(description: "too many blocks") }
@@ -219,6 +230,13 @@ struct HandoverInput {
         return TransportAddress(ip: ip, port: try u16())
     }
     mutating func bytes(_ count: Int) throws(HandoverMessage.DecodingError) -> [UInt8] { Array(try take(count)) }
+
+    /// A 32-bit length, at most `max`, then that many bytes.
+    mutating func counted(max: Int) throws(HandoverMessage.DecodingError) -> [UInt8] {
+        let count = Int(try u32())
+        guard count <= max else { throw .init(description: "a field longer than \(max) bytes") }
+        return try bytes(count)
+    }
 
     mutating func rest() -> [UInt8] {
         defer { offset = bytes.count }

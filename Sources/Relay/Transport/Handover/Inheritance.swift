@@ -29,12 +29,15 @@ public final class Inheritance: Sendable {
     let blocks: [UserBlocklist.Entry]
     /// The running relayd's counters: `/metrics` goes on from them.
     let counters: CarriedCounters
+    /// Plain TCP clients' connections, by id; each loop takes its own (`streams(loop:)`).
+    private let streams: Locked<[UInt64: HandoverStream]>
 
     private init(
-        sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], counters: CarriedCounters, loops: Int,
-        channel: HandoverChannel
+        sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], counters: CarriedCounters,
+        streams: [UInt64: HandoverStream], loops: Int, channel: HandoverChannel
     ) {
         self.sockets = Locked(sockets)
+        self.streams = Locked(streams)
         self.state = state
         self.blocks = blocks
         self.counters = counters
@@ -64,6 +67,7 @@ public final class Inheritance: Sendable {
         var snapshot: [UInt8] = []
         var blocks: [UserBlocklist.Entry] = []
         var counterPage: [UInt8] = []
+        var streams: [UInt64: HandoverStream] = [:]
         var loops = 0
         func closeAll() { for fd in sockets.values { close(fd) } }
         while true {
@@ -89,15 +93,25 @@ public final class Inheritance: Sendable {
             case .counters(let piece)
             where descriptors.isEmpty && counterPage.count + piece.count <= HandoverMessage.maxCounterPage:
                 counterPage += piece
+            case .stream(let stream) where descriptors.isEmpty && streams[stream.id] == nil:
+                streams[stream.id] = stream
             case .done(let count, let bytes, let blockCount)
             where descriptors.isEmpty && Int(count) == received && Int(bytes) == snapshot.count
                 && Int(blockCount) == blocks.count:
+                // Every TCP client's socket has its state, and every state its socket.
+                let streamSockets = Set(sockets.keys.filter { $0.kind == HandoverSocket.Kind.tcpClient.rawValue }.map(\.session))
+                guard streamSockets == Set(streams.keys) else {
+                    closeAll()
+                    throw HandoverChannel.Failure(description: "TCP connections and their states do not match")
+                }
+                var bounds = bounds
+                bounds.streamClients = true
                 do {
                     let recovery = try JournalReader.read(snapshot, bootID: bootID, now: now, bounds: bounds)
                     return Inheritance(
                         sockets: sockets, state: recovery.state, blocks: blocks,
-                        counters: CarriedCounters(page: String(decoding: counterPage, as: UTF8.self)), loops: loops,
-                        channel: channel)
+                        counters: CarriedCounters(page: String(decoding: counterPage, as: UTF8.self)),
+                        streams: streams, loops: loops, channel: channel)
                 } catch {
                     closeAll()
                     throw HandoverChannel.Failure(description: "the state snapshot is unreadable: \(error)")
@@ -120,6 +134,21 @@ public final class Inheritance: Sendable {
         let kind: HandoverSocket.Kind = additional ? .relayAdditional : .relayMain
         return sockets.withLock {
             $0.removeValue(forKey: Key(kind: kind.rawValue, loop: 0, session: session, address: address))
+        }
+    }
+
+    /// The plain TCP connections loop `loop` served, with their sockets, taken once.
+    func streams(loop: Int) -> [(stream: HandoverStream, fd: Int32)] {
+        let mine = streams.withLock { all in
+            let found = all.values.filter { Int($0.loop) == loop }
+            for stream in found { all[stream.id] = nil }
+            return found
+        }
+        return mine.compactMap { stream in
+            let key = Key(
+                kind: HandoverSocket.Kind.tcpClient.rawValue, loop: stream.loop, session: stream.id,
+                address: stream.client)
+            return sockets.withLock { $0.removeValue(forKey: key) }.map { (stream, $0) }
         }
     }
 

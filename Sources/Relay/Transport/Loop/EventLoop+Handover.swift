@@ -13,6 +13,9 @@ struct LoopBequest: Sendable {
     var allocations: [JournalAllocation] = []
     /// The EVEN-PORT reservations it made that no Allocate took yet, by token.
     var reservations: [UInt64: JournalReservation] = [:]
+    /// Its plain TCP connections that move, and the allocations they hold.
+    var streams: [HandoverStream] = []
+    var streamAllocations: [JournalAllocation] = []
 
     mutating func add(_ socket: HandoverSocket, _ fd: Int32) {
         sockets.append(socket)
@@ -24,11 +27,13 @@ struct LoopBequest: Sendable {
 /// resume (the heir failed) or commit (the heir serves).
 enum HandoverStep: Sendable {
     /// Stop reading the UDP listeners and the UDP allocations' relay sockets, publish the
-    /// counters, and reply with the bequest. Stream connections and their allocations go on.
-    case pause(HandoverReplies)
+    /// counters, and reply with the bequest. With `streams`, plain TCP connections that can move
+    /// pause too and go in the bequest; TLS connections and their allocations go on.
+    case pause(HandoverReplies, streams: Bool)
     /// Read again: the heir did not take over.
     case resume
-    /// Let go of what the heir serves now: the listeners and the UDP allocations.
+    /// Let go of what the heir serves now: the listeners, the UDP allocations, and the TCP
+    /// connections that moved with theirs.
     case commit(HandoverReplies)
 }
 
@@ -53,7 +58,8 @@ final class HandoverReplies: Sendable {
 extension EventLoop {
     func handover(_ step: HandoverStep) {
         switch step {
-        case .pause(let replies): replies.deliver(loop: wiring.index.value, pauseForHandover())
+        case .pause(let replies, let streams):
+            replies.deliver(loop: wiring.index.value, pauseForHandover(streams: streams))
         case .resume: resumeAfterHandover()
         case .commit(let replies):
             commitHandover()
@@ -63,7 +69,7 @@ extension EventLoop {
 
     /// Datagrams wait in the kernel's socket buffers from here on, for whichever process reads
     /// next. The journal gets its last records and stops: the heir writes its own.
-    private func pauseForHandover() -> LoopBequest {
+    private func pauseForHandover(streams handStreams: Bool) -> LoopBequest {
         let index = UInt16(wiring.index.value)
         let now = EventLoop.now()
         flush()
@@ -80,10 +86,22 @@ extension EventLoop {
         }
         for listener in stream.listeners {
             guard let fd = listener.descriptor else { continue }
+            listener.pauseForHandover()
             let kind: HandoverSocket.Kind = listener.transport == .tls ? .tlsListener : .tcpListener
             bequest.add(HandoverSocket(kind: kind, loop: index, address: listener.address), fd)
         }
-        for relay in core.udpRelaySockets() {
+        var relaySockets = core.udpRelaySockets()
+        if handStreams {
+            for handed in stream.pauseForHandover(loop: index) {
+                bequest.add(
+                    HandoverSocket(kind: .tcpClient, loop: index, session: handed.stream.id, address: handed.stream.client),
+                    handed.fd)
+                bequest.streams.append(handed.stream)
+                if let allocation = handed.allocation { bequest.streamAllocations.append(allocation) }
+                relaySockets += handed.relaySockets
+            }
+        }
+        for relay in relaySockets {
             if let event = relayEvents[relay.socket.descriptor] { event_del(event) }
             let kind: HandoverSocket.Kind = relay.additional ? .relayAdditional : .relayMain
             bequest.add(
@@ -104,7 +122,9 @@ extension EventLoop {
         handingOver = false
         for listener in listeners { event_add(listener.event, nil) }
         dtls.resumeListeners()
+        for listener in stream.listeners { listener.resume() }
         for event in relayEvents.values { event_add(event, nil) }
+        stream.resumeAfterHandover()
         if let journal {
             core.journaling = true
             journal.compact(core, now: EventLoop.now())
@@ -124,6 +144,7 @@ extension EventLoop {
         steeredAnswer.removeAll()
         dtls.closeListeners()
         stream.closeListeners()
+        stream.commitHandover(now: EventLoop.now())
         core.releaseHandedOver(now: EventLoop.now())
         flush()
         journal?.detach()

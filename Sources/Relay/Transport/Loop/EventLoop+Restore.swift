@@ -16,21 +16,46 @@ extension EventLoop {
         for allocation in wiring.restore {
             if let reason = restore(allocation, now: now) { failed[reason, default: 0] += 1 } else { restored += 1 }
         }
-        restoreCounts = (UInt64(restored), UInt64(wiring.restore.count - restored))
+        // Plain TCP clients a live upgrade handed over, each with its allocation, if it has one.
+        var attempted = wiring.restore.count
+        var connections = 0
+        for (handed, fd) in wiring.inheritance?.streams(loop: wiring.index.value) ?? [] {
+            guard let origin = stream.adopt(handed, fd: fd, now: now) else {
+                failed["connection", default: 0] += 1
+                if handed.session != 0 { attempted += 1 }
+                continue
+            }
+            connections += 1
+            guard handed.session != 0 else { continue }
+            attempted += 1
+            guard let allocation = wiring.inheritance?.state.allocations[handed.session],
+                allocation.fiveTuple == handed.fiveTuple
+            else {
+                failed["missing", default: 0] += 1
+                continue
+            }
+            if let reason = restore(allocation, client: origin.socket, now: now) {
+                failed[reason, default: 0] += 1
+            } else {
+                restored += 1
+            }
+        }
+        restoreCounts = (UInt64(restored), UInt64(attempted - restored))
         // After the allocations: an Allocate that took its token as the old process paused
         // holds the port now, and the reservation is dropped.
         for (token, reservation) in wiring.reservations { core.adoptReservation(token: token, reservation, now: now) }
         // The journal first: it takes what the adoptions changed, so the flush writes nothing.
         journal?.compact(core, now: now)
         flush()
-        guard !wiring.restore.isEmpty else { return }
+        guard attempted > 0 || connections > 0 else { return }
         let source = wiring.inheritance == nil ? "the state journal" : "the live upgrade"
         var metadata: Logger.Metadata = [
             "event": "state_restored", "loop": "\(wiring.index.value)", "restored": "\(restored)",
-            "source": "\(wiring.inheritance == nil ? "journal" : "upgrade")",
+            "source": "\(wiring.inheritance == nil ? "journal" : "upgrade")", "tcp_connections": "\(connections)",
         ]
         for (reason, count) in failed { metadata["not_restored_\(reason)"] = "\(count)" }
-        logger.notice("restored \(restored) UDP allocations from \(source)", metadata: metadata)
+        logger.notice(
+            "restored \(restored) allocations and \(connections) TCP connections from \(source)", metadata: metadata)
     }
 
     /// The relay socket for `relay` of `allocation`: the one handed over, else bound anew.
@@ -45,9 +70,12 @@ extension EventLoop {
         return openRelaySocket(bound: relay.address)
     }
 
-    /// Restores one allocation; the reason it could not be, if so.
-    private func restore(_ allocation: JournalAllocation, now: Int64) -> String? {
-        guard let listener = core.udpListeners.first(where: { $0.address == allocation.fiveTuple.server })?.socket
+    /// Restores one allocation, of a UDP client or of the TCP client on `client`; the reason it
+    /// could not be, if so.
+    private func restore(_ allocation: JournalAllocation, client: ClientSocket? = nil, now: Int64) -> String? {
+        guard
+            let listener = client
+                ?? core.udpListeners.first(where: { $0.address == allocation.fiveTuple.server })?.socket
         else { return "no_listener" }
         guard case .opened(let main) = relaySocket(allocation.main, additional: false, of: allocation) else {
             return "port_in_use"
@@ -71,7 +99,7 @@ extension EventLoop {
         } catch {
             for socket in sockets { closeRelaySocket(socket) }
             switch error {
-            case .notUDP: return "not_udp"
+            case .transportCannotMove: return "transport"
             case .fiveTupleInUse: return "duplicate"
             case .portUnavailable: return "port_outside_pool"
             case .expired: return "expired"

@@ -91,6 +91,17 @@ final class ConnectionLimiter: Sendable {
     }
 
     /// A connection from `ip` got its first allocation: it no longer counts as pending.
+    /// Counts a connection a live upgrade handed over, as pending, without refusing it: it is
+    /// open already (its allocation, if any, marks it `allocated` when adopted).
+    func adopt(_ ip: IPAddress) {
+        counts.withLock { c in
+            c.total += 1
+            c.perIP[ip, default: 0] += 1
+            c.pending += 1
+            c.pendingPerIP[ip, default: 0] += 1
+        }
+    }
+
     func allocated(_ ip: IPAddress) {
         counts.withLock { c in
             c.pending -= 1

@@ -25,7 +25,7 @@ extension StreamConnection {
         guard let base = bytes.baseAddress else { return .refused }
         relayd_stream_io_lock(io)
         defer { relayd_stream_io_unlock(io) }
-        guard state == .open || state == .draining, refusal == nil else { return .refused }
+        guard state == .open || state == .draining, refusal == nil, !handingOver else { return .refused }
         let queued: Bool
         if let ssl {
             ERR_clear_error()
@@ -72,7 +72,7 @@ extension StreamConnection {
     func writeNow(onOwner: Bool) {
         relayd_stream_io_lock(io)
         awaitingWrite = false
-        guard state != .closed else { return relayd_stream_io_unlock(io) }
+        guard state != .closed, !handingOver else { return relayd_stream_io_unlock(io) }
         var failure: String? = nil
         if relayd_stream_io_flush(io, socket) < 0 {
             let error = errno

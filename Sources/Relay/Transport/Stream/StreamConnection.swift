@@ -76,6 +76,9 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// The peer connection this data connection carries after its ConnectionBind (RFC 6062
     /// §5.4); nil for a control connection.
     var pipe: TCPPipe?
+    /// Set, under the lock, while a live upgrade hands the connection to another process: this
+    /// process then writes nothing more to it and queues nothing (docs/live-upgrade.md).
+    var handingOver = false
 
     /// A frame is at most a STUN header plus a 16-bit length (ChannelData: 4 + 65535 + padding).
     static let maxFrameLength = StunConstants.headerLength + 65536

@@ -70,6 +70,12 @@ final class StreamListener {
         owner.acceptPaused(self, error: error)
     }
 
+    /// Stops accepting while a live upgrade hands the socket over: connections wait in its
+    /// backlog for whichever process accepts next (`resume` if that is this one).
+    func pauseForHandover() {
+        if let listener { evconnlistener_disable(listener) }
+    }
+
     /// Accepts again after a pause.
     func resume() {
         pausedUntil = nil

@@ -16,7 +16,7 @@ final class StreamTransport {
     var logger: Logger { loop.core.logger }
     let limits: (idle: Int64, handshake: Int64)
     private(set) var listeners: [StreamListener] = []
-    private(set) var connections: [Int32: StreamConnection] = [:]
+    var connections: [Int32: StreamConnection] = [:]
     /// Data connections piped to peer connections, by connection id (RFC 6062, docs/tcp-relay.md).
     private var pipes: [PeerConnectionID: StreamConnection] = [:]
     /// Closed connections waiting to be freed at the start of the next loop iteration.
@@ -33,7 +33,10 @@ final class StreamTransport {
     /// (`writeUnflushed`), once each, instead of after the next epoll round.
     private var unflushed: [StreamConnection] = []
     private var writeEvent: LoopEvent?
-    private(set) var counters = StreamCounters()
+    var counters = StreamCounters()
+    /// TCP connections a live upgrade is handing over (`pauseForHandover`), until it commits or
+    /// fails.
+    var handingOver: [StreamConnection] = []
 
     /// Pending output beyond which a client that does not read is disconnected.
     static let maxOutputBytes = 1 << 20
@@ -199,7 +202,7 @@ final class StreamTransport {
     /// another loop's owner closes its own at its sweep. False when the packet was refused.
     @discardableResult
     @inline(__always)
-    private func queue(_ bytes: UnsafeRawBufferPointer, on connection: StreamConnection) -> Bool {
+    func queue(_ bytes: UnsafeRawBufferPointer, on connection: StreamConnection) -> Bool {
         switch connection.enqueue(bytes) {
         case .queued(let schedule):
             if schedule { noteUnflushed(connection) }

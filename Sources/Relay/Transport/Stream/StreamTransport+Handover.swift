@@ -1,0 +1,86 @@
+import Glibc
+import RelayCore
+import StunCodec
+
+/// A plain TCP connection on its way to the heir of a live upgrade: its state, its socket, and
+/// its allocation with the allocation's relay sockets.
+struct HandedConnection {
+    var stream: HandoverStream
+    var fd: Int32
+    var allocation: JournalAllocation?
+    var relaySockets: [RelayCore.HandedRelaySocket]
+}
+
+// Plain TCP clients in a live upgrade (docs/live-upgrade.md, "TCP clients"). TLS connections and
+// RFC 6062 connections stay: OpenSSL cannot move a session, and a TCP allocation's peer
+// connections are not handed over.
+extension StreamTransport {
+    /// Pauses every plain TCP connection that can move (`RelayCore.streamClientCanMove`, and
+    /// little enough held here) and returns them for the heir.
+    func pauseForHandover(loop index: UInt16) -> [HandedConnection] {
+        let core = loop.core!
+        var handed: [HandedConnection] = []
+        for connection in connections.values
+        where connection.transport == .tcp && core.streamClientCanMove(connection.origin.fiveTuple) {
+            guard let held = connection.pauseForHandover() else { continue }
+            let fiveTuple = connection.origin.fiveTuple
+            let allocation = core.streamAllocation(fiveTuple)
+            let stream = HandoverStream(
+                id: UInt64(connection.socket), loop: index, client: fiveTuple.client, server: fiveTuple.server,
+                session: allocation?.allocation.sessionID ?? 0, input: held.input, output: held.output)
+            handed.append(
+                HandedConnection(
+                    stream: stream, fd: connection.socket, allocation: allocation?.allocation,
+                    relaySockets: allocation?.sockets ?? []))
+            handingOver.append(connection)
+        }
+        return handed
+    }
+
+    /// The upgrade failed: the paused connections go on here.
+    func resumeAfterHandover() {
+        for connection in handingOver { connection.resumeAfterHandover() }
+        handingOver = []
+    }
+
+    /// The heir serves the paused connections: their allocations end here with reason
+    /// `handedOver`, and this process lets go of them without a word to the client.
+    func commitHandover(now: Int64) {
+        for connection in handingOver {
+            let origin = connection.origin
+            connections[origin.socket.descriptor] = nil
+            loop.core.releaseHandedOverStream(origin.fiveTuple, now: now)
+            service.limiter.release(origin.fiveTuple.client.ip, pending: !connection.hasAllocated)
+            counters.open -= 1
+            connection.abandon()
+        }
+        handingOver = []
+    }
+
+    /// Serves a connection the predecessor handed over, before the loops run: it counts against
+    /// the connection limits, keeps the part frame read so far, and has its queued output
+    /// written first. The client's origin, or nil when the connection cannot be served here
+    /// (the socket is closed then).
+    func adopt(_ handed: HandoverStream, fd: Int32, now: Int64) -> ClientOrigin? {
+        guard !listeners.isEmpty else {
+            // No TCP listener in this configuration: nothing here serves TCP.
+            Glibc.close(fd)
+            return nil
+        }
+        let ip = handed.client.ip
+        service.limiter.adopt(ip)
+        let origin = ClientOrigin(fiveTuple: handed.fiveTuple, socket: ClientSocket(descriptor: fd))
+        guard let connection = StreamConnection(socket: fd, ssl: nil, origin: origin, owner: self, now: now) else {
+            Glibc.close(fd)
+            service.limiter.release(ip, pending: true)
+            return nil
+        }
+        connection.sawValidStun = true
+        handed.input.withUnsafeBytes { connection.keepPartial($0) }
+        connections[fd] = connection
+        counters.open += 1
+        connection.start(base: loop.base)
+        if !handed.output.isEmpty { _ = handed.output.withUnsafeBytes { queue($0, on: connection) } }
+        return origin
+    }
+}
