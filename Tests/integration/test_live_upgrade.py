@@ -30,7 +30,7 @@ import time
 import pytest
 
 from cluster_support import ClusterNode, cluster_status, node_names
-from conftest import RelayServer, server_kind
+from conftest import RelayServer, free_port, server_kind
 from floods import metric
 from lifecycle import allocate_with_channel, error_code_of_allocate, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
@@ -247,6 +247,11 @@ def test_a_failed_upgrade_leaves_relayd_serving(tmp_path):
         assert resp.status == 409, resp.body
         assert json.loads(resp.body)["error"] == "upgrade_failed"
         wait_for_log(server, "upgrade_failed")
+        # Listeners are restart-only: an heir whose configuration adds one is refused.
+        conf.write_text(good + f"alt-listening-port={free_port()}\n")
+        resp = upgrade_through_api(server)
+        assert resp.status == 409, resp.body
+        assert "keeps the listeners" in server.log_text(), server.log_tail()
         conf.write_text(good)
         round_trip(client, peer, 0x4000, b"after")
         nonce = client.nonce

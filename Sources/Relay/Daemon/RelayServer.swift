@@ -184,6 +184,21 @@ public final class RelayServer {
                     + "\(threadCount): a live upgrade keeps relay-threads (restart to change it)")
         }
         try streams.prepare()
+        if let inheritance {
+            // Listeners are restart-only: an heir that would open others is refused, and the
+            // running relayd serves on (docs/live-upgrade.md).
+            let wanted = Inheritance.describe(
+                udp: listenAddresses, dtls: streams.dtlsAddresses, tcp: streams.tcpAddresses, tls: streams.tlsAddresses,
+                loops: threadCount)
+            let handed = inheritance.turnListeners()
+            guard wanted == handed else {
+                throw StartError(
+                    description: "the running relayd listens on other addresses than this configuration "
+                        + "(\(handed.subtracting(wanted).count) of its listeners are not in it, "
+                        + "\(wanted.subtracting(handed).count) of this configuration's are new): a live upgrade "
+                        + "keeps the listeners (restart to change them)")
+            }
+        }
         switch configuration.kernelOffload {
         case .off:
             break

@@ -124,6 +124,30 @@ public final class Inheritance: Sendable {
         }
     }
 
+    /// The TURN listeners handed over (UDP, DTLS, TCP, TLS), each as "kind loop address", before
+    /// any loop took its own: a configuration whose listeners differ is refused.
+    func turnListeners() -> Set<String> {
+        let kinds: [HandoverSocket.Kind] = [.udpListener, .dtlsListener, .tcpListener, .tlsListener]
+        return sockets.withLock { all in
+            Set(all.keys.filter { key in kinds.contains { $0.rawValue == key.kind } }.map { "\($0.kind) \($0.loop) \($0.address)" })
+        }
+    }
+
+    /// The same description for the listeners a configuration opens on `loops` loops.
+    static func describe(
+        udp: [TransportAddress], dtls: [TransportAddress], tcp: [TransportAddress], tls: [TransportAddress], loops: Int
+    ) -> Set<String> {
+        var all = Set<String>()
+        for loop in 0..<loops {
+            for (kind, addresses) in [
+                (HandoverSocket.Kind.udpListener, udp), (.dtlsListener, dtls), (.tcpListener, tcp), (.tlsListener, tls),
+            ] {
+                for address in addresses { all.insert("\(kind.rawValue) \(loop) \(address)") }
+            }
+        }
+        return all
+    }
+
     /// Loop `loop`'s listening socket of `kind` on `address`, if one was handed over.
     func listener(_ kind: HandoverSocket.Kind, loop: Int = 0, address: TransportAddress) -> Int32? {
         sockets.withLock { $0.removeValue(forKey: Key(kind: kind.rawValue, loop: UInt16(loop), session: 0, address: address)) }
