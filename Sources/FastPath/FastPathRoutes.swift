@@ -67,6 +67,13 @@ package final class FastPathRoutes {
         installed[id]?.linkLayerMissing = FastPathEntries.linkLayerMissing(route, in: fastPath)
     }
 
+    /// A live upgrade's heir serves these routes now, in the same maps: this loop forgets them
+    /// without removing an entry, so its allocations' ends remove nothing the heir installed.
+    package func letGo() {
+        installed.removeAll()
+        unreported.removeAll()
+    }
+
     /// `removeChannel`: removes the route; what the kernel relayed since the last report. A route
     /// for a client the channel no longer has (replaced by `install`) removes nothing.
     package func remove(_ route: ChannelRoute) -> KernelFastPath.Counters {

@@ -12,7 +12,7 @@ extension KernelFastPath {
         guard ifindex > 0 else { return false }
         let link = relayd_xdp_attach_native(ifindex, xdpProgramDescriptor)
         guard link >= 0 else { return false }
-        xdpLinks.withLock { $0.append(link) }
+        xdpLinks.withLock { $0.append(XDPLink(ifindex: ifindex, descriptor: link)) }
         linkLayer = { destination, egress in KernelFastPath.resolveLinkLayer(destination, egress: egress) }
         return true
     }

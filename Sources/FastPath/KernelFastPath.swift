@@ -26,6 +26,8 @@ package final class KernelFastPath: @unchecked Sendable {
     package typealias Counters = TrafficCounters
 
     private let object: OpaquePointer
+    /// The loaded object, for the handover's map lookups.
+    var objectPointer: OpaquePointer { object }
     package let programDescriptor: Int32
     /// The XDP program (`relayd_xdp`), which relays what it can finish itself and leaves the
     /// rest to the TC program (docs/kernel-fast-path.md).
@@ -46,8 +48,13 @@ package final class KernelFastPath: @unchecked Sendable {
     /// interface's index. Nil (the default, while no XDP program is attached) leaves every packet
     /// to the TC program. Set at start, before any route is installed.
     package var linkLayer: @Sendable (IPAddress, UInt32) -> LinkLayer? = { _, _ in nil }
-    /// The XDP links' descriptors (closing one detaches the program).
-    let xdpLinks = Locked<[Int32]>([])
+    /// The XDP links (closing one's descriptor detaches the program), with their interfaces.
+    let xdpLinks = Locked<[XDPLink]>([])
+
+    struct XDPLink: Sendable {
+        var ifindex: Int32
+        var descriptor: Int32
+    }
     /// Whether an XDP program is attached anywhere (routes then carry link-layer addresses).
     var xdpAttached: Bool { !xdpLinks.withLock { $0.isEmpty } }
     /// The route and counter maps of each family.
@@ -67,17 +74,26 @@ package final class KernelFastPath: @unchecked Sendable {
         case link(ifindex: Int32, descriptor: Int32)
         case filter(ifindex: Int32, createdHook: Bool)
     }
-    private(set) var attachments: [Attachment] = []
+    var attachments: [Attachment] = []
 
     /// Loads the BPF object at `objectPath` (built by scripts/build-bpf.sh) into the kernel.
     /// Needs CAP_BPF and CAP_NET_ADMIN (root).
+    /// `reusing`: maps by name that the program uses instead of creating its own (a live
+    /// upgrade's, docs/live-upgrade.md); their descriptors stay the caller's.
     package init(
-        objectPath: String, localAddresses: Set<IPAddress>, egressInterfaces: [IPAddress: UInt32] = [:]
+        objectPath: String, localAddresses: Set<IPAddress>, egressInterfaces: [IPAddress: UInt32] = [:],
+        reusing maps: [String: Int32] = [:]
     ) throws(Failure) {
         self.localAddresses = localAddresses
         self.egressInterfaces = egressInterfaces
         guard let object = bpf_object__open_file(objectPath, nil), libbpf_get_error(UnsafeRawPointer(object)) == 0 else {
             throw Failure(description: "cannot open BPF object \(objectPath): \(String(cString: strerror(errno)))")
+        }
+        for (name, fd) in maps {
+            guard let map = bpf_object__find_map_by_name(object, name), bpf_map__reuse_fd(map, fd) == 0 else {
+                bpf_object__close(object)
+                throw Failure(description: "cannot take over the map \(name) of the running relayd")
+            }
         }
         let loaded = bpf_object__load(object)
         guard loaded == 0 else {
@@ -114,7 +130,7 @@ package final class KernelFastPath: @unchecked Sendable {
     /// Takes the program off every interface it was attached to (and the clsact hooks this
     /// process created); called at shutdown. A tcx link also goes when the process dies.
     package func detachAll() {
-        for link in xdpLinks.withLock({ links in defer { links.removeAll() }; return links }) { close(link) }
+        for link in xdpLinks.withLock({ links in defer { links.removeAll() }; return links }) { close(link.descriptor) }
         for attachment in attachments {
             switch attachment {
             case .link(_, let descriptor): close(descriptor)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -164,3 +165,57 @@ def test_a_killed_relayd_leaves_nothing_relaying(tmp_path):
     finally:
         if server.proc is not None and server.proc.poll() is None:
             server.stop()
+
+
+def test_offloaded_channels_keep_relaying_through_a_live_upgrade(tmp_path):
+    """The heir loads its program over the running relayd's maps and swaps it into its tcx link
+    (docs/live-upgrade.md, "Kernel fast path"): a channel the kernel relays loses nothing through
+    the upgrade, and the kernel still relays it once the old process has exited."""
+    from floods import metric
+    from lifecycle import allocate_with_channel, round_trip, wait_for_log
+    from stunclient import recv_from
+    from test_live_upgrade import Sender, heir_pid, stop_both
+
+    server = RelayServer(
+        "relayd", tmp_path, extra_args=["--kernel-offload=on", "--kernel-offload-interface=lo", "--relay-threads=2"])
+    server.start()
+    heir = None
+    client = peer = None
+    try:
+        client, peer = allocate_with_channel(server, server.secret, user="offloaded")
+        round_trip(client, peer, 0x4000, b"warm up")
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sender = Sender(client, 0x4000)
+        sender.start()
+        time.sleep(0.5)
+        server.proc.send_signal(signal.SIGUSR2)
+        heir = heir_pid(server)
+        wait_for_log(server, "upgrade_took_over")
+        assert "fastpath_taken_over" in server.log_text(), server.log_tail()
+        time.sleep(0.5)
+        sender.halt.set()
+        sender.join()
+        received = set()
+        while (got := recv_from(peer, 0.5)) is not None:
+            received.add(got[0])
+        lost = sender.sent - len(received)
+        print(f"kernel fast path through a live upgrade: {sender.sent} sent, {lost} lost")
+        assert lost == 0, f"{lost} of {sender.sent} offloaded datagrams were lost in the upgrade"
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+
+        # The old process and its descriptors are gone: the heir's program relays on.
+        time.sleep(2.5)
+        before = metric(server, "relayd_offloaded_packets_total", direction="client_to_peer")
+        for i in range(50):
+            client.send_channel_data(0x4000, b"after %d" % i)
+        got = [recv_from(peer, 2.0) for _ in range(50)]
+        assert all(g is not None for g in got), "the channel stopped relaying after the old process exited"
+        time.sleep(2.5)
+        after = metric(server, "relayd_offloaded_packets_total", direction="client_to_peer")
+        assert after - before >= 50, (before, after)
+    finally:
+        if client is not None:
+            client.close()
+            peer.close()
+        problems = stop_both(server, heir)
+    assert not problems, problems

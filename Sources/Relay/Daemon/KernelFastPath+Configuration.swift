@@ -1,3 +1,4 @@
+import Glibc
 import FastPath
 import Logging
 import StunCodec
@@ -24,6 +25,32 @@ extension KernelFastPath {
                 objectPath: path, interfaces: interfaces,
                 localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
                 egressInterfaces: InterfaceAddresses.indexes(), xdp: c.kernelOffloadXDP, logger: logger)
+        } catch {
+            throw RelayServer.StartError(description: "kernel-offload: \(error.description)")
+        }
+    }
+}
+
+extension KernelFastPath {
+    /// A live upgrade's heir: loads the program over the running relayd's maps and swaps it into
+    /// its links (docs/live-upgrade.md, "Kernel fast path").
+    static func takeOver(
+        _ handed: Handover, configuration c: RelayConfiguration, interfaceAddresses: [IPAddress], logger: Logger
+    ) throws(RelayServer.StartError) -> KernelFastPath {
+        let (found, candidates) = locateObject(configured: c.kernelOffloadObject)
+        guard let path = found else {
+            for fd in Array(handed.links.values) + Array(handed.xdpLinks.values) { close(fd) }
+            throw RelayServer.StartError(
+                description: "kernel-offload: no BPF object at \(candidates.joined(separator: ", "))")
+        }
+        let interfaces =
+            c.kernelOffloadInterfaces.isEmpty
+            ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelOffloadInterfaces
+        do {
+            return try takeOver(
+                handed, objectPath: path, interfaces: interfaces,
+                localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
+                egressInterfaces: InterfaceAddresses.indexes(), logger: logger)
         } catch {
             throw RelayServer.StartError(description: "kernel-offload: \(error.description)")
         }

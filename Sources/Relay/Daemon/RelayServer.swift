@@ -199,7 +199,13 @@ public final class RelayServer {
                         + "keeps the listeners (restart to change them)")
             }
         }
+        if configuration.kernelOffload != .off, let handed = inheritance?.fastPath() {
+            fastPath = try KernelFastPath.takeOver(
+                handed, configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
+        }
         switch configuration.kernelOffload {
+        case _ where fastPath != nil:
+            break
         case .off:
             break
         case .on:

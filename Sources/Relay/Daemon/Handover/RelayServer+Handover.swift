@@ -1,4 +1,5 @@
 import CHandover
+import FastPath
 import Foundation
 import Glibc
 import RelayCore
@@ -47,7 +48,10 @@ extension RelayServer {
     private func handOver(trigger: String) -> UpgradeOutcome {
         if handover.done { return .failed("this process has handed over already and serves only what stayed") }
         if drain.active { return .failed("this process is draining") }
-        if fastPath != nil { return .failed("the kernel fast path (kernel-offload) cannot be handed over yet") }
+        if let fastPath, fastPath.handover() == nil {
+            return .failed(
+                "the kernel fast path hangs on a clsact filter here (tcx links need Linux 6.6), which cannot be handed over")
+        }
         let channel: HandoverChannel
         let heirEnd: Int32
         do { (channel, heirEnd) = try HandoverChannel.pair() } catch { return .failed(error.description) }
@@ -73,6 +77,9 @@ extension RelayServer {
                 return abandon("the heir speaks handover version \(version), this relayd \(HandoverMessage.version)")
             }
             heirVersion = version
+            if fastPath != nil && version < 2 {
+                return abandon("the heir (handover version \(version)) cannot take the kernel fast path over")
+            }
         } catch {
             return abandon("the heir did not start (\(error.description)); its log says why")
         }
@@ -105,6 +112,12 @@ extension RelayServer {
     }
 
     private func resumeLoops() {
+        // The heir may have put its program into the links already: this process's goes back.
+        do { try fastPath?.updateLinks() } catch {
+            logger.error(
+                "live upgrade: cannot put the fast path's program back into its links: \(error.description)",
+                metadata: ["event": "upgrade_fastpath_reclaim_failed"])
+        }
         for mailbox in mailboxes { mailbox.post(.handover(.resume)) }
     }
 
@@ -131,6 +144,20 @@ extension RelayServer {
         for bequest in bequests { sockets += zip(bequest.sockets, bequest.descriptors) }
         for (address, fd) in http?.listeningSockets ?? [] {
             sockets.append((HandoverSocket(kind: .httpListener, address: address), fd))
+        }
+        if let handover = fastPath?.handover() {
+            for (index, name) in KernelFastPath.sharedMaps.enumerated() {
+                guard let fd = handover.maps[name] else { continue }
+                sockets.append((HandoverSocket(kind: .bpfMap, session: UInt64(index), address: HandoverSocket.noAddress), fd))
+            }
+            for (ifindex, fd) in handover.links {
+                sockets.append(
+                    (HandoverSocket(kind: .bpfLink, session: UInt64(ifindex), address: HandoverSocket.noAddress), fd))
+            }
+            for (ifindex, fd) in handover.xdpLinks {
+                sockets.append(
+                    (HandoverSocket(kind: .bpfXDPLink, session: UInt64(ifindex), address: HandoverSocket.noAddress), fd))
+            }
         }
         var start = 0
         while start < sockets.count {

@@ -19,7 +19,16 @@ struct HandoverSocket: Sendable, Equatable {
         /// A plain TCP client's connection, named by `session` (its `HandoverStream.id`) and its
         /// client's address; what it had queued goes in a `stream` message.
         case tcpClient = 8
+        /// The kernel fast path (docs/kernel-fast-path.md): one of its shared maps (`session` is
+        /// its index in `KernelFastPath.sharedMaps`), and its tcx and XDP links (`session` is the
+        /// interface index).
+        case bpfMap = 9
+        case bpfLink = 10
+        case bpfXDPLink = 11
     }
+
+    /// The address of a socket that has none (the fast path's descriptors).
+    static let noAddress = TransportAddress(ip: IPAddress("0.0.0.0")!, port: 0)
 
     var kind: Kind
     var loop: UInt16 = 0

@@ -1,3 +1,4 @@
+import FastPath
 import Glibc
 import RelayCore
 import StunCodec
@@ -146,6 +147,28 @@ public final class Inheritance: Sendable {
             }
         }
         return all
+    }
+
+    /// The kernel fast path's maps and links, if the running relayd handed them over; taken once.
+    func fastPath() -> KernelFastPath.Handover? {
+        sockets.withLock { all in
+            var handover = KernelFastPath.Handover()
+            for (key, fd) in all {
+                switch HandoverSocket.Kind(rawValue: key.kind) {
+                case .bpfMap where Int(key.session) < KernelFastPath.sharedMaps.count:
+                    handover.maps[KernelFastPath.sharedMaps[Int(key.session)]] = fd
+                case .bpfLink: handover.links[Int32(truncatingIfNeeded: key.session)] = fd
+                case .bpfXDPLink: handover.xdpLinks[Int32(truncatingIfNeeded: key.session)] = fd
+                default: continue
+                }
+                all[key] = nil
+            }
+            guard !handover.links.isEmpty else {
+                for fd in Array(handover.maps.values) + Array(handover.xdpLinks.values) { close(fd) }
+                return nil
+            }
+            return handover
+        }
     }
 
     /// Loop `loop`'s listening socket of `kind` on `address`, if one was handed over.
