@@ -350,7 +350,7 @@ def test_cluster_counts_what_drains_in_the_old_process(tmp_path):
     assert not problems, problems
 
 
-TCP_CLIENTS = 20
+TCP_CLIENTS = 50
 
 
 def test_tcp_clients_move_to_the_heir(tmp_path):

@@ -11,6 +11,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 import stunclient
 from conftest import REPO_ROOT, free_port, free_port_range
+from lifecycle import eventually
 
 pytestmark = [
     # Installs and purges a system package, and compares /etc, /usr and /var before and after:
@@ -28,6 +30,8 @@ pytestmark = [
 ]
 
 BUILD_TIMEOUT = 1800
+# The admin token of the installed relayd the test upgrades live (docs/live-upgrade.md).
+UPGRADE_TOKEN = "package-upgrade-token-0123456789abcdef"
 # What a purge may leave or change outside the package's own files.
 ALLOWED_AFTER_PURGE = re.compile(
     r"^/etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$|^/var/lib/dpkg/|^/var/log/(dpkg\.log|apt/|journal/)|"
@@ -154,20 +158,37 @@ def test_install_run_remove_purge(deb, tmp_path):
              "-c", "/etc/relayd/relayd.conf", "--listening-ip=127.0.0.1", f"--listening-port={port}",
              "--relay-ip=127.0.0.1", f"--min-port={relays.start}", f"--max-port={relays.stop - 1}",
              "--no-tls", "--no-tcp", f"--api-listening-port={api}", "--static-auth-secret=package-test-secret",
-             "--drain-timeout=0"],
+             "--drain-timeout=0", f"--api-key=package:{UPGRADE_TOKEN}:admin"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        heir = None
         try:
             client = stunclient.TurnClient(("127.0.0.1", port), attempts=8)
             response = client.binding()
             assert response.xor_address(stunclient.Attr.XOR_MAPPED_ADDRESS)[0] == "127.0.0.1"
+            # A live upgrade of the installed binary, as the relayd user, through its CLI.
+            upgraded = run(str(binary), "upgrade", f"--api=http://127.0.0.1:{api}", f"--token={UPGRADE_TOKEN}",
+                           timeout=150)
+            found = re.search(r"upgraded: pid (\d+) serves now", upgraded.stdout)
+            assert found, upgraded.stdout
+            heir = int(found.group(1))
+            assert proc.wait(timeout=10) == 0
+            assert pwd.getpwuid(os.stat(f"/proc/{heir}").st_uid).pw_name == "relayd"
+            response = client.binding()
+            assert response.xor_address(stunclient.Attr.XOR_MAPPED_ADDRESS)[0] == "127.0.0.1"
             client.close()
         finally:
-            proc.terminate()
+            for pid in [proc.pid] + ([heir] if heir else []):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+            if heir and not eventually(lambda: not Path(f"/proc/{heir}").exists(), timeout=10):
+                os.kill(heir, signal.SIGKILL)
 
         # Enabled as docs/operations.md says: the link must go with the purge.
         run("systemctl", "enable", "relayd.service")

@@ -112,3 +112,34 @@ def test_a_damaged_journal_is_refused_and_relayd_starts_clean(tmp_path):
     finally:
         problems = server.stop()
     assert not problems, problems
+
+
+def test_tls_sessions_resume_after_a_crash(tmp_path):
+    """The journal keeps the TLS session-ticket keys, and a SIGHUP's new ones: a session whose
+    ticket the killed relayd issued resumes with the restarted one."""
+    from test_live_upgrade import client_context, resume
+
+    state = tmp_path / "state"
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True, extra_args=[f"--state-dir={state}", "--relay-threads=2"])
+    server.start()
+    try:
+        context = client_context()
+        before_reload, _ = resume(server, context)
+        server.proc.send_signal(signal.SIGHUP)
+        wait_for_log(server, "tls_reloaded")
+        time.sleep(0.5)  # the loops write their journals afresh with the new keys
+        session, reused = resume(server, context)
+        assert not reused, "the SIGHUP drew no new ticket keys"
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(timeout=10)
+        with open(server.log_path, "ab") as log:
+            server.proc = subprocess.Popen(
+                server.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=server.workdir, preexec_fn=die_with_parent)
+        server.wait_ready(10)
+        assert resume(server, context, session)[1], "the restarted relayd did not resume a session of the killed one"
+        assert not resume(server, context, before_reload)[1], "a ticket under the keys before the SIGHUP resumed"
+    finally:
+        problems = server.stop()
+    assert not problems, problems

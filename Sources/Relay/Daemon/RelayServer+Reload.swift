@@ -64,6 +64,17 @@ extension RelayServer {
         // New mobility tickets are sealed under a new key; the ones already out still open.
         mobility.rotate()
         postContexts()
+        if stateDirectory != nil {
+            let keys = journalKeys()
+            for mailbox in mailboxes { mailbox.post(.journalKeys(keys)) }
+        }
+    }
+
+    /// The keys a state journal keeps, so that after a crash a nonce, a mobility ticket, a TLS
+    /// session ticket or a DTLS cookie issued before it is still good (docs/state-journal.md).
+    func journalKeys() -> [JournalKey] {
+        [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)] + mobility.exportedKeys()
+            + streams.exportedKeys()
     }
 
     /// Hands every loop a context built from the running configuration and drain state.

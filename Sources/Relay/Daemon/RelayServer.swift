@@ -126,9 +126,10 @@ public final class RelayServer {
             restored[loop].append(allocation)
         }
         if let recovered { Self.log(recovered, of: state!, logger: logger) }
-        // A mobility ticket issued before a live upgrade still moves its allocation after it.
+        // A mobility ticket issued before a crash or a live upgrade still moves its allocation
+        // after it.
+        mobility.adopt(keys)
         if let inheritance {
-            mobility.adopt(inheritance.state.keys)
             // A user blocked before the upgrade stays blocked (docs/admin.md).
             for entry in inheritance.blocks { admission.blocklist.block(entry.user, until: entry.until) }
         }
@@ -144,7 +145,7 @@ public final class RelayServer {
         var ports = [c.listeningPort]
         if let alt = c.effectiveAltListeningPort { ports.append(alt) }
         listenAddresses = c.noUDP ? [] : c.listeningIPs.flatMap { ip in ports.map { TransportAddress(ip: ip, port: $0) } }
-        streams = StreamService(configuration: c, logger: logger, inheritedKeys: inheritance?.state.keys ?? [])
+        streams = StreamService(configuration: c, logger: logger, inheritedKeys: keys)
         metrics = MetricsRegistry(threads: threadCount, carried: inheritance?.counters ?? CarriedCounters())
     }
 
@@ -238,7 +239,7 @@ public final class RelayServer {
                 journal: stateDirectory.map {
                     LoopWiring.Journal(
                         path: $0.journalPath(loop: index), bootID: $0.bootID,
-                        keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)],
+                        keys: journalKeys(),
                         refusedJournals: index == 0 ? refusedJournals : 0)
                 }, inheritance: inheritance, restore: restored[index],
                 reservations: index == 0 ? inheritance?.state.reservations ?? [:] : [:])

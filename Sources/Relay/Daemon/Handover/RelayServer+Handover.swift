@@ -175,8 +175,7 @@ extension RelayServer {
         }
         let state = JournalState(
             allocations: allocations,
-            keys: [JournalKey(name: StateDirectory.nonceKeyName, bytes: nonceKey)] + mobility.exportedKeys()
-                + streams.exportedKeys(), reservations: reservations)
+            keys: journalKeys(), reservations: reservations)
         let snapshot: [UInt8]
         do {
             snapshot = try JournalWriter.compacted(

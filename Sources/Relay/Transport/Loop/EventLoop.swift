@@ -228,6 +228,11 @@ final class EventLoop {
             case .admin(let task): serve(task)
             case .closePipe(let id): stream.endPipe(id)
             case .handover(let step): handover(step)
+            case .journalKeys(let keys):
+                if let journal {
+                    journal.keys = keys
+                    journal.compact(core, now: EventLoop.now())
+                }
             }
             if core.outbox.needsFlush { flush() }
         }

@@ -11,8 +11,10 @@ import StunCodec
 final class LoopJournal {
     let path: String
     let bootID: BootID
-    /// The node's secrets written into each compacted journal (the nonce key, docs/state-journal.md).
-    let keys: [JournalKey]
+    /// The node's secrets written into each compacted journal (docs/state-journal.md, "Keys
+    /// record"): the nonce key, the mobility-ticket keys, the TLS and DTLS ticket keys and the
+    /// DTLS cookie secret; replaced after a SIGHUP.
+    var keys: [JournalKey]
     private let logger: Logger
     private var fd: Int32 = -1
     private var records: [JournalRecord] = []

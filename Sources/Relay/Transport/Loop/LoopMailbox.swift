@@ -19,6 +19,8 @@ enum LoopMail: Sendable {
     case closePipe(PeerConnectionID)
     /// A step of a live upgrade (docs/live-upgrade.md).
     case handover(HandoverStep)
+    /// The node's keys changed (SIGHUP draws new ticket keys): the state journal keeps these.
+    case journalKeys([JournalKey])
 }
 
 /// One loop thread's inbox: one post from any thread, one take on the loop's thread, in the
@@ -62,7 +64,7 @@ final class LoopMailbox: Sendable {
             case .forwarded:
                 guard s.forwarded < Self.requestLimit else { return }
                 s.forwarded += 1
-            case .admission, .admin, .closePipe, .handover:
+            case .admission, .admin, .closePipe, .handover, .journalKeys:
                 break
             }
             s.mail.append(mail)

@@ -21,8 +21,8 @@ final class StreamService: Sendable {
     /// The context new DTLS sessions use; nil while DTLS is not served.
     let dtls = SharedState<TLSContext?>(nil)
 
-    /// Keys a predecessor handed over in a live upgrade (`exportedKeys`), used by the first
-    /// TLS and DTLS contexts.
+    /// Keys a predecessor handed over in a live upgrade, or the state journal kept over a crash
+    /// (`exportedKeys`), used by the first TLS and DTLS contexts.
     let inheritedKeys: [JournalKey]
 
     init(configuration c: RelayConfiguration, logger: Logger, inheritedKeys: [JournalKey] = []) {
