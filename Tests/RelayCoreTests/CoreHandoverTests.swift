@@ -59,7 +59,7 @@ import Testing
         let first = try old.restClient(at: CoreFixture.clientA).allocate { w in try w.append(EvenPort(reservePair: true)) }
         let port = try #require(first.xorRelayedAddress?.port)
         let token = try #require(first.reservationToken)
-        let handed = old.core.handedReservations()
+        let handed = old.core.liveReservations()
         #expect(handed.count == 1)
         let reservation = try #require(handed[token])
         #expect(reservation.address == TransportAddress(ip: CoreFixture.relayIP, port: port + 1))
@@ -79,7 +79,7 @@ import Testing
         var long = reservation
         long.expiresAt = heir.now + 3600
         #expect(heir.core.adoptReservation(token: token, long, now: heir.now))
-        #expect(heir.core.handedReservations()[token]?.expiresAt == heir.now + 30)
+        #expect(heir.core.liveReservations()[token]?.expiresAt == heir.now + 30)
         #expect(heir.core.relayPortsInUse == 1)
 
         let second = try heir.restClient(at: CoreFixture.clientB).allocate { w in
@@ -87,7 +87,7 @@ import Testing
         }
         #expect(second.xorRelayedAddress?.port == port + 1)
         #expect(heir.core.relayPortsInUse == 1)
-        #expect(heir.core.handedReservations().isEmpty)
+        #expect(heir.core.liveReservations().isEmpty)
         // A port an allocation holds is not reserved again.
         #expect(!heir.core.adoptReservation(token: token &+ 1, reservation, now: heir.now))
     }

@@ -81,4 +81,31 @@ import Testing
         #expect(Array(frame.bytes.prefix(2)) == [0x40, 0x02])
         #expect(second.core.allocation(for: second.origin(CoreFixture.clientA).fiveTuple)?.expiry == first.now + 600)
     }
+
+    @Test("An EVEN-PORT reservation is journaled when made and when an Allocate takes it (RFC 8656 §7.2)")
+    func reservations() throws {
+        let harness = CoreHarness()
+        harness.core.journaling = true
+        let first = try harness.restClient(at: CoreFixture.clientA).allocate { w in try w.append(EvenPort(reservePair: true)) }
+        let port = try #require(first.xorRelayedAddress?.port)
+        let token = try #require(first.reservationToken)
+        let made = Self.records(harness)
+        #expect(made.count == 2)
+        #expect(
+            made.first
+                == .reservation(
+                    token: token,
+                    JournalReservation(
+                        address: TransportAddress(ip: CoreFixture.relayIP, port: port + 1), expiresAt: harness.now + 30)))
+        #expect(harness.core.liveReservations().keys.sorted() == [token])
+
+        let second = try harness.restClient(at: CoreFixture.clientB).allocate { w in
+            try w.append(ReservationToken(value: token))
+        }
+        #expect(second.xorRelayedAddress?.port == port + 1)
+        let taken = Self.records(harness)
+        #expect(taken.first == .reservationEnded(token: token))
+        #expect(taken.count == 2, "the end, then the second allocation")
+        #expect(harness.core.liveReservations().isEmpty)
+    }
 }

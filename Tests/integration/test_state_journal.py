@@ -21,7 +21,7 @@ import pytest
 
 from conftest import RelayServer, die_with_parent, server_kind
 from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
-from stunclient import recv_from
+from stunclient import TurnClient, recv_from
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's state journal")
 
@@ -141,5 +141,43 @@ def test_tls_sessions_resume_after_a_crash(tmp_path):
         assert resume(server, context, session)[1], "the restarted relayd did not resume a session of the killed one"
         assert not resume(server, context, before_reload)[1], "a ticket under the keys before the SIGHUP resumed"
     finally:
+        problems = server.stop()
+    assert not problems, problems
+
+
+def test_an_even_port_reservation_survives_a_crash(tmp_path):
+    """EVEN-PORT's R bit holds the next port for a RESERVATION-TOKEN (RFC 8656 §7.2): the journal
+    keeps the reservation, and after SIGKILL and a restart the token still gets that port."""
+    from test_adv_allocation import RESERVATION_TOKEN, code, even_port
+    from test_adversarial import allocate
+
+    state = tmp_path / "state"
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--state-dir={state}", "--relay-threads=2"])
+    server.start()
+    clients = []
+    try:
+        first = TurnClient(server.address)
+        clients.append(first)
+        response = allocate(server, first, user="even", extra=[even_port(True)])
+        assert code(response) is None
+        token = response.get(RESERVATION_TOKEN)
+        assert token is not None and len(token) == 8
+        time.sleep(0.3)  # the loop writes its journal at the end of the iteration
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(timeout=10)
+        with open(server.log_path, "ab") as log:
+            server.proc = subprocess.Popen(
+                server.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=server.workdir, preexec_fn=die_with_parent)
+        server.wait_ready(10)
+        second = TurnClient(server.address)
+        clients.append(second)
+        taken = allocate(server, second, user="pair", extra=[(RESERVATION_TOKEN, token)])
+        assert code(taken) is None, taken.error_code()
+        assert second.relayed[1] == first.relayed[1] + 1
+        first.refresh(600)
+    finally:
+        for client in clients:
+            client.close()
         problems = server.stop()
     assert not problems, problems

@@ -29,6 +29,8 @@ public final class RelayServer {
     let stateDirectory: StateDirectory?
     /// The UDP allocations read back from it, by the loop each client's datagrams reach.
     var restored: [[JournalAllocation]]
+    /// EVEN-PORT reservations kept by the state journal or handed over, for loop 0.
+    let restoredReservations: [UInt64: JournalReservation]
     /// Journals the state directory refused at start-up.
     let refusedJournals: UInt64
     /// Mobility tickets' keys and owners (docs/mobility.md); the key rotates on SIGHUP.
@@ -118,6 +120,7 @@ public final class RelayServer {
         let keptNonceKey = keys.first { $0.name == StateDirectory.nonceKeyName && $0.bytes.count == 32 }
         nonceKey = ClusterNode.sharedNonceKey(configuration: c) ?? keptNonceKey?.bytes ?? key
         restored = Array(repeating: [], count: threadCount)
+        restoredReservations = (inheritance?.state ?? recovered?.state)?.reservations ?? [:]
         refusedJournals = UInt64(recovered?.refusedFiles.count ?? 0)
         // A TCP client's allocation is restored with its connection, on the loop that gets it.
         for allocation in (inheritance?.state ?? recovered?.state)?.allocations.values.map({ $0 }) ?? []
@@ -242,7 +245,7 @@ public final class RelayServer {
                         keys: journalKeys(),
                         refusedJournals: index == 0 ? refusedJournals : 0)
                 }, inheritance: inheritance, restore: restored[index],
-                reservations: index == 0 ? inheritance?.state.reservations ?? [:] : [:])
+                reservations: index == 0 ? restoredReservations : [:])
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, wiring: wiring)
                 // Loop i's listener must be member i of each SO_REUSEPORT group: the selector

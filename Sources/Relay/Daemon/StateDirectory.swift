@@ -69,6 +69,9 @@ struct StateDirectory: Sendable {
                 recovered.files += 1
                 recovered.droppedRecords += recovery.drops.values.reduce(0, +) + (recovery.tail == nil ? 0 : 1)
                 for (id, allocation) in recovery.state.allocations { recovered.state.allocations[id] = allocation }
+                for (token, reservation) in recovery.state.reservations {
+                    recovered.state.reservations[token] = reservation
+                }
                 if !recovery.state.keys.isEmpty { recovered.state.keys = recovery.state.keys }
             } catch {
                 recovered.refusedFiles.append("\(name): \(error)")

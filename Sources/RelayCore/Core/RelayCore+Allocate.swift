@@ -133,6 +133,7 @@ extension RelayCore {
                 address: relay.ip, port: relay.port + 1, expiry: now + Self.reservationSeconds)
             reservations[value] = entry
             tables.reservations.insert(value, entry)
+            journalReserved(value, entry)
             reservation = value
         }
         allocation.sessionID = random.next()

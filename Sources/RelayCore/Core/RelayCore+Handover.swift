@@ -66,8 +66,9 @@ extension RelayCore {
     }
 
     /// The ports this core holds for EVEN-PORT's R bit (RFC 8656 §7.2) that no Allocate has
-    /// taken yet, by RESERVATION-TOKEN (§18.10): the other process holds them on.
-    public func handedReservations() -> [UInt64: JournalReservation] {
+    /// taken yet, by RESERVATION-TOKEN (§18.10): for a compacted journal, or for the process a
+    /// live upgrade hands them to.
+    public func liveReservations() -> [UInt64: JournalReservation] {
         assertOwned()
         var handed: [UInt64: JournalReservation] = [:]
         for (token, entry) in reservations where tables.reservations.contains(token) {
@@ -94,6 +95,7 @@ extension RelayCore {
             address: address.ip, port: address.port, expiry: min(reservation.expiresAt, now + Self.reservationSeconds))
         reservations[token] = entry
         tables.reservations.insert(token, entry)
+        journalReserved(token, entry)
         return true
     }
 

@@ -20,6 +20,7 @@ extension RelayCore {
                 usable = false
                 if let entry = tables.reservations.take(token.value) {
                     reservations[token.value] = nil
+                    journalReservationEnded(token.value)
                     if entry.expiry > now {
                         reserved = TransportAddress(ip: entry.address, port: entry.port)
                         usable = true

@@ -235,6 +235,7 @@ public final class RelayCore {
         for allocation in expired { delete(allocation, reason: .expired, now: now) }
         for (token, reservation) in reservations where reservation.expiry <= now {
             reservations[token] = nil
+            journalReservationEnded(token)
             // An Allocate that took the token meanwhile holds the port now; else it goes back.
             if tables.reservations.take(token) != nil {
                 tables.ports.release(reservation.port, on: reservation.address)

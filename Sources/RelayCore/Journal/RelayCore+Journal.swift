@@ -20,15 +20,34 @@ extension RelayCore {
         journal.ended.append(allocation.sessionID)
     }
 
+    /// Notes an EVEN-PORT reservation made (RFC 8656 §7.2), or ended: taken by an Allocate, or
+    /// expired.
+    func journalReserved(_ token: UInt64, _ entry: ReservationTable.Entry) {
+        guard journaling else { return }
+        journal.reservations.append(
+            .reservation(
+                token: token,
+                JournalReservation(address: TransportAddress(ip: entry.address, port: entry.port), expiresAt: entry.expiry)))
+    }
+
+    func journalReservationEnded(_ token: UInt64) {
+        guard journaling else { return }
+        journal.reservations.append(.reservationEnded(token: token))
+    }
+
     /// Whether the journal has records to take.
-    public var hasJournalChanges: Bool { !journal.changed.isEmpty || !journal.ended.isEmpty }
+    public var hasJournalChanges: Bool {
+        !journal.changed.isEmpty || !journal.ended.isEmpty || !journal.reservations.isEmpty
+    }
 
     /// Appends the records of what changed since the last call (the ended first, then each
     /// changed allocation whole) to `records`, and forgets them.
     public func takeJournalRecords(into records: inout [JournalRecord]) {
         assertOwned()
+        records += journal.reservations
         for session in journal.ended { records.append(.allocationEnded(sessionID: session)) }
         for allocation in journal.changed.values { records.append(.allocation(JournalAllocation(allocation))) }
+        journal.reservations.removeAll(keepingCapacity: true)
         journal.ended.removeAll(keepingCapacity: true)
         journal.changed.removeAll(keepingCapacity: true)
     }
@@ -39,6 +58,7 @@ extension RelayCore {
         assertOwned()
         journal.ended.removeAll(keepingCapacity: true)
         journal.changed.removeAll(keepingCapacity: true)
+        journal.reservations.removeAll(keepingCapacity: true)
         var all: [UInt64: JournalAllocation] = [:]
         for allocation in table.all where allocation.origin.fiveTuple.transport == .udp {
             all[allocation.sessionID] = JournalAllocation(allocation)
@@ -51,6 +71,8 @@ extension RelayCore {
 struct JournalChanges {
     var changed: [ObjectIdentifier: Allocation] = [:]
     var ended: [UInt64] = []
+    /// Reservation records, in the order they happened.
+    var reservations: [JournalRecord] = []
 }
 
 extension JournalAllocation {

@@ -112,7 +112,7 @@ extension EventLoop {
         // The heir goes on from these counters (docs/live-upgrade.md, "Metrics").
         publishMetrics()
         bequest.allocations = Array(core.journalAllocations().values)
-        bequest.reservations = core.handedReservations()
+        bequest.reservations = core.liveReservations()
         handingOver = true
         return bequest
     }

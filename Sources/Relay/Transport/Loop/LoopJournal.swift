@@ -72,7 +72,8 @@ final class LoopJournal {
     /// Writes the journal afresh from `core`'s live allocations: a temporary file, then a rename
     /// over the old one, so a crash meanwhile leaves one whole journal or the other.
     func compact(_ core: RelayCore, now: Int64) {
-        let state = JournalState(allocations: core.journalAllocations(), keys: keys)
+        let state = JournalState(
+            allocations: core.journalAllocations(), keys: keys, reservations: core.liveReservations())
         let fresh: [UInt8]
         do { fresh = try JournalWriter.compacted(state, bootID: bootID, now: now) } catch {
             return noteFailure("cannot encode the journal: \(error)")

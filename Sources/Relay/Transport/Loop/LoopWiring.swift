@@ -22,8 +22,8 @@ struct LoopWiring {
     /// The UDP allocations to restore whose clients this loop serves: from the state journal
     /// after a crash, or handed over by a live upgrade.
     var restore: [JournalAllocation] = []
-    /// EVEN-PORT reservations a live upgrade handed over, by token (loop 0 only): any loop's
-    /// Allocate may take one, this loop sweeps them.
+    /// EVEN-PORT reservations a live upgrade handed over or the state journal kept, by token
+    /// (loop 0 only): any loop's Allocate may take one, this loop sweeps them.
     var reservations: [UInt64: JournalReservation] = [:]
     /// Makes, on the loop's thread, who follows its sessions besides the log and the metrics
     /// (accounting, tests): observers belong to one loop and are never shared.
