@@ -10,33 +10,15 @@
 # PID. Uses the release binaries of scripts/bench.sh (.build-bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="/opt/swift/usr/bin:$PATH"
-REPS=7
-BUILD=1
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --reps) REPS="$2"; shift ;;
-        --reps=*) REPS="${1#*=}" ;;
-        --skip-build) BUILD=0 ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-        *) echo "bench-state-dir.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
-if [ "$BUILD" = 1 ]; then
-    swift build --quiet -c release --scratch-path .build-bench --product relayd
-    swift build --quiet -c release --scratch-path .build-bench --product relay-bench
-fi
-BIN=$(swift build -c release --scratch-path .build-bench --show-bin-path)
+. scripts/bench-lib.sh
+bench_options 7 '2,11p' "$@"
+bench_build
 WORK=$(mktemp -d /tmp/relayd-bench-state.XXXXXX)
 PID=""
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 SECRET="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-read -r LOW _ < /proc/sys/net/ipv4/ip_local_port_range
-MAX_PORT=$((LOW - 1))
-MIN_PORT=$((MAX_PORT - 19999))
+bench_port_range
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # run KIND: one server of KIND (plain or journal), one setup run; prints "KIND RATE".
 run() {

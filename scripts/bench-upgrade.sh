@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a live upgrade and a crash cost calls in flight (docs/operations.md, "Figures"): relay-bench
+# What a live upgrade and a crash cost calls in flight (docs/operations.md, "Upgrading without dropping calls"): relay-bench
 # drives 200 UDP clients (100 client-to-client pairs, each with a channel) at 50 packets/s each
 # through one relayd release build; midway the server is
 #   - upgrade: sent SIGUSR2 (docs/live-upgrade.md): the new process takes the allocations over;
@@ -17,24 +17,9 @@
 # server is stopped by PID. Uses the release binaries of scripts/bench.sh (.build-bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="/opt/swift/usr/bin:$PATH"
-REPS=3
-BUILD=1
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --reps) REPS="$2"; shift ;;
-        --reps=*) REPS="${1#*=}" ;;
-        --skip-build) BUILD=0 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-        *) echo "bench-upgrade.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
-if [ "$BUILD" = 1 ]; then
-    swift build --quiet -c release --scratch-path .build-bench --product relayd
-    swift build --quiet -c release --scratch-path .build-bench --product relay-bench
-fi
-BIN=$(swift build -c release --scratch-path .build-bench --show-bin-path)
+. scripts/bench-lib.sh
+bench_options 3 '2,17p' "$@"
+bench_build
 WORK=$(mktemp -d /tmp/relayd-bench-upgrade.XXXXXX)
 PIDS=()
 stop_all() {
@@ -45,10 +30,7 @@ stop_all() {
 }
 trap 'stop_all; rm -rf "$WORK"' EXIT
 SECRET="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-read -r LOW _ < /proc/sys/net/ipv4/ip_local_port_range
-MAX_PORT=$((LOW - 1))
-MIN_PORT=$((MAX_PORT - 19999))
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+bench_port_range
 
 # alive PID: the process exists and is not a zombie (it is not this shell's child).
 alive() { [ -r "/proc/$1/stat" ] && ! awk '{ exit ($3 == "Z") ? 0 : 1 }' "/proc/$1/stat"; }

@@ -6,15 +6,17 @@ are relayd's own operations features."""
 from __future__ import annotations
 
 import re
+import signal
 import socket
 import struct
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import RelayServer, make_test_cert, server_kind
+from conftest import RelayServer, die_with_parent, make_test_cert, server_kind
 from stunclient import TurnClient, recv_from, rest_credentials, udp_socket
 
 WAIT = 5.0
@@ -179,5 +181,19 @@ class PacedStream:
         return self.sent, self.received
 
 
-__all__ = ["FileServer", "PacedStream", "conf", "make_test_cert", "relayd_only", "wait_for_log", "eventually",
+def kill_and_restart(server: RelayServer) -> float:
+    """SIGKILL, as a crash (no drain, nothing cleaned up), then the same command started again at
+    once, as systemd's Restart= would (without its RestartSec), its output appended to the log.
+    Returns the monotonic time of the kill."""
+    server.proc.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    server.proc.wait(timeout=10)
+    with open(server.log_path, "ab") as log:
+        server.proc = subprocess.Popen(
+            server.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cwd=server.workdir, preexec_fn=die_with_parent)
+    return killed
+
+
+__all__ = ["FileServer", "kill_and_restart", "PacedStream", "conf", "make_test_cert", "relayd_only", "wait_for_log", "eventually",
            "allocate_with_channel", "challenged_allocate", "error_code_of_allocate"]

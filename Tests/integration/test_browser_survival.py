@@ -15,14 +15,13 @@ went on without an ICE restart. The kernel fast path stays off here: a live upgr
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 
 import pytest
 
 from browser_support import AppServer, Browser, missing_browser_tools, spki_hash
-from conftest import RelayServer, die_with_parent, server_kind
-from lifecycle import wait_for_log
+from conftest import RelayServer, server_kind
+from lifecycle import kill_and_restart, wait_for_log
 from test_live_upgrade import heir_pid, logged_heir, stop_pid
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's state journal and live upgrade")
@@ -98,12 +97,7 @@ def test_a_chromium_call_lives_through_sigkill(tmp_path, chromium):
     chromium.append(lambda: relayd.stop())
     chrome = open_call(relayd, tmp_path, chromium)
     call_goes_on(chrome, "before the crash")
-    relayd.proc.send_signal(signal.SIGKILL)
-    relayd.proc.wait(timeout=10)
-    with open(relayd.log_path, "ab") as log:
-        relayd.proc = subprocess.Popen(
-            relayd.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=relayd.workdir, preexec_fn=die_with_parent)
+    kill_and_restart(relayd)
     wait_for_log(relayd, "state_restored")
     assert relayd.log_text().count("allocation_restored") >= 2, relayd.log_tail()
     call_goes_on(chrome, "after SIGKILL and restart")

@@ -108,6 +108,15 @@ class Sender(threading.Thread):
             self.sent += 1
             time.sleep(0.005)
 
+    def lost(self, peer) -> int:
+        """Stops sending; how many of the datagrams sent never reached `peer`."""
+        self.halt.set()
+        self.join()
+        received = set()
+        while (got := recv_from(peer, 0.5)) is not None:
+            received.add(got[0])
+        return self.sent - len(received)
+
 
 def test_udp_calls_go_on_through_sigusr2(tmp_path):
     pidfile = tmp_path / "relayd.pid"
@@ -138,12 +147,7 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
         heir = heir_pid(server)
         wait_for_log(server, "upgrade_took_over")
         time.sleep(0.5)
-        sender.halt.set()
-        sender.join()
-        received = set()
-        while (got := recv_from(media_peer, 0.5)) is not None:
-            received.add(got[0])
-        lost = sender.sent - len(received)
+        lost = sender.lost(media_peer)
         print(f"live upgrade: {sender.sent} datagrams sent through the upgrade, {lost} lost")
         assert lost == 0, f"{lost} of {sender.sent} datagrams were lost in the upgrade"
 

@@ -14,13 +14,12 @@ import os
 import re
 import signal
 import stat
-import subprocess
 import time
 
 import pytest
 
-from conftest import RelayServer, die_with_parent, server_kind
-from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
+from conftest import RelayServer, server_kind
+from lifecycle import allocate_with_channel, eventually, kill_and_restart, round_trip, wait_for_log
 from stunclient import TurnClient, recv_from
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's state journal")
@@ -52,16 +51,10 @@ def test_udp_allocations_survive_sigkill(tmp_path):
         for name in journals:
             assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, "a journal holds keys: 0600"
 
-        server.proc.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        server.proc.wait(timeout=10)
         # Started again at once (systemd adds RestartSec), probed every 10 ms by the first
         # client's ChannelData: the gap its media sees, from SIGKILL to the first datagram
         # relayed again.
-        with open(server.log_path, "wb") as log:
-            server.proc = subprocess.Popen(
-                server.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=server.workdir, preexec_fn=die_with_parent)
+        killed = kill_and_restart(server)
         client0, peer0 = pairs[0]
         while recv_from(peer0, 0.0) is None:
             assert time.monotonic() - killed < 10, "nothing relayed within 10 s of the restart"
@@ -131,12 +124,7 @@ def test_tls_sessions_resume_after_a_crash(tmp_path):
         time.sleep(0.5)  # the loops write their journals afresh with the new keys
         session, reused = resume(server, context)
         assert not reused, "the SIGHUP drew no new ticket keys"
-        server.proc.send_signal(signal.SIGKILL)
-        server.proc.wait(timeout=10)
-        with open(server.log_path, "ab") as log:
-            server.proc = subprocess.Popen(
-                server.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=server.workdir, preexec_fn=die_with_parent)
+        kill_and_restart(server)
         server.wait_ready(10)
         assert resume(server, context, session)[1], "the restarted relayd did not resume a session of the killed one"
         assert not resume(server, context, before_reload)[1], "a ticket under the keys before the SIGHUP resumed"
@@ -163,12 +151,7 @@ def test_an_even_port_reservation_survives_a_crash(tmp_path):
         token = response.get(RESERVATION_TOKEN)
         assert token is not None and len(token) == 8
         time.sleep(0.3)  # the loop writes its journal at the end of the iteration
-        server.proc.send_signal(signal.SIGKILL)
-        server.proc.wait(timeout=10)
-        with open(server.log_path, "ab") as log:
-            server.proc = subprocess.Popen(
-                server.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=server.workdir, preexec_fn=die_with_parent)
+        kill_and_restart(server)
         server.wait_ready(10)
         second = TurnClient(server.address)
         clients.append(second)

@@ -44,14 +44,7 @@ extension StreamConnection {
         transition(to: .closed)
         relayd_stream_io_lock(io)
         defer { relayd_stream_io_unlock(io) }
-        if let readEvent { event_free(readEvent) }
-        if let writeEvent { event_free(writeEvent) }
-        readEvent = nil
-        writeEvent = nil
-        relayd_stream_io_release(io)
-        partial.deallocate()
-        partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-        partialCount = 0
-        Glibc.close(socket)
+        freeEvents()
+        releaseBuffersAndClose()
     }
 }

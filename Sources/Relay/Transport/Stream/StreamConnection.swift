@@ -199,10 +199,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     func free() {
         relayd_stream_io_lock(io)
         defer { relayd_stream_io_unlock(io) }
-        if let readEvent { event_free(readEvent) }
-        if let writeEvent { event_free(writeEvent) }
-        readEvent = nil
-        writeEvent = nil
+        freeEvents()
         if closeReason == .slowReader {
             var abort = linger(l_onoff: 1, l_linger: 0)
             setsockopt(socket, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
@@ -215,9 +212,23 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         }
         if let ssl { SSL_free(ssl) }
         ssl = nil
+        releaseBuffersAndClose()
+    }
+
+    /// The socket's events, freed (under the lock, from `free` or `abandon`).
+    func freeEvents() {
+        if let readEvent { event_free(readEvent) }
+        if let writeEvent { event_free(writeEvent) }
+        readEvent = nil
+        writeEvent = nil
+    }
+
+    /// The output queue and the part frame freed, and the socket closed (under the lock, last).
+    func releaseBuffersAndClose() {
         relayd_stream_io_release(io)
         partial.deallocate()
         partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+        partialCount = 0
         Glibc.close(socket)
     }
 }
