@@ -417,3 +417,52 @@ def test_tcp_clients_move_to_the_heir(tmp_path):
             bare.close()
         problems = stop_both(server, heir)
     assert not problems, problems
+
+
+MOBILE_CLIENTS = 8
+
+
+def test_moved_mobile_clients_lose_nothing(tmp_path):
+    """A mobile client that moved (RFC 8016) is read through a socket connected to it: the
+    socket goes to the heir with its allocation, so what the client sends through the upgrade
+    arrives, and its ticket moves it again afterwards."""
+    from test_mobility import CHANNEL, allocate_mobile, move
+
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=["--relay-threads=2"])
+    server.start()
+    heir = None
+    clients = []
+    try:
+        for i in range(MOBILE_CLIENTS):
+            peer = udp_socket()
+            client = TurnClient(server.address)
+            ticket = allocate_mobile(client, server, f"phone{i}", peer)
+            ticket = move(client, ticket, f"127.0.0.{2 + i % 4}")
+            round_trip(client, peer, CHANNEL, b"moved %d" % i)
+            clients.append((client, peer, ticket))
+        senders = []
+        for client, peer, _ in clients:
+            peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            senders.append(Sender(client, CHANNEL))
+        for sender in senders:
+            sender.start()
+        time.sleep(0.5)
+        server.proc.send_signal(signal.SIGUSR2)
+        heir = heir_pid(server)
+        wait_for_log(server, "upgrade_took_over")
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        time.sleep(0.3)
+        lost = [sender.lost(peer) for sender, (_, peer, _) in zip(senders, clients)]
+        print(f"moved mobile clients through a live upgrade: {sum(s.sent for s in senders)} sent, lost {lost}")
+        assert lost == [0] * MOBILE_CLIENTS
+        assert "steer_failed" not in server.log_text()
+        for i, (client, peer, ticket) in enumerate(clients):
+            round_trip(client, peer, CHANNEL, b"after %d" % i)
+            move(client, ticket, "127.0.0.9")
+            round_trip(client, peer, CHANNEL, b"moved again %d" % i)
+    finally:
+        for client, peer, _ in clients:
+            peer.close()
+            client.close()
+        problems = stop_both(server, heir)
+    assert not problems, problems

@@ -25,6 +25,9 @@ struct HandoverSocket: Sendable, Equatable {
         case bpfMap = 9
         case bpfLink = 10
         case bpfXDPLink = 11
+        /// A moved mobile client's connected socket (RFC 8016, docs/mobility.md): `session` is
+        /// its allocation's, `address` the client's.
+        case steered = 12
     }
 
     /// The address of a socket that has none (the fast path's descriptors).

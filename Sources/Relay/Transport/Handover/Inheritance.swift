@@ -176,6 +176,13 @@ public final class Inheritance: Sendable {
         sockets.withLock { $0.removeValue(forKey: Key(kind: kind.rawValue, loop: UInt16(loop), session: 0, address: address)) }
     }
 
+    /// The connected socket of the moved mobile client of allocation `session` at `client`.
+    func steeredSocket(session: UInt64, client: TransportAddress) -> Int32? {
+        sockets.withLock {
+            $0.removeValue(forKey: Key(kind: HandoverSocket.Kind.steered.rawValue, loop: 0, session: session, address: client))
+        }
+    }
+
     /// The relay socket of allocation `session` bound to `address`.
     func relaySocket(session: UInt64, additional: Bool, address: TransportAddress) -> Int32? {
         let kind: HandoverSocket.Kind = additional ? .relayAdditional : .relayMain

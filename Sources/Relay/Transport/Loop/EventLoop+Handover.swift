@@ -74,12 +74,18 @@ extension EventLoop {
         let now = EventLoop.now()
         flush()
         var bequest = LoopBequest()
+        let steeredTo = Dictionary(steered.map { ($0.value, $0.key) }, uniquingKeysWith: { first, _ in first })
         for listener in listeners {
             event_del(listener.event)
-            // A moved mobile client's connected socket stays: its datagrams reach the heir's
-            // listeners once this process closes it (docs/mobility.md).
-            guard steeredAnswer[listener.fd] == nil else { continue }
-            bequest.add(HandoverSocket(kind: .udpListener, loop: index, address: listener.address), listener.fd)
+            guard steeredAnswer[listener.fd] != nil else {
+                bequest.add(HandoverSocket(kind: .udpListener, loop: index, address: listener.address), listener.fd)
+                continue
+            }
+            // A moved mobile client's connected socket goes with its allocation: what it holds,
+            // and what comes, reaches the heir's loop that serves the allocation.
+            if let fiveTuple = steeredTo[listener.fd], let session = core.allocation(for: fiveTuple)?.sessionID {
+                bequest.add(HandoverSocket(kind: .steered, session: session, address: fiveTuple.client), listener.fd)
+            }
         }
         for (fd, address) in dtls.pauseListeners() {
             bequest.add(HandoverSocket(kind: .dtlsListener, loop: index, address: address), fd)

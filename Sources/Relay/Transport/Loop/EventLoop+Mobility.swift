@@ -35,17 +35,40 @@ extension EventLoop {
             return logger.warning(
                 "cannot open a socket for a moved client", metadata: ["event": "steer_failed", "five_tuple": "\(to)"])
         }
+        register(steered: fd, for: to, answer: answer)
+    }
+
+    /// Reads the moved client's connected socket `fd` a live upgrade handed over, as `steer`
+    /// would have opened it: the client's datagrams, queued on it and to come, reach this loop.
+    /// False when it cannot be (the socket is closed then).
+    @discardableResult
+    func adoptSteered(_ fd: Int32, for fiveTuple: FiveTuple) -> Bool {
+        guard steered[fiveTuple] == nil,
+            let answer = listeners.first(where: { $0.address == fiveTuple.server && steeredAnswer[$0.fd] == nil })?.fd
+        else {
+            close(fd)
+            return false
+        }
+        return register(steered: fd, for: fiveTuple, answer: answer)
+    }
+
+    /// Reads `fd`, connected to `to`'s client, as one of this loop's listeners; answers leave by
+    /// the listener `answer`.
+    @discardableResult
+    private func register(steered fd: Int32, for to: FiveTuple, answer: Int32) -> Bool {
         guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().listenerReadable(fd)
         }, opaqueSelf) else {
             close(fd)
-            return logger.warning(
+            logger.warning(
                 "cannot register a socket for a moved client", metadata: ["event": "steer_failed", "five_tuple": "\(to)"])
+            return false
         }
         event_add(event, nil)
         listeners.append((fd, to.server, event))
         steered[to] = fd
         steeredAnswer[fd] = answer
+        return true
     }
 
     /// The relayable datagrams still queued on a moved client's old socket: ChannelData and STUN

@@ -95,6 +95,11 @@ extension EventLoop {
         }
         do {
             try core.adopt(allocation.adopted(listener: listener, main: main, additional: additional, now: now), now: now)
+            if client == nil,
+                let fd = wiring.inheritance?.steeredSocket(session: allocation.sessionID, client: allocation.fiveTuple.client)
+            {
+                adoptSteered(fd, for: allocation.fiveTuple)
+            }
             return nil
         } catch {
             for socket in sockets { closeRelaySocket(socket) }
