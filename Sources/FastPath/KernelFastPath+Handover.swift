@@ -55,9 +55,10 @@ extension KernelFastPath {
         _ handed: Handover, objectPath: String, interfaces: [String], localAddresses: Set<IPAddress>,
         egressInterfaces: [IPAddress: UInt32], logger: Logger
     ) throws(Failure) -> KernelFastPath {
+        func closeLinks() { for fd in Array(handed.links.values) + Array(handed.xdpLinks.values) { close(fd) } }
         let wanted = Set(interfaces.map { Int32(bitPattern: if_nametoindex($0)) })
         guard wanted == Set(handed.links.keys) else {
-            for fd in Array(handed.links.values) + Array(handed.xdpLinks.values) { close(fd) }
+            closeLinks()
             throw Failure(
                 description: "the running relayd's program hangs on other interfaces than kernel-offload-interface "
                     + "names here (restart to change them)")
@@ -68,7 +69,7 @@ extension KernelFastPath {
                 objectPath: objectPath, localAddresses: localAddresses, egressInterfaces: egressInterfaces,
                 reusing: handed.maps)
         } catch {
-            for fd in Array(handed.links.values) + Array(handed.xdpLinks.values) { close(fd) }
+            closeLinks()
             throw error
         }
         // From here the links are the fast path's: its deinit closes them.

@@ -5,13 +5,17 @@ import StunCodec
 
 extension KernelFastPath {
     /// Loads the program and attaches it to the configured interfaces (default: those carrying a
-    /// listening or relay address). The failure names what failed (a missing object, the
-    /// kernel's refusal, missing privileges).
-    static func start(configuration c: RelayConfiguration, interfaceAddresses: [IPAddress], logger: Logger)
-        throws(RelayServer.StartError) -> KernelFastPath
-    {
+    /// listening or relay address); with `handed` (a live upgrade's heir), loads it over the
+    /// running relayd's maps and swaps it into its links instead (docs/live-upgrade.md, "Kernel
+    /// fast path"). The failure names what failed (a missing object, the kernel's refusal,
+    /// missing privileges, interfaces that differ from the running relayd's).
+    static func start(
+        configuration c: RelayConfiguration, interfaceAddresses: [IPAddress], taking handed: Handover? = nil,
+        logger: Logger
+    ) throws(RelayServer.StartError) -> KernelFastPath {
         let (found, candidates) = locateObject(configured: c.kernelOffloadObject)
         guard let path = found else {
+            if let handed { for fd in Array(handed.links.values) + Array(handed.xdpLinks.values) { close(fd) } }
             throw RelayServer.StartError(
                 description:
                     "kernel-offload: no BPF object at \(candidates.joined(separator: ", ")) (build it with scripts/build-bpf.sh, or set kernel-offload-object)"
@@ -20,37 +24,16 @@ extension KernelFastPath {
         let interfaces =
             c.kernelOffloadInterfaces.isEmpty
             ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelOffloadInterfaces
+        let localAddresses = Set(interfaceAddresses + c.listeningIPs + c.relayIPs)
         do {
+            if let handed {
+                return try takeOver(
+                    handed, objectPath: path, interfaces: interfaces, localAddresses: localAddresses,
+                    egressInterfaces: InterfaceAddresses.indexes(), logger: logger)
+            }
             return try start(
-                objectPath: path, interfaces: interfaces,
-                localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
+                objectPath: path, interfaces: interfaces, localAddresses: localAddresses,
                 egressInterfaces: InterfaceAddresses.indexes(), xdp: c.kernelOffloadXDP, logger: logger)
-        } catch {
-            throw RelayServer.StartError(description: "kernel-offload: \(error.description)")
-        }
-    }
-}
-
-extension KernelFastPath {
-    /// A live upgrade's heir: loads the program over the running relayd's maps and swaps it into
-    /// its links (docs/live-upgrade.md, "Kernel fast path").
-    static func takeOver(
-        _ handed: Handover, configuration c: RelayConfiguration, interfaceAddresses: [IPAddress], logger: Logger
-    ) throws(RelayServer.StartError) -> KernelFastPath {
-        let (found, candidates) = locateObject(configured: c.kernelOffloadObject)
-        guard let path = found else {
-            for fd in Array(handed.links.values) + Array(handed.xdpLinks.values) { close(fd) }
-            throw RelayServer.StartError(
-                description: "kernel-offload: no BPF object at \(candidates.joined(separator: ", "))")
-        }
-        let interfaces =
-            c.kernelOffloadInterfaces.isEmpty
-            ? InterfaceAddresses.names(carrying: c.listeningIPs + c.relayIPs) : c.kernelOffloadInterfaces
-        do {
-            return try takeOver(
-                handed, objectPath: path, interfaces: interfaces,
-                localAddresses: Set(interfaceAddresses + c.listeningIPs + c.relayIPs),
-                egressInterfaces: InterfaceAddresses.indexes(), logger: logger)
         } catch {
             throw RelayServer.StartError(description: "kernel-offload: \(error.description)")
         }

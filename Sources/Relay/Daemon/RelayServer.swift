@@ -204,25 +204,26 @@ public final class RelayServer {
             }
         }
         if configuration.kernelOffload != .off, let handed = inheritance?.fastPath() {
-            fastPath = try KernelFastPath.takeOver(
-                handed, configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
-        }
-        switch configuration.kernelOffload {
-        case _ where fastPath != nil:
-            break
-        case .off:
-            break
-        case .on:
+            // An heir takes the running relayd's program over; a failure stops it, whatever
+            // kernel-offload says, and the running relayd serves on (docs/live-upgrade.md).
             fastPath = try KernelFastPath.start(
-                configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
-        case .auto:
-            do {
+                configuration: configuration, interfaceAddresses: interfaceAddresses, taking: handed, logger: logger)
+        } else {
+            switch configuration.kernelOffload {
+            case .off:
+                break
+            case .on:
                 fastPath = try KernelFastPath.start(
                     configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
-            } catch {
-                logger.warning(
-                    "kernel offload not available, relaying in user space",
-                    metadata: ["event": "offload_unavailable", "reason": "\(error.description)"])
+            case .auto:
+                do {
+                    fastPath = try KernelFastPath.start(
+                        configuration: configuration, interfaceAddresses: interfaceAddresses, logger: logger)
+                } catch {
+                    logger.warning(
+                        "kernel offload not available, relaying in user space",
+                        metadata: ["event": "offload_unavailable", "reason": "\(error.description)"])
+                }
             }
         }
         let fastPath = fastPath

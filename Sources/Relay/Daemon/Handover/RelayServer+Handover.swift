@@ -159,11 +159,8 @@ extension RelayServer {
                     (HandoverSocket(kind: .bpfXDPLink, session: UInt64(ifindex), address: HandoverSocket.noAddress), fd))
             }
         }
-        var start = 0
-        while start < sockets.count {
-            let piece = sockets[start..<min(start + HandoverChannel.maxDescriptors, sockets.count)]
+        for piece in sockets.pieces(of: HandoverChannel.maxDescriptors) {
             try channel.send(.sockets(piece.map(\.0)), descriptors: piece.map(\.1))
-            start += piece.count
         }
         var allocations: [UInt64: JournalAllocation] = [:]
         var reservations: [UInt64: JournalReservation] = [:]
@@ -183,12 +180,7 @@ extension RelayServer {
         } catch {
             throw HandoverChannel.Failure(description: "cannot write the snapshot: \(error)")
         }
-        var offset = 0
-        while offset < snapshot.count {
-            let end = min(offset + HandoverMessage.maxStatePiece, snapshot.count)
-            try channel.send(.state(Array(snapshot[offset..<end])))
-            offset = end
-        }
+        for piece in snapshot.pieces(of: HandoverMessage.maxStatePiece) { try channel.send(.state(Array(piece))) }
         for bequest in bequests {
             for stream in bequest.streams { try channel.send(.stream(stream)) }
         }
@@ -196,20 +188,10 @@ extension RelayServer {
             // The loops published their counters as they paused: the page is up to date.
             let page = Array(RelaydMetrics.render(metrics.total(), service: http?.router.service ?? ServiceMetrics(),
                 carried: metrics.carried).utf8)
-            offset = 0
-            while offset < page.count {
-                let end = min(offset + HandoverMessage.maxStatePiece, page.count)
-                try channel.send(.counters(Array(page[offset..<end])))
-                offset = end
-            }
+            for piece in page.pieces(of: HandoverMessage.maxStatePiece) { try channel.send(.counters(Array(piece))) }
         }
         let blocks = admission.blocklist.list(now: Int64(time(nil)))
-        start = 0
-        while start < blocks.count {
-            let piece = blocks[start..<min(start + HandoverMessage.blocksPerMessage, blocks.count)]
-            try channel.send(.blocks(Array(piece)))
-            start += piece.count
-        }
+        for piece in blocks.pieces(of: HandoverMessage.blocksPerMessage) { try channel.send(.blocks(Array(piece))) }
         try channel.send(
             .done(sockets: UInt32(sockets.count), stateBytes: UInt32(snapshot.count), blocks: UInt32(blocks.count)))
     }
@@ -244,5 +226,12 @@ extension RelayServer {
         handover.drainStart = LoopEvent(base: mainBase!, every: timeval(tv_sec: 0, tv_usec: 200_000)) { [unowned self] in
             if !drain.active { startDrain(exitWhenDone: true, signal: trigger) }
         }
+    }
+}
+
+extension Array {
+    /// The array cut into consecutive pieces of at most `size` elements (one handover message each).
+    fileprivate func pieces(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }

@@ -8,11 +8,23 @@ import StunCodec
 /// sockets, and the node's keys. Shared by the loops while they start; each descriptor is taken
 /// once, and what no loop took is closed by `closeUnused`.
 public final class Inheritance: Sendable {
-    private struct Key: Hashable {
+    /// What a handed-over descriptor is: `HandoverSocket`'s kind, loop, session and address.
+    struct Key: Hashable {
         var kind: UInt8
         var loop: UInt16
         var session: UInt64
         var address: TransportAddress
+
+        init(_ kind: HandoverSocket.Kind, loop: Int = 0, session: UInt64 = 0, address: TransportAddress) {
+            self.init(kind: kind.rawValue, loop: UInt16(loop), session: session, address: address)
+        }
+
+        init(kind: UInt8, loop: UInt16, session: UInt64, address: TransportAddress) {
+            self.kind = kind
+            self.loop = loop
+            self.session = session
+            self.address = address
+        }
     }
 
     private let sockets: Locked<[Key: Int32]>
@@ -125,29 +137,32 @@ public final class Inheritance: Sendable {
         }
     }
 
-    /// The TURN listeners handed over (UDP, DTLS, TCP, TLS), each as "kind loop address", before
-    /// any loop took its own: a configuration whose listeners differ is refused.
-    func turnListeners() -> Set<String> {
-        let kinds: [HandoverSocket.Kind] = [.udpListener, .dtlsListener, .tcpListener, .tlsListener]
-        return sockets.withLock { all in
-            Set(all.keys.filter { key in kinds.contains { $0.rawValue == key.kind } }.map { "\($0.kind) \($0.loop) \($0.address)" })
-        }
+    /// The TURN listeners handed over (UDP, DTLS, TCP, TLS), before any loop took its own: a
+    /// configuration whose listeners differ is refused.
+    func turnListeners() -> Set<Key> {
+        sockets.withLock { all in Set(all.keys.filter { Self.listenerKinds.contains($0.kind) }) }
     }
 
-    /// The same description for the listeners a configuration opens on `loops` loops.
+    /// The same for the listeners a configuration opens on `loops` loops.
     static func describe(
         udp: [TransportAddress], dtls: [TransportAddress], tcp: [TransportAddress], tls: [TransportAddress], loops: Int
-    ) -> Set<String> {
-        var all = Set<String>()
+    ) -> Set<Key> {
+        var all = Set<Key>()
         for loop in 0..<loops {
             for (kind, addresses) in [
                 (HandoverSocket.Kind.udpListener, udp), (.dtlsListener, dtls), (.tcpListener, tcp), (.tlsListener, tls),
             ] {
-                for address in addresses { all.insert("\(kind.rawValue) \(loop) \(address)") }
+                for address in addresses { all.insert(Key(kind, loop: loop, address: address)) }
             }
         }
         return all
     }
+
+    private static let listenerKinds: Set<UInt8> = Set(
+        [HandoverSocket.Kind.udpListener, .dtlsListener, .tcpListener, .tlsListener].map(\.rawValue))
+
+    /// The descriptor handed over as `key`, taken once.
+    private func take(_ key: Key) -> Int32? { sockets.withLock { $0.removeValue(forKey: key) } }
 
     /// The kernel fast path's maps and links, if the running relayd handed them over; taken once.
     func fastPath() -> KernelFastPath.Handover? {
@@ -173,22 +188,18 @@ public final class Inheritance: Sendable {
 
     /// Loop `loop`'s listening socket of `kind` on `address`, if one was handed over.
     func listener(_ kind: HandoverSocket.Kind, loop: Int = 0, address: TransportAddress) -> Int32? {
-        sockets.withLock { $0.removeValue(forKey: Key(kind: kind.rawValue, loop: UInt16(loop), session: 0, address: address)) }
+        take(Key(kind, loop: loop, address: address))
     }
 
     /// The connected socket of the moved mobile client of allocation `session` at `client`.
     func steeredSocket(session: UInt64, client: TransportAddress) -> Int32? {
-        sockets.withLock {
-            $0.removeValue(forKey: Key(kind: HandoverSocket.Kind.steered.rawValue, loop: 0, session: session, address: client))
-        }
+        take(Key(.steered, session: session, address: client))
     }
 
     /// The relay socket of allocation `session` bound to `address`.
     func relaySocket(session: UInt64, additional: Bool, address: TransportAddress) -> Int32? {
         let kind: HandoverSocket.Kind = additional ? .relayAdditional : .relayMain
-        return sockets.withLock {
-            $0.removeValue(forKey: Key(kind: kind.rawValue, loop: 0, session: session, address: address))
-        }
+        return take(Key(kind, session: session, address: address))
     }
 
     /// The plain TCP connections loop `loop` served, with their sockets, taken once.
@@ -199,10 +210,7 @@ public final class Inheritance: Sendable {
             return found
         }
         return mine.compactMap { stream in
-            let key = Key(
-                kind: HandoverSocket.Kind.tcpClient.rawValue, loop: stream.loop, session: stream.id,
-                address: stream.client)
-            return sockets.withLock { $0.removeValue(forKey: key) }.map { (stream, $0) }
+            take(Key(.tcpClient, loop: Int(stream.loop), session: stream.id, address: stream.client)).map { (stream, $0) }
         }
     }
 
