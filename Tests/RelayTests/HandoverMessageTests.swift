@@ -1,4 +1,5 @@
 import Glibc
+import RelayCore
 import StunCodec
 import Testing
 
@@ -38,6 +39,12 @@ import Testing
                     id: 17, loop: 1, client: v4, server: TransportAddress(ip: IPAddress("192.0.2.1")!, port: 3478),
                     session: 0xFEED, input: [0x40, 0x00, 0x00, 0x10, 1], output: Array(repeating: 7, count: 300))),
             .stream(HandoverStream(id: 3, loop: 0, client: v6, server: v6, session: 0, input: [], output: [])),
+            .tcpRelay(Self.tcpRelay),
+            .tcpRelay(TCPRelaySnapshot(session: 1, bytesToPeer: 0, bytesToClient: 0, connections: [])),
+            .pipe(
+                HandoverPipe(
+                    id: PeerConnectionID(77), loop: 1, client: v4, server: v4, session: 9, peer: v6,
+                    toPeer: [1, 2, 3], unpaid: 2, toClient: Array(repeating: 9, count: 1000))),
             .done(sockets: 253, stateBytes: 61_440, blocks: 2),
             .ready(pid: 77),
             .failed("the configuration is invalid"),
@@ -45,6 +52,72 @@ import Testing
         for message in messages {
             #expect(try decode(message.encoded()) == message)
         }
+    }
+
+    static let tcpRelay = TCPRelaySnapshot(
+        session: 9, bytesToPeer: 1 << 40, bytesToClient: 3,
+        connections: [
+            .init(id: PeerConnectionID(1), peer: TransportAddress(ip: IPAddress("192.0.2.4")!, port: 80), deadline: 99, state: .ready),
+            .init(
+                id: PeerConnectionID(2), peer: TransportAddress(ip: IPAddress("2001:db8::2")!, port: 443), deadline: 100,
+                state: .piped(loop: 1)),
+            .init(
+                id: PeerConnectionID(3), peer: TransportAddress(ip: IPAddress("192.0.2.5")!, port: 80), deadline: 101,
+                state: .connecting(nil)),
+            .init(
+                id: PeerConnectionID(4), peer: TransportAddress(ip: IPAddress("192.0.2.6")!, port: 80), deadline: 102,
+                state: .connecting(
+                    .init(
+                        method: 0x00A, transactionID: TransactionID(high: 1, low: 2), fingerprinted: true,
+                        key: IntegrityKey(bytes: Array(repeating: 7, count: 32), sha256: true)))),
+        ])
+
+    @Test("An RFC 6062 pipe holding more than a message goes in pieces and is put together again")
+    func pipePieces() throws {
+        let v4 = TransportAddress(ip: IPAddress("192.0.2.7")!, port: 3478)
+        let pipe = HandoverPipe(
+            id: PeerConnectionID(5), loop: 0, client: v4, server: v4, session: 3, peer: v4,
+            toPeer: (0..<150_000).map { UInt8(truncatingIfNeeded: $0) }, unpaid: 10,
+            toClient: (0..<90_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        let pieces = pipe.pieces()
+        #expect(pieces.count == 5)
+        var whole: HandoverPipe? = nil
+        for piece in pieces {
+            let encoded = HandoverMessage.pipe(piece).encoded()
+            #expect(encoded.count <= HandoverMessage.maxBytes)
+            guard case .pipe(let read) = try decode(encoded) else {
+                Issue.record("not a pipe")
+                return
+            }
+            if whole == nil {
+                whole = read
+            } else {
+                let added = whole!.append(read)
+                #expect(added)
+            }
+        }
+        #expect(whole == pipe)
+        // A piece of another pipe, or one with another header, is not added.
+        var other = pieces[1]
+        other.id = PeerConnectionID(6)
+        var added = whole!.append(other)
+        #expect(!added)
+        other = pieces[1]
+        other.unpaid = 11
+        added = whole!.append(other)
+        #expect(!added)
+        // An empty pipe is one piece.
+        var empty = pipe
+        empty.toPeer = []
+        empty.toClient = []
+        #expect(empty.pieces() == [empty])
+        // A Connect's key of the wrong length for its algorithm is refused.
+        var bad = HandoverMessage.tcpRelay(Self.tcpRelay).encoded()
+        let keyLength = bad.count - 33
+        #expect(bad[keyLength] == 32)
+        bad[keyLength] = 16
+        bad.removeLast(16)
+        #expect(throws: HandoverMessage.DecodingError.self) { try decode(bad) }
     }
 
     @Test("A message cut short or padded is refused")

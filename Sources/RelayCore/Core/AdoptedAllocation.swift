@@ -43,13 +43,16 @@ public struct AdoptedAllocation: Sendable {
     public var sessionID: UInt64
     public var mobile: Bool
     public var moves: UInt32
+    /// A TCP allocation's peer connections and pipes' account (RFC 6062); nil for a UDP one.
+    public var tcpRelay: AdoptedTCPRelay?
 
     public init(
         origin: ClientOrigin, main: Relay, additional: Relay? = nil, username: String, user: String, key: [UInt8],
         credentials: CredentialAlgorithms = CredentialAlgorithms(), transactionID: TransactionID,
         allocateResponse: [UInt8] = [], permissions: [(peer: IPAddress, secondsLeft: Int64)] = [],
         channels: [(number: UInt16, peer: TransportAddress, secondsLeft: Int64)] = [], dontFragment: Bool = false,
-        bytesPerSecond: Int = 0, sessionID: UInt64, mobile: Bool = false, moves: UInt32 = 0
+        bytesPerSecond: Int = 0, sessionID: UInt64, mobile: Bool = false, moves: UInt32 = 0,
+        tcpRelay: AdoptedTCPRelay? = nil
     ) {
         self.origin = origin
         self.main = main
@@ -67,6 +70,7 @@ public struct AdoptedAllocation: Sendable {
         self.sessionID = sessionID
         self.mobile = mobile
         self.moves = moves
+        self.tcpRelay = tcpRelay
     }
 }
 

@@ -8,6 +8,13 @@ public struct PeerConnect: Sendable {
     public let relaySocket: RelaySocket
     public let relayed: TransportAddress
     public let peer: TransportAddress
+
+    public init(id: PeerConnectionID, relaySocket: RelaySocket, relayed: TransportAddress, peer: TransportAddress) {
+        self.id = id
+        self.relaySocket = relaySocket
+        self.relayed = relayed
+        self.peer = peer
+    }
 }
 
 /// A ConnectionBind that succeeded (RFC 6062 §5.4): the data connection `origin` now carries the

@@ -15,9 +15,10 @@ extension RelayCore {
         let relays = [adopted.main] + (adopted.additional.map { [$0] } ?? [])
         guard relays.allSatisfy({ $0.secondsLeft > 0 }) else { throw .expired }
         var claimed: [TransportAddress] = []
+        let holder: RelayPortPool.Holder = adopted.tcpRelay == nil ? .udpAllocation : .tcpAllocation
         for relay in relays {
             guard context.relayAddresses.contains(where: { $0.bound == relay.bound.ip }),
-                tables.ports.claim(relay.bound.port, on: relay.bound.ip, as: .udpAllocation)
+                tables.ports.claim(relay.bound.port, on: relay.bound.ip, as: holder)
             else {
                 for address in claimed { tables.ports.release(address.port, on: address.ip) }
                 throw .portUnavailable(relay.bound)
@@ -37,7 +38,12 @@ extension RelayCore {
         allocation.allocateResponse = adopted.allocateResponse
         allocation.credentials = adopted.credentials
         allocation.dontFragment = adopted.dontFragment
-        if lease.bytesPerSecond > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: lease.bytesPerSecond) }
+        if let tcpRelay = adopted.tcpRelay {
+            allocation.bandwidth = tcpRelay.account.budget
+            allocation.tcpRelay = adoptConnections(tcpRelay, of: allocation, username: adopted.username)
+        } else if lease.bytesPerSecond > 0 {
+            allocation.bandwidth = BandwidthBudget(bytesPerSecond: lease.bytesPerSecond)
+        }
         for permission in adopted.permissions where permission.secondsLeft > 0 {
             allocation.installPermission(permission.peer, until: now + permission.secondsLeft)
         }
@@ -57,5 +63,42 @@ extension RelayCore {
                     relayed: allocation.advertisedAddress, bound: allocation.relayedAddress,
                     additionalRelayed: allocation.additional?.advertisedAddress, user: adopted.user,
                     credentials: adopted.credentials, lifetimeSeconds: adopted.main.secondsLeft, adopted: true))))
+    }
+
+    /// A handed-over TCP allocation's peer connections, listed in the node's shared table as
+    /// they stood: a connect in progress (its Connect answered when it ends), a connection ready
+    /// for its ConnectionBind, or a pipe on the loop that took its data connection.
+    private func adoptConnections(_ adopted: AdoptedTCPRelay, of allocation: Allocation, username: String)
+        -> TCPRelayState
+    {
+        var state = TCPRelayState(piped: adopted.account.traffic)
+        for connection in adopted.snapshot.connections {
+            let standing: TCPConnectionTable.State
+            var waiting: PendingConnect? = nil
+            switch connection.state {
+            case .connecting(let connect):
+                standing = .connecting
+                waiting = connect.map {
+                    PendingConnect(
+                        request: ReplyTarget(
+                            method: Method(rawValue: $0.method), transactionID: $0.transactionID,
+                            fingerprinted: $0.fingerprinted),
+                        key: $0.key)
+                }
+            case .ready:
+                guard let socket = adopted.readySockets[connection.id] else { continue }
+                standing = .ready(peerSocket: socket)
+            case .piped(let loop):
+                standing = .bound(thread: LoopIndex(Int(loop)))
+            }
+            // The ids come from one process's table, and this one lists none before its loops
+            // run: an id is never taken here.
+            let listed = tables.tcpConnections.adopt(
+                TCPConnectionTable.Entry(
+                    id: connection.id, thread: context.loop, relaySocket: allocation.relaySocket, username: username,
+                    peer: connection.peer, account: adopted.account, state: standing, deadline: connection.deadline))
+            if listed { state.adopted(connection.id, peer: connection.peer, waiting: waiting) }
+        }
+        return state
     }
 }

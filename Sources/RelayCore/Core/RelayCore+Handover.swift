@@ -42,12 +42,46 @@ extension RelayCore {
 
     /// Whether the plain TCP client on `fiveTuple` can move to another process with its
     /// connection: no Allocate of it waits for admission or for relay sockets, and its
-    /// allocation, if any, relays over UDP (the peer connections of an RFC 6062 allocation stay).
-    public func streamClientCanMove(_ fiveTuple: FiveTuple) -> Bool {
+    /// allocation, if any, relays over UDP, or over TCP (RFC 6062) when `tcpRelays` allows
+    /// that and it has at most `TCPRelaySnapshot.maxConnections` peer connections.
+    public func streamClientCanMove(_ fiveTuple: FiveTuple, tcpRelays: Bool = false) -> Bool {
         assertOwned()
         guard fiveTuple.transport == .tcp, !pendingAllocates.contains(fiveTuple), !relayOpenings.contains(fiveTuple)
         else { return false }
-        return table[fiveTuple].map { $0.tcpRelay == nil } ?? true
+        guard let allocation = table[fiveTuple], let state = allocation.tcpRelay else { return true }
+        return tcpRelays && state.peers.count <= TCPRelaySnapshot.maxConnections
+    }
+
+    /// The RFC 6062 state of the TCP allocation of the client on `fiveTuple`, with its relay
+    /// socket (the listener on its relayed address) and its pipes' count, which pipes on other
+    /// loops may still add to; nil for any other client. Its connections are those the node's
+    /// `TCPConnectionTable` lists for it now.
+    public func tcpRelaySnapshot(_ fiveTuple: FiveTuple)
+        -> (snapshot: TCPRelaySnapshot, relaySocket: RelaySocket, piped: PipedTraffic)?
+    {
+        assertOwned()
+        guard let allocation = table[fiveTuple], let state = allocation.tcpRelay else { return nil }
+        let piped = state.piped.current
+        let connections = tables.tcpConnections.entries(thread: context.loop, relaySocket: allocation.relaySocket)
+            .map { entry -> TCPRelaySnapshot.Connection in
+                let standing: TCPRelaySnapshot.State
+                switch entry.state {
+                case .connecting:
+                    standing = .connecting(
+                        state.pendingConnect(entry.id).map {
+                            TCPRelaySnapshot.Connect(
+                                method: $0.request.method.rawValue, transactionID: $0.request.transactionID,
+                                fingerprinted: $0.request.fingerprinted, key: $0.key)
+                        })
+                case .ready: standing = .ready
+                case .bound(let thread): standing = .piped(loop: UInt16(thread.value))
+                }
+                return TCPRelaySnapshot.Connection(id: entry.id, peer: entry.peer, deadline: entry.deadline, state: standing)
+            }
+        let snapshot = TCPRelaySnapshot(
+            session: allocation.sessionID, bytesToPeer: piped.bytesToPeer, bytesToClient: piped.bytesToClient,
+            connections: connections)
+        return (snapshot, allocation.relaySocket, state.piped)
     }
 
     /// The allocation of the TCP client on `fiveTuple` as the snapshot keeps it, with its relay

@@ -122,4 +122,10 @@ struct ReplyTarget {
         transactionID = request.transactionID
         fingerprinted = request.fingerprintOffset != nil
     }
+
+    init(method: Method, transactionID: TransactionID, fingerprinted: Bool) {
+        self.method = method
+        self.transactionID = transactionID
+        self.fingerprinted = fingerprinted
+    }
 }

@@ -302,7 +302,8 @@ public final class RelayCore {
                     additionalRelayed: allocation.additional?.advertisedAddress,
                     user: allocation.lease.user, reason: reason,
                     credentials: allocation.credentials,
-                    durationSeconds: now - allocation.created, traffic: allocation.endTraffic(),
+                    durationSeconds: now - allocation.created,
+                    traffic: reason == .handedOver ? allocation.relayedTraffic : allocation.endTraffic(),
                     permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed))))
     }
 }

@@ -23,7 +23,9 @@ public struct TCPRelayState {
     private(set) var pendingConnects: [PeerConnectionID: PendingConnect] = [:]
     /// The bytes its pipes carried, on whichever loop thread they run; ended (final) when the
     /// allocation ends.
-    public let piped = PipedTraffic()
+    public let piped: PipedTraffic
+
+    init(piped: PipedTraffic = PipedTraffic()) { self.piped = piped }
 
     /// A Connect for `peer` that authenticated, has a permission and the peer policy's leave
     /// (RFC 6062 §5.2), once the connections `isListed` no longer lists are forgotten: a peer the
@@ -87,6 +89,16 @@ public struct TCPRelayState {
 
     /// What a pipe of this allocation charges its bytes to: `budget` (`max-bps`) and `piped`.
     func account(budget: BandwidthBudget?) -> PipeAccount { PipeAccount(traffic: piped, budget: budget) }
+
+    /// Takes over connection `id` to `peer` from a process that handed it over (a live upgrade),
+    /// with the Connect that still waits for its connect, if any.
+    mutating func adopted(_ id: PeerConnectionID, peer: TransportAddress, waiting: PendingConnect?) {
+        peers[id] = peer
+        if let waiting { pendingConnects[id] = waiting }
+    }
+
+    /// The Connect waiting for connection `id`'s connect, if any.
+    func pendingConnect(_ id: PeerConnectionID) -> PendingConnect? { pendingConnects[id] }
 
     /// Forgets the connections the shared table no longer lists (`isListed`), except those
     /// whose Connect still waits for its connect.

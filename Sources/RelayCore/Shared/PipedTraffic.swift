@@ -21,6 +21,12 @@ public final class PipedTraffic: Sendable {
 
     public init() {}
 
+    /// Goes on from counts another process's pipes reached (a live upgrade, docs/live-upgrade.md).
+    public init(bytesToPeer: UInt64, bytesToClient: UInt64) {
+        toPeer.store(bytesToPeer & ~Self.ended, ordering: .relaxed)
+        toClient.store(bytesToClient & ~Self.ended, ordering: .relaxed)
+    }
+
     /// Counts `bytes` a pipe is about to pass on in `direction`; false, and nothing counted, once
     /// the allocation ended (the pipe then drops them and closes).
     @inline(__always)

@@ -116,6 +116,22 @@ public final class TCPConnectionTable: Sendable {
         }
     }
 
+    /// The entries of the allocation with `relaySocket` on `thread`, as they are now (a live
+    /// upgrade's snapshot, docs/live-upgrade.md).
+    public func entries(thread: LoopIndex, relaySocket: RelaySocket) -> [Entry] {
+        entries.withLock { table in table.values.filter { $0.thread == thread && $0.relaySocket == relaySocket } }
+    }
+
+    /// Lists an entry another process handed over; false, changing nothing, when its id is
+    /// taken here.
+    func adopt(_ entry: Entry) -> Bool {
+        entries.withLock { table in
+            guard table[entry.id] == nil else { return false }
+            table[entry.id] = entry
+            return true
+        }
+    }
+
     /// Whether `id` is still listed (its connection is pending or piped).
     func contains(_ id: PeerConnectionID) -> Bool { entries.withLock { $0[id] != nil } }
 

@@ -84,11 +84,18 @@ extension RelayServer {
             return abandon("the heir did not start (\(error.description)); its log says why")
         }
         let paused = HandoverReplies()
-        // Heirs before version 2 do not read TCP connections: those then stay and drain here.
-        for mailbox in mailboxes { mailbox.post(.handover(.pause(paused, streams: heirVersion >= 2))) }
-        guard let bequests = paused.wait(loops: threadCount, seconds: 10) else {
+        // Heirs before version 2 do not read TCP connections, and those before version 3 no
+        // RFC 6062 state: those then stay and drain here.
+        for mailbox in mailboxes {
+            mailbox.post(.handover(.pause(paused, streams: heirVersion >= 2, tcpRelays: heirVersion >= 3)))
+        }
+        guard var bequests = paused.wait(loops: threadCount, seconds: 10) else {
             resumeLoops()
             return abandon("a loop did not pause in time")
+        }
+        if !pausePipes(of: &bequests) {
+            resumeLoops()
+            return abandon("a loop did not pause its RFC 6062 pipes in time")
         }
         let allocations = bequests.reduce(0) { $0 + $1.allocations.count + $1.streamAllocations.count }
         do {
@@ -109,6 +116,30 @@ extension RelayServer {
         }
         commitHandover(channel: channel, heir: pid, trigger: trigger)
         return .succeeded(pid: pid, allocations: allocations)
+    }
+
+    /// RFC 6062 pipes run on whichever loop took their data connection: once every loop has
+    /// paused, the pipes of the TCP allocations that move pause too, and join the bequests.
+    /// False when a loop did not answer in time.
+    private func pausePipes(of bequests: inout [LoopBequest]) -> Bool {
+        var owners: [PeerConnectionID: PipeOwner] = [:]
+        for bequest in bequests {
+            for relay in bequest.tcpRelays {
+                for connection in relay.connections {
+                    guard case .piped = connection.state else { continue }
+                    owners[connection.id] = PipeOwner(session: relay.session, peer: connection.peer)
+                }
+            }
+        }
+        guard !owners.isEmpty else { return true }
+        let paused = HandoverReplies()
+        for mailbox in mailboxes { mailbox.post(.handover(.pausePipes(paused, owners))) }
+        guard let pipes = paused.wait(loops: threadCount, seconds: 10), pipes.count == bequests.count else { return false }
+        for (index, more) in pipes.enumerated() {
+            for (socket, fd) in zip(more.sockets, more.descriptors) { bequests[index].add(socket, fd) }
+            bequests[index].pipes += more.pipes
+        }
+        return true
     }
 
     private func resumeLoops() {
@@ -184,6 +215,7 @@ extension RelayServer {
         for bequest in bequests {
             for stream in bequest.streams { try channel.send(.stream(stream)) }
         }
+        try sendTCPRelays(bequests, on: channel)
         if heirVersion >= 2 {
             // The loops published their counters as they paused: the page is up to date.
             let page = Array(RelaydMetrics.render(metrics.total(), service: http?.router.service ?? ServiceMetrics(),
@@ -194,6 +226,30 @@ extension RelayServer {
         for piece in blocks.pieces(of: HandoverMessage.blocksPerMessage) { try channel.send(.blocks(Array(piece))) }
         try channel.send(
             .done(sockets: UInt32(sockets.count), stateBytes: UInt32(snapshot.count), blocks: UInt32(blocks.count)))
+    }
+
+    /// The TCP allocations' RFC 6062 state, with only the pipes that move and their counts as
+    /// the pipes paused, then the pipes (in pieces when they hold much).
+    private func sendTCPRelays(_ bequests: [LoopBequest], on channel: HandoverChannel) throws(HandoverChannel.Failure) {
+        let moved = Set(bequests.flatMap { $0.pipes.map(\.id) })
+        for bequest in bequests {
+            for var relay in bequest.tcpRelays {
+                relay.connections.removeAll { connection in
+                    guard case .piped = connection.state else { return false }
+                    return !moved.contains(connection.id)
+                }
+                if let piped = bequest.piped[relay.session]?.current {
+                    relay.bytesToPeer = piped.bytesToPeer
+                    relay.bytesToClient = piped.bytesToClient
+                }
+                try channel.send(.tcpRelay(relay))
+            }
+        }
+        for bequest in bequests {
+            for pipe in bequest.pipes {
+                for piece in pipe.pieces() { try channel.send(.pipe(piece)) }
+            }
+        }
     }
 
     /// The boot id both sides check the snapshot with.

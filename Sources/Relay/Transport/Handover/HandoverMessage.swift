@@ -28,6 +28,13 @@ struct HandoverSocket: Sendable, Equatable {
         /// A moved mobile client's connected socket (RFC 8016, docs/mobility.md): `session` is
         /// its allocation's, `address` the client's.
         case steered = 12
+        /// An RFC 6062 peer connection (docs/tcp-relay.md) whose connect is in progress or that
+        /// waits for its ConnectionBind: `session` is its CONNECTION-ID, `address` the peer's.
+        case peerConnection = 13
+        /// The two sockets of an RFC 6062 pipe: its data connection (`address` is the client's)
+        /// and its peer connection (`address` is the peer's); `session` is the CONNECTION-ID.
+        case pipeClient = 14
+        case pipePeer = 15
     }
 
     /// The address of a socket that has none (the fast path's descriptors).
@@ -58,6 +65,12 @@ enum HandoverMessage: Sendable, Equatable {
     /// Running → heir: a plain TCP client's connection state; its socket went in `sockets`, as
     /// kind `tcpClient`. Sent to heirs of version 2 and later only.
     case stream(HandoverStream)
+    /// Running → heir: a TCP allocation's RFC 6062 state (its allocation is in the snapshot).
+    /// Sent to heirs of version 3 and later only.
+    case tcpRelay(TCPRelaySnapshot)
+    /// Running → heir: a piece of an RFC 6062 pipe's state; its sockets went in `sockets`.
+    /// Sent to heirs of version 3 and later only.
+    case pipe(HandoverPipe)
     /// Running → heir: all sent; the totals let the heir see that nothing was lost.
     case done(sockets: UInt32, stateBytes: UInt32, blocks: UInt32)
     /// Heir → running: every loop serves; the running relayd lets go.
@@ -68,7 +81,7 @@ enum HandoverMessage: Sendable, Equatable {
     /// The protocol's version. A running relayd hands over to an heir of any version from
     /// `oldestVersion` to its own, sending only what that version reads (a downgrade works);
     /// an heir of a later version than its own is refused.
-    static let version: UInt32 = 2
+    static let version: UInt32 = 3
     static let oldestVersion: UInt32 = 1
     /// The most bytes of `counters` an heir takes.
     static let maxCounterPage = 1 << 20
@@ -80,7 +93,7 @@ enum HandoverMessage: Sendable, Equatable {
     static let blocksPerMessage = 200
 
     enum Tag: UInt8 {
-        case hello = 1, sockets, state, done, ready, failed, blocks, counters, stream
+        case hello = 1, sockets, state, done, ready, failed, blocks, counters, stream, tcpRelay, pipe
     }
 
     struct DecodingError: Error, CustomStringConvertible {
@@ -112,6 +125,12 @@ enum HandoverMessage: Sendable, Equatable {
         case .stream(let stream):
             out.u8(Tag.stream.rawValue)
             stream.encode(into: &out)
+        case .tcpRelay(let snapshot):
+            out.u8(Tag.tcpRelay.rawValue)
+            snapshot.encode(into: &out)
+        case .pipe(let pipe):
+            out.u8(Tag.pipe.rawValue)
+            pipe.encode(into: &out)
         case .blocks(let entries):
             out.u8(Tag.blocks.rawValue)
             out.u16(UInt16(entries.count))
@@ -163,6 +182,10 @@ enum HandoverMessage: Sendable, Equatable {
             self = .counters(input.rest())
         case .stream:
             self = .stream(try HandoverStream(decoding: &input))
+        case .tcpRelay:
+            self = .tcpRelay(try TCPRelaySnapshot(decoding: &input))
+        case .pipe:
+            self = .pipe(try HandoverPipe(decoding: &input))
         case .blocks:
             let count = Int(try input.u16())
             guard count <= Self.blocksPerMessage else { throw DecodingError(description: "too many blocks") }

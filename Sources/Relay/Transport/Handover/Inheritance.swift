@@ -44,13 +44,26 @@ public final class Inheritance: Sendable {
     let counters: CarriedCounters
     /// Plain TCP clients' connections, by id; each loop takes its own (`streams(loop:)`).
     private let streams: Locked<[UInt64: HandoverStream]>
+    /// TCP allocations' RFC 6062 state by session, with the account their pipes charge on
+    /// every loop (made here, before any loop starts).
+    private let tcpRelays: [UInt64: (snapshot: TCPRelaySnapshot, account: PipeAccount)]
+    /// RFC 6062 pipes by CONNECTION-ID; each loop takes its own (`pipes(loop:)`).
+    private let pipes: Locked<[PeerConnectionID: HandoverPipe]>
 
     private init(
         sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], counters: CarriedCounters,
-        streams: [UInt64: HandoverStream], loops: Int, channel: HandoverChannel
+        streams: [UInt64: HandoverStream], tcpRelays: [UInt64: TCPRelaySnapshot], pipes: [PeerConnectionID: HandoverPipe],
+        loops: Int, channel: HandoverChannel
     ) {
         self.sockets = Locked(sockets)
         self.streams = Locked(streams)
+        self.pipes = Locked(pipes)
+        self.tcpRelays = tcpRelays.compactMapValues { snapshot in
+            guard let allocation = state.allocations[snapshot.session] else { return nil }
+            let traffic = PipedTraffic(bytesToPeer: snapshot.bytesToPeer, bytesToClient: snapshot.bytesToClient)
+            let budget = allocation.bytesPerSecond > 0 ? BandwidthBudget(bytesPerSecond: allocation.bytesPerSecond) : nil
+            return (snapshot, PipeAccount(traffic: traffic, budget: budget))
+        }
         self.state = state
         self.blocks = blocks
         self.counters = counters
@@ -81,6 +94,8 @@ public final class Inheritance: Sendable {
         var blocks: [UserBlocklist.Entry] = []
         var counterPage: [UInt8] = []
         var streams: [UInt64: HandoverStream] = [:]
+        var tcpRelays: [UInt64: TCPRelaySnapshot] = [:]
+        var pipes: [PeerConnectionID: HandoverPipe] = [:]
         var loops = 0
         func closeAll() { for fd in sockets.values { close(fd) } }
         while true {
@@ -108,6 +123,12 @@ public final class Inheritance: Sendable {
                 counterPage += piece
             case .stream(let stream) where descriptors.isEmpty && streams[stream.id] == nil:
                 streams[stream.id] = stream
+            case .tcpRelay(let relay) where descriptors.isEmpty && tcpRelays[relay.session] == nil:
+                tcpRelays[relay.session] = relay
+            case .pipe(let piece) where descriptors.isEmpty && pipes[piece.id] == nil:
+                pipes[piece.id] = piece
+            case .pipe(let piece) where descriptors.isEmpty && pipes[piece.id]!.append(piece):
+                break
             case .done(let count, let bytes, let blockCount)
             where descriptors.isEmpty && Int(count) == received && Int(bytes) == snapshot.count
                 && Int(blockCount) == blocks.count:
@@ -117,6 +138,14 @@ public final class Inheritance: Sendable {
                     closeAll()
                     throw HandoverChannel.Failure(description: "TCP connections and their states do not match")
                 }
+                // Every pipe has both its sockets, and every pipe socket its pipe.
+                let pipeIDs = Set(pipes.keys.map { UInt64($0.value) })
+                for kind in [HandoverSocket.Kind.pipeClient, .pipePeer] {
+                    guard Set(sockets.keys.filter { $0.kind == kind.rawValue }.map(\.session)) == pipeIDs else {
+                        closeAll()
+                        throw HandoverChannel.Failure(description: "RFC 6062 pipes and their sockets do not match")
+                    }
+                }
                 var bounds = bounds
                 bounds.streamClients = true
                 do {
@@ -124,7 +153,7 @@ public final class Inheritance: Sendable {
                     return Inheritance(
                         sockets: sockets, state: recovery.state, blocks: blocks,
                         counters: CarriedCounters(page: String(decoding: counterPage, as: UTF8.self)),
-                        streams: streams, loops: loops, channel: channel)
+                        streams: streams, tcpRelays: tcpRelays, pipes: pipes, loops: loops, channel: channel)
                 } catch {
                     closeAll()
                     throw HandoverChannel.Failure(description: "the state snapshot is unreadable: \(error)")
@@ -211,6 +240,37 @@ public final class Inheritance: Sendable {
         }
         return mine.compactMap { stream in
             take(Key(.tcpClient, loop: Int(stream.loop), session: stream.id, address: stream.client)).map { (stream, $0) }
+        }
+    }
+
+    /// The RFC 6062 state of TCP allocation `session`, and the account its pipes charge.
+    func tcpRelay(session: UInt64) -> (snapshot: TCPRelaySnapshot, account: PipeAccount)? { tcpRelays[session] }
+
+    /// The socket of RFC 6062 peer connection `id` of an allocation loop `loop` served,
+    /// connecting or ready, taken once.
+    func peerConnection(_ id: PeerConnectionID, loop: Int) -> Int32? {
+        take(Key(.peerConnection, loop: loop, session: UInt64(id.value), address: HandoverSocket.noAddress))
+    }
+
+    /// The RFC 6062 pipes loop `loop` served, with their sockets and their allocations'
+    /// accounts, taken once. A pipe whose allocation did not come charges an account of its own.
+    func pipes(loop: Int) -> [(pipe: HandoverPipe, clientFD: Int32, peerFD: Int32, account: PipeAccount)] {
+        let mine = pipes.withLock { all in
+            let found = all.values.filter { Int($0.loop) == loop }
+            for pipe in found { all[pipe.id] = nil }
+            return found
+        }
+        return mine.compactMap { pipe in
+            let id = UInt64(pipe.id.value)
+            let client = take(Key(.pipeClient, loop: loop, session: id, address: pipe.client))
+            let peer = take(Key(.pipePeer, loop: loop, session: id, address: HandoverSocket.noAddress))
+            guard let client, let peer else {
+                if let client { close(client) }
+                if let peer { close(peer) }
+                return nil
+            }
+            let account = tcpRelays[pipe.session]?.account ?? PipeAccount(traffic: PipedTraffic(), budget: nil)
+            return (pipe, client, peer, account)
         }
     }
 

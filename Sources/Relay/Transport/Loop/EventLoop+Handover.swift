@@ -16,6 +16,11 @@ struct LoopBequest: Sendable {
     /// Its plain TCP connections that move, and the allocations they hold.
     var streams: [HandoverStream] = []
     var streamAllocations: [JournalAllocation] = []
+    /// The RFC 6062 state of the TCP allocations among those, and its pipes that move.
+    var tcpRelays: [TCPRelaySnapshot] = []
+    var pipes: [HandoverPipe] = []
+    /// Their pipes' counts by session: read once the pipes paused, as the snapshot's.
+    var piped: [UInt64: PipedTraffic] = [:]
 
     mutating func add(_ socket: HandoverSocket, _ fd: Int32) {
         sockets.append(socket)
@@ -28,8 +33,12 @@ struct LoopBequest: Sendable {
 enum HandoverStep: Sendable {
     /// Stop reading the UDP listeners and the UDP allocations' relay sockets, publish the
     /// counters, and reply with the bequest. With `streams`, plain TCP connections that can move
-    /// pause too and go in the bequest; TLS connections and their allocations go on.
-    case pause(HandoverReplies, streams: Bool)
+    /// pause too and go in the bequest; TLS connections and their allocations go on. With
+    /// `tcpRelays`, so do TCP allocations (RFC 6062) with their control connections.
+    case pause(HandoverReplies, streams: Bool, tcpRelays: Bool)
+    /// After every loop paused: pause the pipes of the TCP allocations that move (on whichever
+    /// loop those are), and reply with them.
+    case pausePipes(HandoverReplies, [PeerConnectionID: PipeOwner])
     /// Read again: the heir did not take over.
     case resume
     /// Let go of what the heir serves now: the listeners, the UDP allocations, and the TCP
@@ -58,8 +67,18 @@ final class HandoverReplies: Sendable {
 extension EventLoop {
     func handover(_ step: HandoverStep) {
         switch step {
-        case .pause(let replies, let streams):
-            replies.deliver(loop: wiring.index.value, pauseForHandover(streams: streams))
+        case .pause(let replies, let streams, let tcpRelays):
+            replies.deliver(loop: wiring.index.value, pauseForHandover(streams: streams, tcpRelays: tcpRelays))
+        case .pausePipes(let replies, let owners):
+            var bequest = LoopBequest()
+            let index = UInt16(wiring.index.value)
+            for handed in stream.pausePipesForHandover(owners, loop: index) {
+                let id = UInt64(handed.pipe.id.value)
+                bequest.add(HandoverSocket(kind: .pipeClient, loop: index, session: id, address: handed.pipe.client), handed.clientFD)
+                bequest.add(HandoverSocket(kind: .pipePeer, loop: index, session: id, address: HandoverSocket.noAddress), handed.peerFD)
+                bequest.pipes.append(handed.pipe)
+            }
+            replies.deliver(loop: wiring.index.value, bequest)
         case .resume: resumeAfterHandover()
         case .commit(let replies):
             commitHandover()
@@ -69,7 +88,7 @@ extension EventLoop {
 
     /// Datagrams wait in the kernel's socket buffers from here on, for whichever process reads
     /// next. The journal gets its last records and stops: the heir writes its own.
-    private func pauseForHandover(streams handStreams: Bool) -> LoopBequest {
+    private func pauseForHandover(streams handStreams: Bool, tcpRelays: Bool) -> LoopBequest {
         let index = UInt16(wiring.index.value)
         let now = EventLoop.now()
         flush()
@@ -98,13 +117,23 @@ extension EventLoop {
         }
         var relaySockets = core.udpRelaySockets()
         if handStreams {
-            for handed in stream.pauseForHandover(loop: index) {
+            for handed in stream.pauseForHandover(loop: index, tcpRelays: tcpRelays) {
                 bequest.add(
                     HandoverSocket(kind: .tcpClient, loop: index, session: handed.stream.id, address: handed.stream.client),
                     handed.fd)
                 bequest.streams.append(handed.stream)
                 if let allocation = handed.allocation { bequest.streamAllocations.append(allocation) }
                 relaySockets += handed.relaySockets
+                if let tcpRelay = handed.tcpRelay {
+                    bequest.tcpRelays.append(tcpRelay)
+                    bequest.piped[tcpRelay.session] = handed.piped
+                }
+                for peer in handed.peers {
+                    bequest.add(
+                        HandoverSocket(
+                            kind: .peerConnection, loop: index, session: UInt64(peer.id.value),
+                            address: HandoverSocket.noAddress), peer.fd)
+                }
             }
         }
         for relay in relaySockets {
@@ -130,6 +159,7 @@ extension EventLoop {
         dtls.resumeListeners()
         for listener in stream.listeners { listener.resume() }
         for event in relayEvents.values { event_add(event, nil) }
+        tcpRelay.resumeAfterHandover()
         stream.resumeAfterHandover()
         if let journal {
             core.journaling = true
@@ -150,6 +180,9 @@ extension EventLoop {
         steeredAnswer.removeAll()
         dtls.closeListeners()
         stream.closeListeners()
+        // The TCP allocations' peer connections leave the node's table before the allocations
+        // end here, so their ending closes no pipe.
+        tcpRelay.letGoHandedOver()
         stream.commitHandover(now: EventLoop.now())
         // The heir's routes are in the same maps: the allocations that end here remove none.
         fastPath?.letGo()

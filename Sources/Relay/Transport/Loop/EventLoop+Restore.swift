@@ -40,6 +40,15 @@ extension EventLoop {
                 restored += 1
             }
         }
+        // RFC 6062 pipes whose data connections this loop served, whichever loop their
+        // allocation is on: each charges its allocation's account, made before the loops started.
+        for (pipe, clientFD, peerFD, account) in wiring.inheritance?.pipes(loop: wiring.index.value) ?? [] {
+            if stream.adoptPipe(pipe, clientFD: clientFD, peerFD: peerFD, account: account, now: now) {
+                connections += 1
+            } else {
+                failed["pipe", default: 0] += 1
+            }
+        }
         restoreCounts = (UInt64(restored), UInt64(attempted - restored))
         // After the allocations: an Allocate that took its token as the old process paused
         // holds the port now, and the reservation is dropped.
@@ -77,6 +86,9 @@ extension EventLoop {
             let listener = client
                 ?? core.udpListeners.first(where: { $0.address == allocation.fiveTuple.server })?.socket
         else { return "no_listener" }
+        if let tcpRelay = wiring.inheritance?.tcpRelay(session: allocation.sessionID) {
+            return restoreTCPRelay(allocation, tcpRelay, client: listener, now: now)
+        }
         guard case .opened(let main) = relaySocket(allocation.main, additional: false, of: allocation) else {
             return "port_in_use"
         }
@@ -103,12 +115,62 @@ extension EventLoop {
             return nil
         } catch {
             for socket in sockets { closeRelaySocket(socket) }
-            switch error {
-            case .transportCannotMove: return "transport"
-            case .fiveTupleInUse: return "duplicate"
-            case .portUnavailable: return "port_outside_pool"
-            case .expired: return "expired"
-            }
+            return Self.reason(error)
         }
+    }
+
+    private static func reason(_ refusal: AdoptionRefusal) -> String {
+        switch refusal {
+        case .transportCannotMove: return "transport"
+        case .fiveTupleInUse: return "duplicate"
+        case .portUnavailable: return "port_outside_pool"
+        case .expired: return "expired"
+        }
+    }
+
+    /// Restores a TCP allocation (RFC 6062) a live upgrade handed over with its control
+    /// connection: it accepts on its handed listener again, its peer connections that wait for a
+    /// ConnectionBind are listed as they were, and the connects in progress are watched until
+    /// their time is up. Its pipes come back on their own loops.
+    private func restoreTCPRelay(
+        _ allocation: JournalAllocation, _ handed: (snapshot: TCPRelaySnapshot, account: PipeAccount),
+        client: ClientSocket, now: Int64
+    ) -> String? {
+        let index = wiring.index.value
+        var sockets: [PeerConnectionID: Int32] = [:]
+        var snapshot = handed.snapshot
+        snapshot.connections.removeAll { connection in
+            if case .piped = connection.state { return false }
+            guard let fd = wiring.inheritance?.peerConnection(connection.id, loop: index) else { return true }
+            sockets[connection.id] = fd
+            return false
+        }
+        func closeSockets() { for fd in sockets.values { close(fd) } }
+        guard let fd = wiring.inheritance?.relaySocket(session: allocation.sessionID, additional: false, address: allocation.main.address),
+            case .opened(let main) = tcpRelay.watch(listener: fd)
+        else {
+            closeSockets()
+            return "no_listener"
+        }
+        var ready: [PeerConnectionID: PeerSocket] = [:]
+        for connection in snapshot.connections where connection.state == .ready {
+            ready[connection.id] = sockets[connection.id].map(PeerSocket.init(descriptor:))
+        }
+        var adopted = allocation.adopted(listener: client, main: main, additional: nil, now: now)
+        adopted.tcpRelay = AdoptedTCPRelay(snapshot: snapshot, readySockets: ready, account: handed.account)
+        do {
+            try core.adopt(adopted, now: now)
+        } catch {
+            closeSockets()
+            closeRelaySocket(main)
+            return Self.reason(error)
+        }
+        for connection in snapshot.connections {
+            guard case .connecting = connection.state, let fd = sockets[connection.id] else { continue }
+            let request = PeerConnect(
+                id: connection.id, relaySocket: main, relayed: allocation.main.address, peer: connection.peer)
+            tcpRelay.adoptConnect(fd, for: request, deadline: connection.deadline - RelayCore.tcpBindSeconds, now: now)
+        }
+        return nil
     }
 }

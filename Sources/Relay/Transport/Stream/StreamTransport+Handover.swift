@@ -9,29 +9,43 @@ struct HandedConnection {
     var fd: Int32
     var allocation: JournalAllocation?
     var relaySockets: [RelayCore.HandedRelaySocket]
+    /// A TCP allocation's RFC 6062 state, and the sockets of its peer connections that are
+    /// connecting or ready (its pipes move with their own loops).
+    var tcpRelay: TCPRelaySnapshot?
+    var peers: [TCPRelaySockets.HandedPeer] = []
+    /// The count its pipes add to, read again once they paused.
+    var piped: PipedTraffic?
 }
 
-// Plain TCP clients in a live upgrade (docs/live-upgrade.md, "TCP clients"). TLS connections and
-// RFC 6062 connections stay: OpenSSL cannot move a session, and a TCP allocation's peer
-// connections are not handed over.
+// Plain TCP clients in a live upgrade (docs/live-upgrade.md, "TCP clients"). TLS connections
+// stay: OpenSSL cannot move a session.
 extension StreamTransport {
     /// Pauses every plain TCP connection that can move (`RelayCore.streamClientCanMove`, and
-    /// little enough held here) and returns them for the heir.
-    func pauseForHandover(loop index: UInt16) -> [HandedConnection] {
+    /// little enough held here) and returns them for the heir. With `tcpRelays`, so do the
+    /// control connections of TCP allocations (RFC 6062), with their listeners and their peer
+    /// connections that are not piped.
+    func pauseForHandover(loop index: UInt16, tcpRelays: Bool) -> [HandedConnection] {
         let core = loop.core!
         var handed: [HandedConnection] = []
         for connection in connections.values
-        where connection.transport == .tcp && core.streamClientCanMove(connection.origin.fiveTuple) {
+        where connection.transport == .tcp && connection.pipe == nil
+            && core.streamClientCanMove(connection.origin.fiveTuple, tcpRelays: tcpRelays)
+        {
             guard let held = connection.pauseForHandover() else { continue }
             let fiveTuple = connection.origin.fiveTuple
             let allocation = core.streamAllocation(fiveTuple)
             let stream = HandoverStream(
                 id: UInt64(connection.socket), loop: index, client: fiveTuple.client, server: fiveTuple.server,
                 session: allocation?.allocation.sessionID ?? 0, input: held.input, output: held.output)
-            handed.append(
-                HandedConnection(
-                    stream: stream, fd: connection.socket, allocation: allocation?.allocation,
-                    relaySockets: allocation?.sockets ?? []))
+            var moving = HandedConnection(
+                stream: stream, fd: connection.socket, allocation: allocation?.allocation,
+                relaySockets: allocation?.sockets ?? [])
+            if let (snapshot, relaySocket, piped) = core.tcpRelaySnapshot(fiveTuple) {
+                moving.tcpRelay = snapshot
+                moving.piped = piped
+                moving.peers = loop.tcpRelay.pauseForHandover(relaySocket)
+            }
+            handed.append(moving)
             handingOver.append(connection)
         }
         return handed
@@ -41,11 +55,13 @@ extension StreamTransport {
     func resumeAfterHandover() {
         for connection in handingOver { connection.resumeAfterHandover() }
         handingOver = []
+        resumePipesAfterHandover()
     }
 
     /// The heir serves the paused connections: their allocations end here with reason
     /// `handedOver`, and this process lets go of them without a word to the client.
     func commitHandover(now: Int64) {
+        commitPipes()
         for connection in handingOver {
             let origin = connection.origin
             connections[origin.socket.descriptor] = nil

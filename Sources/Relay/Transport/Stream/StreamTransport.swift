@@ -18,7 +18,7 @@ final class StreamTransport {
     private(set) var listeners: [StreamListener] = []
     var connections: [Int32: StreamConnection] = [:]
     /// Data connections piped to peer connections, by connection id (RFC 6062, docs/tcp-relay.md).
-    private var pipes: [PeerConnectionID: StreamConnection] = [:]
+    var pipes: [PeerConnectionID: StreamConnection] = [:]
     /// Closed connections waiting to be freed at the start of the next loop iteration.
     private var released: [(connection: StreamConnection, detail: String?)] = []
     private var sweepTimer: OpaquePointer?
@@ -37,6 +37,8 @@ final class StreamTransport {
     /// TCP connections a live upgrade is handing over (`pauseForHandover`), until it commits or
     /// fails.
     var handingOver: [StreamConnection] = []
+    /// RFC 6062 pipes a live upgrade is handing over (`pausePipesForHandover`).
+    var handingOverPipes: [StreamConnection] = []
 
     /// Pending output beyond which a client that does not read is disconnected.
     static let maxOutputBytes = 1 << 20

@@ -12,20 +12,22 @@ import StunCodec
 final class TCPRelaySockets {
     unowned let loop: EventLoop
     /// Accept events by relay listener descriptor.
-    private var listeners: [Int32: OpaquePointer] = [:]
+    var listeners: [Int32: OpaquePointer] = [:]
     /// Connects in progress by socket descriptor.
-    private var connecting: [Int32: (request: PeerConnect, event: OpaquePointer)] = [:]
+    var connecting: [Int32: (request: PeerConnect, event: OpaquePointer)] = [:]
     /// Connects that failed at once, answered (447) from `failureEvent`: a Connect is started
     /// while the loop executes the core's commands, after that flush's packets went out.
     private var failedAtOnce: [PeerConnect] = []
     /// Listeners resting after an accept error; the sweep adds them back.
-    private var paused: Set<Int32> = []
+    var paused: Set<Int32> = []
+    /// Listeners of allocations a live upgrade is handing over (`TCPRelaySockets+Handover.swift`).
+    var handingOver: Set<Int32> = []
     private lazy var failureEvent = LoopEvent(base: loop.base) { [unowned self] in answerFailures() }
 
     init(loop: EventLoop) { self.loop = loop }
 
-    private var table: TCPConnectionTable { loop.core.tables.tcpConnections }
-    private var thread: LoopIndex { loop.core.context.loop }
+    var table: TCPConnectionTable { loop.core.tables.tcpConnections }
+    var thread: LoopIndex { loop.core.context.loop }
 
     /// Connections a relay listener's backlog holds before the kernel refuses more.
     static let backlog: Int32 = 64
@@ -36,7 +38,17 @@ final class TCPRelaySockets {
     /// the sockets that connect out from the same relayed address (Connect) share its port.
     func openListener(bound address: TransportAddress) -> RelaySocketOpening {
         guard let fd = Self.socket(bound: address) else { return RelaySocketOpening(failure: errno) }
-        guard listen(fd, Self.backlog) == 0,
+        guard listen(fd, Self.backlog) == 0 else {
+            let failure = RelaySocketOpening(failure: errno)
+            Glibc.close(fd)
+            return failure
+        }
+        return watch(listener: fd)
+    }
+
+    /// Accepts peers on the listening socket `fd` from now on; closed when its event cannot be made.
+    func watch(listener fd: Int32) -> RelaySocketOpening {
+        guard
             let event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
                 Unmanaged<TCPRelaySockets>.fromOpaque(arg!).takeUnretainedValue().acceptPeers(fd)
             }, Unmanaged.passUnretained(self).toOpaque())
@@ -124,17 +136,24 @@ final class TCPRelaySockets {
             let length = SocketAddress.write(request.peer, into: raw.baseAddress!)
             return Glibc.connect(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) == 0 || errno == EINPROGRESS
         }
-        guard started,
-            let event = event_new(loop.base, fd, Int16(EV_WRITE), { fd, what, arg in
-                Unmanaged<TCPRelaySockets>.fromOpaque(arg!).takeUnretainedValue().connectEnded(fd, timedOut: what & Int16(EV_TIMEOUT) != 0)
-            }, Unmanaged.passUnretained(self).toOpaque())
-        else {
+        guard started, watch(connecting: fd, for: request, seconds: RelayCore.tcpConnectSeconds) else {
             Glibc.close(fd)
             return failAtOnce(request)
         }
-        var timeout = timeval(tv_sec: Int(RelayCore.tcpConnectSeconds), tv_usec: 0)
+    }
+
+    /// Waits for the connect on `fd` to end, for at most `seconds`; false when its event cannot
+    /// be made.
+    func watch(connecting fd: Int32, for request: PeerConnect, seconds: Int64) -> Bool {
+        guard
+            let event = event_new(loop.base, fd, Int16(EV_WRITE), { fd, what, arg in
+                Unmanaged<TCPRelaySockets>.fromOpaque(arg!).takeUnretainedValue().connectEnded(fd, timedOut: what & Int16(EV_TIMEOUT) != 0)
+            }, Unmanaged.passUnretained(self).toOpaque())
+        else { return false }
+        var timeout = timeval(tv_sec: Int(max(seconds, 1)), tv_usec: 0)
         event_add(event, &timeout)
         connecting[fd] = (request, event)
+        return true
     }
 
     private func failAtOnce(_ request: PeerConnect) {
