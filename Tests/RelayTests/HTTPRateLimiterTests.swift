@@ -7,13 +7,13 @@ import Testing
 /// token buckets in a table of fixed size.
 @Suite struct HTTPRateLimiterTests {
     /// Which of `times` requests from `key` pass.
-    static func attempts(_ limiter: inout RateLimiter, _ key: String, at times: [Double]) -> [Bool] {
+    static func attempts(_ limiter: inout RateLimiter<String>, _ key: String, at times: [Double]) -> [Bool] {
         times.map { limiter.allow(key, now: $0) }
     }
 
     @Test("A burst of 40 passes at once, the 41st is refused, then 20 more per second")
     func burstThenRate() {
-        var limiter = RateLimiter(rate: 20, burst: 40)
+        var limiter = RateLimiter<String>(rate: 20, burst: 40)
         let burst = Self.attempts(&limiter, "key:web", at: Array(repeating: 100, count: 41))
         #expect(burst == Array(repeating: true, count: 40) + [false])
         #expect(Self.attempts(&limiter, "key:web", at: [100.04, 100.06, 100.06]) == [false, true, false])
@@ -24,7 +24,7 @@ import Testing
 
     @Test("Each key has its own bucket")
     func independentKeys() {
-        var limiter = RateLimiter(rate: 1, burst: 2)
+        var limiter = RateLimiter<String>(rate: 1, burst: 2)
         #expect(Self.attempts(&limiter, "ip:192.0.2.1", at: [0, 0, 0]) == [true, true, false])
         #expect(Self.attempts(&limiter, "ip:192.0.2.2", at: [0]) == [true])
         #expect(Self.attempts(&limiter, "key:web", at: [0]) == [true])
@@ -32,7 +32,7 @@ import Testing
 
     @Test("The table never grows: many callers reuse the slots idle longest")
     func fixedSize() {
-        var limiter = RateLimiter(rate: 1, burst: 1, capacity: 64)
+        var limiter = RateLimiter<String>(rate: 1, burst: 1, capacity: 64)
         #expect(limiter.capacity == 64)
         for i in 0..<10_000 { _ = limiter.allow("ip:\(i)", now: Double(i)) }
         #expect(limiter.capacity == 64)

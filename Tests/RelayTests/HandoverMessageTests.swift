@@ -45,6 +45,13 @@ import Testing
                 HandoverPipe(
                     id: PeerConnectionID(77), loop: 1, client: v4, server: v4, session: 9, peer: v6,
                     toPeer: [1, 2, 3], unpaid: 2, toClient: Array(repeating: 9, count: 1000))),
+            .limiters(
+                .challenges,
+                [
+                    HandoverLimiterEntry(source: v4.ip, tokens: 1.5),
+                    HandoverLimiterEntry(source: v6.ip, milliTokens: 0),
+                ]),
+            .limiters(.allocations, []),
             .done(sockets: 253, stateBytes: 61_440, blocks: 2),
             .ready(pid: 77),
             .failed("the configuration is invalid"),
@@ -133,7 +140,7 @@ import Testing
     }
 
     @Test("Unknown tags, socket kinds and address families are refused")
-    func unknown() {
+    func unknown() throws {
         #expect(throws: (any Error).self) { try decode([0]) }
         #expect(throws: (any Error).self) { try decode([99, 0, 0]) }
         // One socket of kind 0, then of family 5.
@@ -141,6 +148,14 @@ import Testing
         #expect(throws: (any Error).self) { try decode([2, 0, 1, 1, 0, 0] + [UInt8](repeating: 0, count: 8) + [5, 1, 2, 3, 4, 0, 1]) }
         // More sockets than one message may carry descriptors for.
         #expect(throws: (any Error).self) { try decode([2, 0x01, 0x00]) }
+        // A limiter of kind 9; a limiter source with a port; too many entries.
+        let limiters = HandoverMessage.Tag.limiters.rawValue
+        #expect(throws: (any Error).self) { try decode([limiters, 9, 0, 0]) }
+        #expect(throws: (any Error).self) { try decode([limiters, 1, 0, 1, 4, 1, 2, 3, 4, 0, 1, 0, 0, 0, 0]) }
+        #expect(throws: (any Error).self) { try decode([limiters, 1, 0xFF, 0xFF]) }
+        #expect(try decode([limiters, 1, 0, 1, 4, 1, 2, 3, 4, 0, 0, 0, 0, 3, 0xE8]) == .limiters(.challenges, [
+            HandoverLimiterEntry(source: IPAddress("1.2.3.4")!, tokens: 1)
+        ]))
     }
 
     @Test("Descriptors travel with their message, close-on-exec")

@@ -34,4 +34,28 @@ import Testing
         for _ in 0..<5 { limiter.refund(a, now: 0) }
         #expect(limiter.allow(a, now: 0) && limiter.allow(a, now: 0) && !limiter.allow(a, now: 0))
     }
+
+    @Test("The buckets that are not full go to another limiter with their tokens; full ones do not")
+    func heldBucketsGoOver() {
+        let old = SourceRateLimiter(perSecond: 1, burst: 4)
+        let spent = IPAddress("192.0.2.1")!, half = IPAddress("2001:db8::7")!, idle = IPAddress("192.0.2.3")!
+        for _ in 0..<4 { _ = old.allow(spent, now: 10) }
+        for _ in 0..<2 { _ = old.allow(half, now: 10) }
+        _ = old.allow(idle, now: 0)
+        // At 10 the idle source has refilled: not held.
+        let held = Dictionary(uniqueKeysWithValues: old.held(now: 10).map { ($0.source, $0.tokens) })
+        #expect(held == [spent: 0, half: 2])
+
+        let heir = SourceRateLimiter(perSecond: 1, burst: 4)
+        for (source, tokens) in held { heir.restore(source, tokens: tokens, now: 10) }
+        #expect(!heir.allow(spent, now: 10))
+        #expect(heir.allow(half, now: 10) && heir.allow(half, now: 10) && !heir.allow(half, now: 10))
+        #expect(heir.allow(spent, now: 11), "it refills at the rate")
+        // More tokens than the heir's burst are cut to it; an unlimited heir keeps nothing.
+        heir.restore(idle, tokens: 99, now: 11)
+        #expect((0..<5).filter { _ in heir.allow(idle, now: 11) }.count == 4)
+        let unlimited = SourceRateLimiter(perSecond: 0)
+        unlimited.restore(spent, tokens: 0, now: 0)
+        #expect(unlimited.held(now: 0).isEmpty && unlimited.allow(spent, now: 0))
+    }
 }

@@ -466,3 +466,50 @@ def test_moved_mobile_clients_lose_nothing(tmp_path):
             client.close()
         problems = stop_both(server, heir)
     assert not problems, problems
+
+
+def challenges_answered(server: RelayServer, count: int) -> int:
+    """Sends `count` unauthenticated Allocates from one socket, one at a time; how many got a
+    401 (a source past `unauth-rate-limit` gets none, docs/rate-limits.md)."""
+    answered = 0
+    sock = udp_socket()
+    try:
+        for _ in range(count):
+            request = struct.pack("!HHI", 0x0003, 8, 0x2112A442) + os.urandom(12) + struct.pack("!HHB3x", 0x0019, 4, 17)
+            sock.sendto(request, server.address)
+            sock.settimeout(0.3)
+            try:
+                sock.recvfrom(2048)
+                answered += 1
+            except (socket.timeout, TimeoutError):
+                pass
+    finally:
+        sock.close()
+    return answered
+
+
+def test_per_source_limiters_go_on_in_the_heir(tmp_path):
+    """A source that spent its challenge burst in the old process has not got it back in the
+    heir: the heir's bucket goes on from the old one and refills at the rate, 1 a second."""
+    burst = 20
+    server = RelayServer(
+        "relayd", tmp_path / "relayd",
+        extra_args=["--relay-threads=2", "--unauth-rate-limit=1", f"--unauth-rate-burst={burst}", *ADMIN])
+    server.start()
+    heir = None
+    try:
+        spent = time.monotonic()
+        assert challenges_answered(server, burst + 5) <= burst + 2
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        heir = json.loads(resp.body)["pid"]
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        # A full bucket would answer all of them; a carried one what the rate refilled since it
+        # was spent (1 a second, and the asking takes seconds).
+        answered = challenges_answered(server, burst)
+        refilled = time.monotonic() - spent
+        assert answered <= refilled + 2, (answered, refilled)
+        assert answered < burst
+    finally:
+        problems = stop_both(server, heir)
+    assert not problems, problems

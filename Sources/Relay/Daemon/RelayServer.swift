@@ -203,6 +203,8 @@ public final class RelayServer {
                         + "keeps the listeners (restart to change them)")
             }
         }
+        // The per-source limiters go on from the running relayd's buckets (docs/live-upgrade.md).
+        inheritance?.restoreLimiters(into: sourceLimits, now: EventLoop.now())
         if configuration.kernelOffload != .off, let handed = inheritance?.fastPath() {
             // An heir takes the running relayd's program over; a failure stops it, whatever
             // kernel-offload says, and the running relayd serves on (docs/live-upgrade.md).

@@ -23,7 +23,7 @@ public final class APIRouter {
     /// Replaced on reload (new secrets, TTLs, URIs, API keys); the router lives on one thread.
     var credentials: CredentialService
     var keyring: APIKeyring
-    var limiter: RateLimiter
+    var limiter: RateLimiter<String>
     let registry: MetricsRegistry
     let health: ServiceHealth
     var logger: Logger
@@ -43,7 +43,7 @@ public final class APIRouter {
 
     public init(
         credentials: CredentialService, keyring: APIKeyring, registry: MetricsRegistry, health: ServiceHealth,
-        logger: Logger, limiter: RateLimiter = RateLimiter()
+        logger: Logger, limiter: RateLimiter<String> = RateLimiter()
     ) {
         self.credentials = credentials
         self.keyring = keyring

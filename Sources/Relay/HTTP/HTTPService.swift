@@ -31,7 +31,7 @@ final class HTTPService {
     }
 
     /// `api-rate-limit` per key (or client IP), bursts of twice that; 0: none.
-    static func limiter(_ c: RelayConfiguration) -> RateLimiter {
+    static func limiter(_ c: RelayConfiguration) -> RateLimiter<String> {
         RateLimiter(rate: Double(c.apiRateLimit), burst: Double(2 * c.apiRateLimit))
     }
 

@@ -1,10 +1,13 @@
 /// Token buckets per caller (API key name, or client IP before authentication) in a table of
 /// fixed size: memory stays bounded however many callers there are. A caller not in the table
 /// starts with a full bucket; when the slots it may use are all taken, the one idle longest
-/// is reused (an idle bucket has refilled anyway).
-public struct RateLimiter: Sendable {
+/// is reused (an idle bucket has refilled anyway). Each bucket keeps its caller, so the buckets
+/// that are not full can be handed to another process (a live upgrade, docs/live-upgrade.md),
+/// whose hashes differ.
+public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
     struct Bucket: Sendable {
-        var key: Int = 0
+        var hash: Int = 0
+        var key: Key?
         var tokens: Double = 0
         var last: Double = -.infinity
         var used = false
@@ -31,9 +34,9 @@ public struct RateLimiter: Sendable {
     public var capacity: Int { table.count }
 
     /// Takes one token from `key`'s bucket at `now` (seconds, monotonic); false when it is empty.
-    public mutating func allow<Key: Hashable>(_ key: Key, now: Double) -> Bool {
+    public mutating func allow(_ key: Key, now: Double) -> Bool {
         let hash = Self.hash(key)
-        let i = slot(of: hash) ?? claimSlot(for: hash, now: now)
+        let i = slot(of: hash) ?? claimSlot(for: key, hash: hash, now: now)
         refill(at: i, now: now)
         guard table[i].tokens >= 1 else { return false }
         table[i].tokens -= 1
@@ -42,13 +45,32 @@ public struct RateLimiter: Sendable {
 
     /// Gives `key` one token back (never above `burst`): what it spent was not abuse after all
     /// (a challenge answered with valid credentials). A key not in the table has a full bucket.
-    public mutating func refund<Key: Hashable>(_ key: Key, now: Double) {
+    public mutating func refund(_ key: Key, now: Double) {
         guard let i = slot(of: Self.hash(key)) else { return }
         refill(at: i, now: now)
         table[i].tokens = min(burst, table[i].tokens + 1)
     }
 
-    private static func hash<Key: Hashable>(_ key: Key) -> Int {
+    /// The callers whose buckets are not full at `now`, with the tokens each holds.
+    public mutating func held(now: Double) -> [(key: Key, tokens: Double)] {
+        var held: [(key: Key, tokens: Double)] = []
+        for i in table.indices where table[i].used {
+            refill(at: i, now: now)
+            if table[i].tokens < burst, let key = table[i].key { held.append((key, table[i].tokens)) }
+        }
+        return held
+    }
+
+    /// Gives `key` a bucket holding `tokens` (at most `burst`, at least none) at `now`, as
+    /// another process held it.
+    public mutating func restore(_ key: Key, tokens: Double, now: Double) {
+        let hash = Self.hash(key)
+        let i = slot(of: hash) ?? claimSlot(for: key, hash: hash, now: now)
+        table[i].tokens = min(burst, max(0, tokens))
+        table[i].last = now
+    }
+
+    private static func hash(_ key: Key) -> Int {
         var hasher = Hasher()
         hasher.combine(key)
         return hasher.finalize()
@@ -59,13 +81,13 @@ public struct RateLimiter: Sendable {
         let start = hash & mask
         for step in 0..<probes {
             let i = (start + step) & mask
-            if table[i].used && table[i].key == hash { return i }
+            if table[i].used && table[i].hash == hash { return i }
         }
         return nil
     }
 
     /// A free slot for `hash`, or the one idle longest among those it may use, with a full bucket.
-    private mutating func claimSlot(for hash: Int, now: Double) -> Int {
+    private mutating func claimSlot(for key: Key, hash: Int, now: Double) -> Int {
         let start = hash & mask
         var victim = start
         for step in 0..<probes {
@@ -73,7 +95,7 @@ public struct RateLimiter: Sendable {
             if !table[victim].used { break }
             if !table[i].used || table[i].last < table[victim].last { victim = i }
         }
-        table[victim] = Bucket(key: hash, tokens: burst, last: now, used: true)
+        table[victim] = Bucket(hash: hash, key: key, tokens: burst, last: now, used: true)
         return victim
     }
 

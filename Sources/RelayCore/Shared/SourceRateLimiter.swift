@@ -9,8 +9,8 @@ import Synchronization
 /// never for relayed packets. A rate of 0 turns the limit off.
 public final class SourceRateLimiter: Sendable {
     private final class Shard: Sendable {
-        let buckets: Locked<RateLimiter>
-        init(_ limiter: RateLimiter) { buckets = Locked(limiter) }
+        let buckets: Locked<RateLimiter<IPAddress>>
+        init(_ limiter: RateLimiter<IPAddress>) { buckets = Locked(limiter) }
     }
 
     private let shards: [Shard]
@@ -43,6 +43,21 @@ public final class SourceRateLimiter: Sendable {
     public func refund(_ source: IPAddress, now: Int64) {
         guard perSecond > 0 else { return }
         shard(of: source).buckets.withLock { $0.refund(source, now: Double(now)) }
+    }
+
+    /// The sources whose buckets are not full at `now`, with the tokens each holds: what a
+    /// live upgrade hands the heir (docs/live-upgrade.md).
+    public func held(now: Int64) -> [(source: IPAddress, tokens: Double)] {
+        guard perSecond > 0 else { return [] }
+        return shards.flatMap { shard in
+            shard.buckets.withLock { $0.held(now: Double(now)).map { (source: $0.key, tokens: $0.tokens) } }
+        }
+    }
+
+    /// Gives `source` a bucket holding `tokens` at `now`, as the process before this one held it.
+    public func restore(_ source: IPAddress, tokens: Double, now: Int64) {
+        guard perSecond > 0 else { return }
+        shard(of: source).buckets.withLock { $0.restore(source, tokens: tokens, now: Double(now)) }
     }
 
     private func shard(of source: IPAddress) -> Shard {

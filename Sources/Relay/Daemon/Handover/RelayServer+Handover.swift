@@ -222,6 +222,15 @@ extension RelayServer {
                 carried: metrics.carried).utf8)
             for piece in page.pieces(of: HandoverMessage.maxStatePiece) { try channel.send(.counters(Array(piece))) }
         }
+        if heirVersion >= 3 {
+            let now = EventLoop.now()
+            for limiter in HandoverLimiter.allCases {
+                let held = limiter.of(sourceLimits).held(now: now).map { HandoverLimiterEntry(source: $0.source, tokens: $0.tokens) }
+                for piece in held.pieces(of: HandoverMessage.limiterEntriesPerMessage) {
+                    try channel.send(.limiters(limiter, Array(piece)))
+                }
+            }
+        }
         let blocks = admission.blocklist.list(now: Int64(time(nil)))
         for piece in blocks.pieces(of: HandoverMessage.blocksPerMessage) { try channel.send(.blocks(Array(piece))) }
         try channel.send(

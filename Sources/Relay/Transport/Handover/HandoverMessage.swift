@@ -46,6 +46,37 @@ struct HandoverSocket: Sendable, Equatable {
     var address: TransportAddress
 }
 
+/// The per-source limiters of docs/rate-limits.md, as the handover names them.
+enum HandoverLimiter: UInt8, Sendable, CaseIterable {
+    case challenges = 1, failures, allocations
+
+    func of(_ limits: SourceLimits) -> SourceRateLimiter {
+        switch self {
+        case .challenges: return limits.challenges
+        case .failures: return limits.failures
+        case .allocations: return limits.allocations
+        }
+    }
+}
+
+/// One source's bucket in a per-source limiter: its tokens, in thousandths.
+struct HandoverLimiterEntry: Sendable, Equatable {
+    var source: IPAddress
+    var milliTokens: UInt32
+
+    init(source: IPAddress, milliTokens: UInt32) {
+        self.source = source
+        self.milliTokens = milliTokens
+    }
+
+    init(source: IPAddress, tokens: Double) {
+        self.source = source
+        milliTokens = UInt32(min(max(tokens, 0) * 1000, Double(UInt32.max)).rounded(.down))
+    }
+
+    var tokens: Double { Double(milliTokens) / 1000 }
+}
+
 /// One message of the handover protocol, on a SOCK_SEQPACKET socket pair between the running
 /// relayd and the heir it started (docs/live-upgrade.md, "Protocol"). Big-endian fields.
 enum HandoverMessage: Sendable, Equatable {
@@ -71,6 +102,10 @@ enum HandoverMessage: Sendable, Equatable {
     /// Running → heir: a piece of an RFC 6062 pipe's state; its sockets went in `sockets`.
     /// Sent to heirs of version 3 and later only.
     case pipe(HandoverPipe)
+    /// Running → heir: some sources whose per-source limiter bucket is not full
+    /// (docs/rate-limits.md): which limiter, and each source's tokens in thousandths. Sent to
+    /// heirs of version 3 and later only.
+    case limiters(HandoverLimiter, [HandoverLimiterEntry])
     /// Running → heir: all sent; the totals let the heir see that nothing was lost.
     case done(sockets: UInt32, stateBytes: UInt32, blocks: UInt32)
     /// Heir → running: every loop serves; the running relayd lets go.
@@ -91,9 +126,11 @@ enum HandoverMessage: Sendable, Equatable {
     /// A blocked user's name is 256 bytes at most (the admin API's limit); 200 blocks fit a message.
     static let maxBlockUserBytes = 256
     static let blocksPerMessage = 200
+    /// A source takes at most 22 bytes: 2,000 fit a message.
+    static let limiterEntriesPerMessage = 2000
 
     enum Tag: UInt8 {
-        case hello = 1, sockets, state, done, ready, failed, blocks, counters, stream, tcpRelay, pipe
+        case hello = 1, sockets, state, done, ready, failed, blocks, counters, stream, tcpRelay, pipe, limiters
     }
 
     struct DecodingError: Error, CustomStringConvertible {
@@ -131,6 +168,14 @@ enum HandoverMessage: Sendable, Equatable {
         case .pipe(let pipe):
             out.u8(Tag.pipe.rawValue)
             pipe.encode(into: &out)
+        case .limiters(let limiter, let entries):
+            out.u8(Tag.limiters.rawValue)
+            out.u8(limiter.rawValue)
+            out.u16(UInt16(entries.count))
+            for entry in entries {
+                out.address(TransportAddress(ip: entry.source, port: 0))
+                out.u32(entry.milliTokens)
+            }
         case .blocks(let entries):
             out.u8(Tag.blocks.rawValue)
             out.u16(UInt16(entries.count))
@@ -186,6 +231,20 @@ enum HandoverMessage: Sendable, Equatable {
             self = .tcpRelay(try TCPRelaySnapshot(decoding: &input))
         case .pipe:
             self = .pipe(try HandoverPipe(decoding: &input))
+        case .limiters:
+            guard let limiter = HandoverLimiter(rawValue: try input.u8()) else {
+                throw DecodingError(description: "unknown limiter")
+            }
+            let count = Int(try input.u16())
+            guard count <= Self.limiterEntriesPerMessage else { throw DecodingError(description: "too many limiter entries") }
+            var entries: [HandoverLimiterEntry] = []
+            entries.reserveCapacity(count)
+            for _ in 0..<count {
+                let source = try input.address()
+                guard source.port == 0 else { throw DecodingError(description: "bad limiter source") }
+                entries.append(HandoverLimiterEntry(source: source.ip, milliTokens: try input.u32()))
+            }
+            self = .limiters(limiter, entries)
         case .blocks:
             let count = Int(try input.u16())
             guard count <= Self.blocksPerMessage else { throw DecodingError(description: "too many blocks") }

@@ -47,14 +47,17 @@ public final class Inheritance: Sendable {
     /// TCP allocations' RFC 6062 state by session, with the account their pipes charge on
     /// every loop (made here, before any loop starts).
     private let tcpRelays: [UInt64: (snapshot: TCPRelaySnapshot, account: PipeAccount)]
+    /// The per-source limiters' buckets that were not full, by limiter.
+    let limiters: [HandoverLimiter: [HandoverLimiterEntry]]
     /// RFC 6062 pipes by CONNECTION-ID; each loop takes its own (`pipes(loop:)`).
     private let pipes: Locked<[PeerConnectionID: HandoverPipe]>
 
     private init(
         sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], counters: CarriedCounters,
         streams: [UInt64: HandoverStream], tcpRelays: [UInt64: TCPRelaySnapshot], pipes: [PeerConnectionID: HandoverPipe],
-        loops: Int, channel: HandoverChannel
+        limiters: [HandoverLimiter: [HandoverLimiterEntry]], loops: Int, channel: HandoverChannel
     ) {
+        self.limiters = limiters
         self.sockets = Locked(sockets)
         self.streams = Locked(streams)
         self.pipes = Locked(pipes)
@@ -96,6 +99,7 @@ public final class Inheritance: Sendable {
         var streams: [UInt64: HandoverStream] = [:]
         var tcpRelays: [UInt64: TCPRelaySnapshot] = [:]
         var pipes: [PeerConnectionID: HandoverPipe] = [:]
+        var limiters: [HandoverLimiter: [HandoverLimiterEntry]] = [:]
         var loops = 0
         func closeAll() { for fd in sockets.values { close(fd) } }
         while true {
@@ -129,6 +133,9 @@ public final class Inheritance: Sendable {
                 pipes[piece.id] = piece
             case .pipe(let piece) where descriptors.isEmpty && pipes[piece.id]!.append(piece):
                 break
+            case .limiters(let limiter, let entries)
+            where descriptors.isEmpty && limiters[limiter, default: []].count + entries.count <= Self.maxLimiterEntries:
+                limiters[limiter, default: []] += entries
             case .done(let count, let bytes, let blockCount)
             where descriptors.isEmpty && Int(count) == received && Int(bytes) == snapshot.count
                 && Int(blockCount) == blocks.count:
@@ -153,7 +160,8 @@ public final class Inheritance: Sendable {
                     return Inheritance(
                         sockets: sockets, state: recovery.state, blocks: blocks,
                         counters: CarriedCounters(page: String(decoding: counterPage, as: UTF8.self)),
-                        streams: streams, tcpRelays: tcpRelays, pipes: pipes, loops: loops, channel: channel)
+                        streams: streams, tcpRelays: tcpRelays, pipes: pipes, limiters: limiters, loops: loops,
+                        channel: channel)
                 } catch {
                     closeAll()
                     throw HandoverChannel.Failure(description: "the state snapshot is unreadable: \(error)")
@@ -240,6 +248,18 @@ public final class Inheritance: Sendable {
         }
         return mine.compactMap { stream in
             take(Key(.tcpClient, loop: Int(stream.loop), session: stream.id, address: stream.client)).map { (stream, $0) }
+        }
+    }
+
+    /// The most buckets a limiter takes from the running relayd (a limiter's table holds 4,096).
+    static let maxLimiterEntries = 65536
+
+    /// Puts the running relayd's limiter buckets that were not full into `limits`, before any
+    /// loop reads: a source that spent its burst in the old process has not got it back here.
+    func restoreLimiters(into limits: SourceLimits, now: Int64) {
+        for (limiter, entries) in limiters {
+            let target = limiter.of(limits)
+            for entry in entries { target.restore(entry.source, tokens: entry.tokens, now: now) }
         }
     }
 
