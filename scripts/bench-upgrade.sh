@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # What a live upgrade and a crash cost calls in flight (docs/operations.md, "Upgrading without dropping calls"): relay-bench
 # drives 200 UDP clients (100 client-to-client pairs, each with a channel) at 50 packets/s each
-# through one relayd release build; midway the server is
+# through one relayd release build, and in the upgrade runs a second relay-bench 50 TCP clients
+# (25 pairs, each over its own TCP connection) at 50 packets/s each; midway the server is
 #   - upgrade: sent SIGUSR2 (docs/live-upgrade.md): the new process takes the allocations over;
 #   - crash:   killed with SIGKILL and started again at once with the same configuration and
-#              state-dir (docs/state-journal.md), as `Restart=on-failure` would.
+#              state-dir (docs/state-journal.md), as `Restart=on-failure` would. TCP allocations
+#              end with their connections in a crash (RFC 8656), so only UDP clients run then.
 # Then relay-bench ends each allocation with a Refresh of lifetime 0, which succeeds only for an
 # allocation the server still holds. Prints, per repetition and kind: datagrams sent and lost,
 # the outage that loss amounts to at 10,000 datagrams/s, the largest one-way delay (the gap in
@@ -39,7 +41,7 @@ alive() { [ -r "/proc/$1/stat" ] && ! awk '{ exit ($3 == "Z") ? 0 : 1 }' "/proc/
 start() {
     "$BIN/relayd" -c "$WORK/relayd.conf" --listening-ip=127.0.0.1 "--listening-port=$1" --relay-ip=127.0.0.1 \
         "--min-port=$MIN_PORT" "--max-port=$MAX_PORT" --use-auth-secret "--static-auth-secret=$SECRET" \
-        --realm=bench.local --allow-loopback-peers --no-tcp --no-tls --no-dtls --api-listening-ip=127.0.0.1 \
+        --realm=bench.local --allow-loopback-peers --no-tls --no-dtls --api-listening-ip=127.0.0.1 \
         "--api-listening-port=$2" --drain-timeout=5 --log-level=notice "--log-file=$WORK/relayd.log" \
         "--state-dir=$WORK/state" >>"$WORK/relayd.out" 2>&1 &
     echo $!
@@ -59,7 +61,14 @@ run() {
     "$BIN/relay-bench" --server "127.0.0.1:$port" --secret "$SECRET" --realm bench.local --label "$kind" \
         --pattern client-to-client --pairs 100 --rate 10000 --duration 10 --warmup 1 \
         >"$WORK/bench.json" 2>>"$WORK/relay-bench.err" &
-    local bench=$!
+    local bench=$! tcp=""
+    : > "$WORK/bench-tcp.json"
+    if [ "$kind" = upgrade ]; then
+        "$BIN/relay-bench" --server "127.0.0.1:$port" --secret "$SECRET" --realm bench.local --label tcp \
+            --transport tcp --pattern client-to-client --pairs 25 --rate 2500 --duration 10 --warmup 1 \
+            >"$WORK/bench-tcp.json" 2>>"$WORK/relay-bench.err" &
+        tcp=$!
+    fi
     sleep 6
     if [ "$kind" = upgrade ]; then
         kill -USR2 "$pid"
@@ -72,12 +81,18 @@ run() {
         PIDS+=("$(start "$port" "$api")")
     fi
     wait "$bench" || true
+    [ -n "$tcp" ] && { wait "$tcp" || true; }
     stop_all
-    grep '^{' "$WORK/bench.json" | python3 -c '
+    local line
+    for line in "$kind $WORK/bench.json" "$kind-tcp $WORK/bench-tcp.json"; do
+        set -- $line
+        grep -q '^{' "$2" || continue
+        grep '^{' "$2" | python3 -c '
 import json, sys
 r = json.loads(sys.stdin.read())
 print(sys.argv[1], r["sent"], r["lost"], r["lat_max_us"] / 1000, r["lat_p99_us"] / 1000, r["release_ok"],
-      r["release_ok"] + r["release_failed"])' "$kind"
+      r["release_ok"] + r["release_failed"])' "$1"
+    done
 }
 for rep in $(seq "$REPS"); do
     run upgrade
@@ -87,10 +102,10 @@ python3 - "$WORK/results" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
 # At 10,000 datagrams/s, each lost one is 0.1 ms with no process relaying.
-print(f"{'kind':8} {'sent':>7} {'lost':>6} {'outage ms':>10} {'max delay ms':>13} {'p99 ms':>7} {'refreshed':>10}")
+print(f"{'kind':11} {'sent':>7} {'lost':>6} {'outage ms':>10} {'max delay ms':>13} {'p99 ms':>7} {'refreshed':>10}")
 for kind, sent, lost, worst, p99, ok, total in rows:
-    print(f"{kind:8} {sent:>7} {lost:>6} {int(lost) / 10:10.1f} {float(worst):13.1f} {float(p99):7.2f} {ok:>5}/{total}")
-for kind in ("upgrade", "crash"):
+    print(f"{kind:11} {sent:>7} {lost:>6} {int(lost) / 10:10.1f} {float(worst):13.1f} {float(p99):7.2f} {ok:>5}/{total}")
+for kind in ("upgrade", "upgrade-tcp", "crash"):
     mine = [r for r in rows if r[0] == kind]
     if mine:
         print(f"median {kind}: lost {statistics.median(int(r[2]) for r in mine):.0f}, "

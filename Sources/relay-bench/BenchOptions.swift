@@ -3,7 +3,7 @@ import StunCodec
 /// relay-bench's command line.
 struct BenchOptions {
     enum Pattern: String { case clientToClient = "client-to-client", externalPeer = "external-peer" }
-    enum Transport: String { case udp, tls }
+    enum Transport: String { case udp, tcp, tls }
 
     var server = TransportAddress(ip: IPAddress(ipv4: 0x7F00_0001), port: 3478)
     var secret = ""
@@ -67,8 +67,9 @@ struct BenchOptions {
           --lifetime S         requested allocation lifetime (default 600)
           --server-pid PID     sample this process's CPU over the measurement window
           --realm REALM        expected realm (informational; the 401's realm is used)
-          --transport udp|tls  client transport; with tls, --server is the TLS port and each client
-                               has its own TLS connection (single-threaded send/receive loop)
+          --transport udp|tcp|tls  client transport; with tcp or tls, --server is the TCP or TLS
+                               port and each client has its own connection (single-threaded
+                               send/receive loop)
           --drain-ms MS        wait after the last send before counting (default 300)
           --label TEXT         copied into the JSON line
         Output: one JSON line (starts with '{') and one human-readable line.
@@ -151,8 +152,8 @@ struct BenchOptions {
         }
         guard o.pairs >= 1, o.rate > 0 else { throw OptionError("--pairs and --rate must be positive") }
         if o.allocations == 0 { o.allocations = 2 * o.pairs }
-        if o.direct && (o.transport == .tls || o.sendIndications) {
-            throw OptionError("--direct sends raw UDP: not with --transport tls or --send-indications")
+        if o.direct && (o.transport != .udp || o.sendIndications) {
+            throw OptionError("--direct sends raw UDP: not with --transport tcp or tls or --send-indications")
         }
         if !o.flowsFile.isEmpty && (o.pattern != .externalPeer || o.transport != .udp) {
             throw OptionError("--flows-file is for --pattern external-peer over UDP")

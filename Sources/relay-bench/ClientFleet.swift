@@ -1,7 +1,7 @@
 import Glibc
 import StunCodec
 
-/// Creates the benchmark's clients: one UDP socket (or TLS connection) each, connected to the server, with
+/// Creates the benchmark's clients: one UDP socket (or TCP or TLS connection) each, connected to the server, with
 /// REST credentials of their own.
 enum ClientFleet {
     /// `count` clients; stops early (and says so) if the system runs out of sockets.
@@ -9,14 +9,15 @@ enum ClientFleet {
         var clients: [TurnClient] = []
         clients.reserveCapacity(count)
         let expiry = 86_400
-        if options.transport == .tls {
-            guard let context = TLSStream.makeContext() else {
+        if options.transport != .udp {
+            let context = options.transport == .tls ? ClientStream.makeContext() : nil
+            if options.transport == .tls && context == nil {
                 Report.note("cannot create a TLS client context")
                 return []
             }
             for i in 0..<count {
-                guard let stream = TLSStream(context: context, server: options.server) else {
-                    Report.note("TLS connection \(i + 1) of \(count) to \(options.server) failed (errno \(errno))")
+                guard let stream = ClientStream(context: context, server: options.server) else {
+                    Report.note("\(options.transport) connection \(i + 1) of \(count) to \(options.server) failed (errno \(errno))")
                     break
                 }
                 let credentials = RestCredentials(secret: options.secret, user: "bench\(i)", validForSeconds: expiry)
@@ -24,7 +25,7 @@ enum ClientFleet {
                 client.stream = stream
                 clients.append(client)
             }
-            TLSStream.releaseContext(context)
+            if let context { ClientStream.releaseContext(context) }
             return clients
         }
         for i in 0..<count {
@@ -47,7 +48,7 @@ enum ClientFleet {
     static func close(_ clients: [TurnClient]) {
         for client in clients {
             if client.stream != nil {
-                client.stream = nil  // TLSStream closes its socket
+                client.stream = nil  // ClientStream closes its socket
             } else {
                 _ = Glibc.close(client.fd)
             }

@@ -47,8 +47,9 @@ struct DataPhase {
             systemAfter = ProcessCPU.systemSeconds()
             if let echo { echoAfter = (echo.cpuSecondsNow(), echo.echoed.load(ordering: .relaxed)) }
         }
-        if options.transport == .tls {
-            // OpenSSL objects are not shared between threads: send and receive on this one.
+        if options.transport != .udp {
+            // OpenSSL objects are not shared between threads: send and receive on this one (a
+            // plain TCP stream too: its framing buffer is the stream's).
             receiver.open()
             Clock.sleep(until: start)
             var sampled = false

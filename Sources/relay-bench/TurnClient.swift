@@ -9,7 +9,7 @@ final class TurnClient {
     private(set) var fd: Int32
     let credentials: RestCredentials
     /// With `--transport tls`: the TLS connection on `fd`.
-    var stream: TLSStream?
+    var stream: ClientStream?
     var realm: String?
     var nonce: String?
     var key: [UInt8] = []

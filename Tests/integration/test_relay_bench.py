@@ -98,13 +98,14 @@ def test_udp_traffic_is_counted_whole(relay, pattern, framing):
         assert result["echo_cpu_s_per_mpkt"] is not None and result["echo_cpu_s_per_mpkt"] > 0
 
 
-def test_tls_traffic_is_counted_whole(tmp_path):
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_stream_traffic_is_counted_whole(tmp_path, transport):
     server = RelayServer(server_kind(), tmp_path, streams=True)
     with running(server) as s:
-        result = run_bench(s, "--transport", "tls", "--pairs", str(PAIRS), "--rate", str(RATE),
+        result = run_bench(s, "--transport", transport, "--pairs", str(PAIRS), "--rate", str(RATE),
                            "--duration", str(DURATION), "--warmup", "0.3", "--server-pid", str(s.proc.pid),
-                           port=s.tls_port)
-    assert result["transport"] == "tls"
+                           port=s.tls_port if transport == "tls" else s.port)
+    assert result["transport"] == transport
     check_traffic(result, server)
 
 

@@ -9,7 +9,7 @@ final class PacedSender: @unchecked Sendable {
     static let slotsPerClient = 16
     let fds: [Int32]
     /// TLS connections (then frames are padded to 4 and written one TLS record each).
-    private let streams: [TLSStream?]
+    private let streams: [ClientStream?]
     let rate: Double
     let frameLength: Int
     let payloadOffset: Int

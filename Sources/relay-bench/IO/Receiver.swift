@@ -10,7 +10,7 @@ final class Receiver: @unchecked Sendable {
     static let slotSize = 2048
     let fds: [Int32]
     /// TLS connections, when the run uses them.
-    private let streams: [TLSStream?]
+    private let streams: [ClientStream?]
     /// For client i, the flow it must receive (its partner, or itself with an echo peer).
     let expectedFlow: [Int]
     let payloadSize: Int

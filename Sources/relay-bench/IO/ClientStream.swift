@@ -2,14 +2,16 @@ import COpenSSL
 import Glibc
 import StunCodec
 
-/// One client's TURN-over-TLS connection (RFC 8656 §3.1): STUN messages and ChannelData (padded
-/// to 4 bytes, RFC 8656 §12.5) back to back in the TLS byte stream. The server's certificate is
-/// not verified (loopback benchmark with a throwaway self-signed certificate).
+/// One client's TURN-over-TCP or TURN-over-TLS connection (RFC 8656 §3.1): STUN messages and
+/// ChannelData (padded to 4 bytes, RFC 8656 §12.5) back to back in the byte stream. Over TLS the
+/// server's certificate is not verified (loopback benchmark with a throwaway self-signed
+/// certificate).
 ///
-/// An SSL object must not be used from two threads at once, so TLS runs send and receive on
-/// one thread (see `TLSDataLoop`).
-final class TLSStream {
-    let ssl: OpaquePointer
+/// An SSL object must not be used from two threads at once, so streams run send and receive on
+/// one thread (see `DataPhase`).
+final class ClientStream {
+    /// Nil for plain TCP.
+    let ssl: OpaquePointer?
     let fd: Int32
     private let buffer: UnsafeMutableRawBufferPointer
     private var filled = 0
@@ -25,8 +27,9 @@ final class TLSStream {
     /// Drops the creator's reference to a context from `makeContext` (connections keep their own).
     static func releaseContext(_ context: OpaquePointer) { SSL_CTX_free(context) }
 
-    /// Connects (TCP, then the TLS handshake, both blocking) and leaves the socket non-blocking.
-    init?(context: OpaquePointer, server: TransportAddress) {
+    /// Connects (TCP, then with a `context` the TLS handshake, both blocking) and leaves the
+    /// socket non-blocking.
+    init?(context: OpaquePointer?, server: TransportAddress) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         var one: Int32 = 1
@@ -37,7 +40,18 @@ final class TLSStream {
                 Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
-        guard connected, let ssl = SSL_new(context) else {
+        guard connected else {
+            close(fd)
+            return nil
+        }
+        guard let context else {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            ssl = nil
+            self.fd = fd
+            buffer = .allocate(byteCount: 1 << 17, alignment: 16)
+            return
+        }
+        guard let ssl = SSL_new(context) else {
             close(fd)
             return nil
         }
@@ -54,14 +68,15 @@ final class TLSStream {
     }
 
     deinit {
-        SSL_free(ssl)
+        if let ssl { SSL_free(ssl) }
         close(fd)
         buffer.deallocate()
     }
 
-    /// Writes all of `bytes` as one TLS record, waiting (up to 1 s) while the socket is full;
-    /// false on error or timeout.
+    /// Writes all of `bytes` (over TLS as one record), waiting (up to 1 s) while the socket is
+    /// full; false on error or timeout.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let ssl else { return writePlain(bytes) }
         for _ in 0..<100 {
             let n = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
             if n == bytes.count { return true }
@@ -73,16 +88,41 @@ final class TLSStream {
         return false
     }
 
+    private func writePlain(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var sent = 0
+        for _ in 0..<100 {
+            let n = send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            if n > 0 {
+                sent += n
+                if sent == bytes.count { return true }
+                continue
+            }
+            guard n < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else { return false }
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&pfd, 1, 10)
+        }
+        return false
+    }
+
     /// Reads whatever has arrived and calls `body` with each whole frame (a STUN message or a
     /// padded ChannelData message). Returns false when the connection is closed or broken.
     @discardableResult
     func readFrames(_ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
         while true {
             if filled == buffer.count { return false }  // a frame larger than the buffer: broken
-            let n = SSL_read(ssl, buffer.baseAddress! + filled, Int32(buffer.count - filled))
-            if n <= 0 {
-                let error = SSL_get_error(ssl, n)
-                return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+            let capacity = buffer.count - filled
+            let n: Int
+            if let ssl {
+                let got = SSL_read(ssl, buffer.baseAddress! + filled, Int32(capacity))
+                if got <= 0 {
+                    let error = SSL_get_error(ssl, got)
+                    return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+                }
+                n = Int(got)
+            } else {
+                n = recv(fd, buffer.baseAddress! + filled, capacity, 0)
+                if n == 0 { return false }
+                if n < 0 { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
             }
             filled += Int(n)
             var start = 0
