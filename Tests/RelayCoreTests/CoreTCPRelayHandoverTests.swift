@@ -105,4 +105,24 @@ import Testing
         #expect(old.sessions.map(\.reason) == [.handedOver])
         #expect(!account.traffic.hasEnded)
     }
+
+    @Test("While its allocation is handed over, no ConnectionBind takes a ready connection; after a failed upgrade one does")
+    func readyConnectionsAreHeld() throws {
+        let harness = CoreHarness()
+        let client = harness.restClient(at: CoreFixture.clientA, transport: .tcp)
+        let relayed = try #require(try client.request(.allocate) { w in try w.append(RequestedTransport.tcp) }.xorRelayedAddress)
+        let listener = try #require(harness.sockets.descriptor(boundTo: relayed))
+        #expect(try client.createPermission([CoreFixture.peer1]).isSuccess)
+        let id = try #require(harness.core.peerConnectionArrived(on: listener, from: CoreFixture.peer1, now: harness.now))
+        #expect(harness.core.tables.tcpConnections.park(id, peerSocket: PeerSocket(descriptor: 81), deadline: harness.now + 30))
+        _ = harness.drainOutbox()
+        let table = harness.core.tables.tcpConnections
+        let held = table.handingOver(true, thread: harness.core.context.loop, relaySocket: listener)
+        #expect(held.map(\.id) == [id] && held.allSatisfy(\.handingOver))
+        let data = TransportAddress.literal("192.0.2.1:40999")
+        let owner = harness.client(at: data, username: client.username, password: client.password, transport: .tcp)
+        #expect(try owner.request(.connectionBind) { w in try w.append(ConnectionID(value: id.value)) }.errorCode == 400)
+        _ = table.handingOver(false, thread: harness.core.context.loop, relaySocket: listener)
+        #expect(try owner.request(.connectionBind) { w in try w.append(ConnectionID(value: id.value)) }.isSuccess)
+    }
 }

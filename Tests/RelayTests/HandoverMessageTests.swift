@@ -125,6 +125,10 @@ import Testing
         bad[keyLength] = 16
         bad.removeLast(16)
         #expect(throws: HandoverMessage.DecodingError.self) { try decode(bad) }
+        // A deadline no monotonic clock reaches is refused, not computed with.
+        var late = Self.tcpRelay
+        late.connections[0].deadline = Int64.min
+        #expect(throws: HandoverMessage.DecodingError.self) { try decode(HandoverMessage.tcpRelay(late).encoded()) }
     }
 
     @Test("A message cut short or padded is refused")

@@ -33,6 +33,9 @@ public final class TCPConnectionTable: Sendable {
         public internal(set) var state: State
         /// Monotonic seconds by which a connecting or ready entry must move on, else it is closed.
         public internal(set) var deadline: Int64
+        /// A live upgrade is handing its allocation over: no ConnectionBind takes it here
+        /// (docs/live-upgrade.md).
+        public internal(set) var handingOver = false
     }
 
     /// What a ConnectionBind found.
@@ -81,7 +84,7 @@ public final class TCPConnectionTable: Sendable {
     /// ConnectionBind: hands the ready peer socket of `id` to `thread` if `username` matches.
     func claim(_ id: PeerConnectionID, username: String, thread: LoopIndex) -> Claim {
         entries.withLock { table in
-            guard var entry = table[id], case .ready(let socket) = entry.state else { return .unknown }
+            guard var entry = table[id], case .ready(let socket) = entry.state, !entry.handingOver else { return .unknown }
             guard entry.username == username else { return .wrongUser }
             entry.state = .bound(thread: thread)
             table[id] = entry
@@ -120,6 +123,20 @@ public final class TCPConnectionTable: Sendable {
     /// upgrade's snapshot, docs/live-upgrade.md).
     public func entries(thread: LoopIndex, relaySocket: RelaySocket) -> [Entry] {
         entries.withLock { table in table.values.filter { $0.thread == thread && $0.relaySocket == relaySocket } }
+    }
+
+    /// Marks (or, after a failed upgrade, unmarks) every entry of the allocation with
+    /// `relaySocket` on `thread` as handed over, and returns them: a ConnectionBind on any loop
+    /// takes none of them meanwhile, so no peer socket is piped here and handed over at once.
+    public func handingOver(_ handing: Bool, thread: LoopIndex, relaySocket: RelaySocket) -> [Entry] {
+        entries.withLock { table in
+            var marked: [Entry] = []
+            for (id, entry) in table where entry.thread == thread && entry.relaySocket == relaySocket {
+                table[id]!.handingOver = handing
+                marked.append(table[id]!)
+            }
+            return marked
+        }
     }
 
     /// Lists an entry another process handed over; false, changing nothing, when its id is

@@ -47,6 +47,9 @@ extension TCPRelaySnapshot {
             let id = PeerConnectionID(try input.u32())
             let peer = try input.address()
             let deadline = Int64(bitPattern: try input.u64())
+            // Monotonic seconds since boot: anything outside 0..<2^40 is damage (and would
+            // overflow the arithmetic on it).
+            guard (0..<(1 << 40)).contains(deadline) else { throw .init(description: "bad deadline") }
             let state: State
             switch try input.u8() {
             case 1:

@@ -91,6 +91,8 @@ extension EventLoop {
     private func pauseForHandover(streams handStreams: Bool, tcpRelays: Bool) -> LoopBequest {
         let index = UInt16(wiring.index.value)
         let now = EventLoop.now()
+        // A Connect whose connect failed at once is answered (447) before its connection pauses.
+        tcpRelay.answerFailures()
         flush()
         var bequest = LoopBequest()
         let steeredTo = Dictionary(steered.map { ($0.value, $0.key) }, uniquingKeysWith: { first, _ in first })
@@ -190,5 +192,7 @@ extension EventLoop {
         flush()
         journal?.detach()
         journal = nil
+        // What stayed is served, and swept, as before.
+        handingOver = false
     }
 }

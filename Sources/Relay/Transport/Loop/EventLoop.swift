@@ -248,8 +248,13 @@ final class EventLoop {
     func tick() {
         core.wallOffset = EventLoop.wallOffset()
         collectFastPathTraffic()
-        core.sweep(now: EventLoop.now())
-        tcpRelay.sweep(now: EventLoop.now())
+        // While a live upgrade pauses this loop, nothing expires here: an allocation or peer
+        // connection that ended would close a socket the heir is about to receive. The heir
+        // expires what is due as it adopts it (docs/live-upgrade.md).
+        if !handingOver {
+            core.sweep(now: EventLoop.now())
+            tcpRelay.sweep(now: EventLoop.now())
+        }
         flush()
         journal?.compactIfDue(core, now: EventLoop.now())
     }

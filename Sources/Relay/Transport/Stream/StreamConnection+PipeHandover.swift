@@ -45,7 +45,12 @@ extension StreamConnection {
         let waiting = waitingForSocket
         relayd_stream_io_unlock(io)
         if waiting, let writeEvent { event_add(writeEvent, nil) }
-        if let pipe { restartPipe(pipe) }
+        if let pipe {
+            // The pause's last writes may have drained what held a side back.
+            if pipe.clientPaused && pipe.pending < TCPPipe.resumeBytes { pipe.clientPaused = false }
+            if pipe.peerPaused && pendingOutput < TCPPipe.resumeBytes { pipe.peerPaused = false }
+            restartPipe(pipe)
+        }
         scheduleWrite()
     }
 
@@ -56,6 +61,11 @@ extension StreamConnection {
         guard let pipe else { return }
         if !toPeer.isEmpty { toPeer.withUnsafeBytes { pipe.keep($0) } }
         pipe.unpaid = min(max(unpaid, 0), pipe.pending)
+        // Without a budget here (its allocation did not come), nothing waits for one.
+        if pipe.account.budget == nil && pipe.unpaid > 0 {
+            guard charge(.toPeer, pipe.unpaid, pipe) else { return }
+            pipe.unpaid = 0
+        }
         pipe.clientPaused = pipe.pending > TCPPipe.pauseBytes
         pipe.clientWaitsForBudget = pipe.unpaid > 0
         if pipe.clientPaused || pipe.clientWaitsForBudget, let readEvent { event_del(readEvent) }

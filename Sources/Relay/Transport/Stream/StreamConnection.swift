@@ -208,7 +208,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
                 ERR_clear_error()
                 SSL_shutdown(ssl)
             }
-            _ = relayd_stream_io_flush(io, socket)
+            // A connection a live upgrade paused leaves its output to the heir, which has it.
+            if !handingOver { _ = relayd_stream_io_flush(io, socket) }
         }
         if let ssl { SSL_free(ssl) }
         ssl = nil

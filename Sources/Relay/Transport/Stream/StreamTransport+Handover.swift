@@ -62,7 +62,7 @@ extension StreamTransport {
     /// `handedOver`, and this process lets go of them without a word to the client.
     func commitHandover(now: Int64) {
         commitPipes()
-        for connection in handingOver {
+        for connection in handingOver where connection.state != .closed {
             let origin = connection.origin
             connections[origin.socket.descriptor] = nil
             loop.core.releaseHandedOverStream(origin.fiveTuple, now: now)

@@ -48,7 +48,8 @@ extension StreamTransport {
     /// word to the client or the peer. Their entries left the node's table with their
     /// allocation (`TCPRelaySockets.letGoHandedOver`).
     func commitPipes() {
-        for connection in handingOverPipes {
+        // One that closed meanwhile (an admin kick ended its allocation) is released as usual.
+        for connection in handingOverPipes where connection.state != .closed {
             connections[connection.socket] = nil
             if let pipe = connection.pipe {
                 pipes[pipe.id] = nil

@@ -239,7 +239,9 @@ final class StreamTransport {
     private func sweep() {
         let now = EventLoop.now()
         let core = loop.core!
-        for connection in connections.values {
+        // A connection a live upgrade is handing over is the heir's to judge: its socket must
+        // stay open until the heir has it (docs/live-upgrade.md).
+        for connection in connections.values where !connection.handingOver {
             connection.checkDeadlines(now: now) { core.allocation(for: $0.fiveTuple) != nil }
             // Its allocation ended (Refresh 0, expiry, kick) and the connection stays: pending again.
             if connection.hasAllocated, connection.pipe == nil, connection.state == .open,

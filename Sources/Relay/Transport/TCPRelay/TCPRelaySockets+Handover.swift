@@ -25,7 +25,7 @@ extension TCPRelaySockets {
             event_del(pending.event)
             handed.append(HandedPeer(id: pending.request.id, fd: fd))
         }
-        for entry in table.entries(thread: thread, relaySocket: relaySocket) {
+        for entry in table.handingOver(true, thread: thread, relaySocket: relaySocket) {
             if case .ready(let socket) = entry.state { handed.append(HandedPeer(id: entry.id, fd: socket.descriptor)) }
         }
         return handed
@@ -34,8 +34,9 @@ extension TCPRelaySockets {
     /// The upgrade failed: accepting and connecting go on. A paused connect gets its full time
     /// again (a few seconds more at most than it had).
     func resumeAfterHandover() {
-        for fd in handingOver where !paused.contains(fd) {
-            if let event = listeners[fd] { event_add(event, nil) }
+        for fd in handingOver {
+            _ = table.handingOver(false, thread: thread, relaySocket: RelaySocket(descriptor: fd))
+            if !paused.contains(fd), let event = listeners[fd] { event_add(event, nil) }
         }
         for pending in connecting.values where handingOver.contains(pending.request.relaySocket.descriptor) {
             var timeout = timeval(tv_sec: Int(RelayCore.tcpConnectSeconds), tv_usec: 0)

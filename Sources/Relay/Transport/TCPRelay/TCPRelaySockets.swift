@@ -161,7 +161,9 @@ final class TCPRelaySockets {
         failedAtOnce.append(request)
     }
 
-    private func answerFailures() {
+    /// Answers the Connects whose connect failed at once now, rather than at the event's turn
+    /// (a live upgrade's pause, so the answers go out before the control connection pauses).
+    func answerFailures() {
         let failed = failedAtOnce
         failedAtOnce.removeAll()
         for request in failed { finish(request, socket: -1, connected: false) }
