@@ -41,6 +41,12 @@ let package = Package(
             name: "CHiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
+        // SQLite's C library: coturn's user database (docs/userdb.md).
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .systemLibrary(
             name: "CBPF",
             pkgConfig: "libbpf",
@@ -90,7 +96,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "RelayCore", "FastPath", "CLibevent", "COpenSSL", "CStreamIO", "CHiredis", "CHandover",
+                "StunCodec", "RelayCore", "FastPath", "CLibevent", "COpenSSL", "CStreamIO", "CHiredis", "CHandover", "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -192,7 +198,7 @@ let package = Package(
         // with the configuration (CoreFixtureParityTests).
         .testTarget(
             name: "RelayTests",
-            dependencies: ["Relay", "FastPath", "StunCodec", "RelayCore", "CoreTestSupport", "CoreFuzzing"],
+            dependencies: ["Relay", "FastPath", "StunCodec", "RelayCore", "CoreTestSupport", "CoreFuzzing", "CSQLite"],
             swiftSettings: strict
         ),
     ]

@@ -146,11 +146,11 @@ import Testing
 
     @Test func unimplementedKeyOnTheCommandLineWarnsAndSkipsItsValue() throws {
         let result = try RelayConfiguration.load(
-            fileText: "no-auth\n", fileName: file, arguments: ["--userdb", "/var/db/turn.db", "-p", "3479"])
+            fileText: "no-auth\n", fileName: file, arguments: ["--mysql-userdb", "host=db", "-p", "3479"])
         #expect(result.configuration.listeningPort == 3479)
         #expect(result.warnings.count == 1)
         #expect(
             result.warnings.first?.hasPrefix(
-                "command line: key 'userdb' is a coturn option relayd does not implement; ignored") == true)
+                "command line: key 'mysql-userdb' is a coturn option relayd does not implement; ignored") == true)
     }
 }

@@ -40,7 +40,7 @@ import Testing
     @Test(arguments: [
         "no-loopback-peers", "secure-stun", "server-relay", "dh2066", "no-stdout-log", "cli-port=5766",
         "cli-password=x", "web-admin", "redis-userdb=ip=127.0.0.1", "psql-userdb=host=db", "mysql-userdb=host=db",
-        "mongo-userdb=mongodb://db", "userdb=/var/db/turndb", "oauth", "dh-file=dh.pem", "ec-curve-name=prime256v1",
+        "mongo-userdb=mongodb://db", "oauth", "dh-file=dh.pem", "ec-curve-name=prime256v1",
         "check-origin-consistency", "allocation-default-address-family=ipv6", "aux-server=10.0.0.1:3478",
         "udp-self-balance", "response-origin-only-with-rfc5780", "keep-address-family",
         "dtls-listening-port=5350", "tcp-proxy-port=5555", "daemon", "CA-file=ca.pem", "cpus=4",
@@ -55,11 +55,11 @@ import Testing
     }
 
     @Test func unimplementedKeyWarningCarriesAHint() throws {
-        let result = try load("no-auth\nuserdb=/var/db/turndb\n")
+        let result = try load("no-auth\nmysql-userdb=host=db\n")
         #expect(
             result.warnings == [
-                "conf/relayd.conf:2: key 'userdb' is a coturn option relayd does not implement; ignored "
-                    + "(relayd has no user database; use 'user' or 'use-auth-secret')"
+                "conf/relayd.conf:2: key 'mysql-userdb' is a coturn option relayd does not implement; ignored "
+                    + "(relayd reads coturn's SQLite user database ('userdb'), not this one)"
             ])
     }
 

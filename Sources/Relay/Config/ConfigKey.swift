@@ -156,9 +156,9 @@ extension ConfigKey {
             })
     }
 
-    static func string(_ name: String, _ field: Field<String?>, secret: Bool = false) -> ConfigKey {
+    static func string(_ name: String, _ field: Field<String?>, secret: Bool = false, alias: Bool = false) -> ConfigKey {
         ConfigKey(
-            name, .string(maxLength: 4096), secret: secret, field: .optional(field, secret: secret),
+            name, .string(maxLength: 4096), secret: secret, field: alias ? nil : .optional(field, secret: secret),
             support: .implemented { config, text throws(ConfigValueError) in
                 config[keyPath: field] = try ConfigValueParser.string(text)
             })

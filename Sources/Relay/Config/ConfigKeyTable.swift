@@ -157,6 +157,9 @@ enum ConfigKeyTable {
         .flag("Verbose", \.verbose, alias: true),
         .string("pidfile", \.pidfile).needsRestart(),
         .string("state-dir", \.stateDir).needsRestart(),
+        // coturn's SQLite user database (docs/userdb.md), under both its names.
+        .string("userdb", \.userDatabase).needsRestart(),
+        .string("db", \.userDatabase, alias: true).needsRestart(),
         .ignored("no-cli"),
     ]
 

@@ -62,7 +62,9 @@ enum ConfigValidator {
     private static func checkAuthentication(
         _ config: inout RelayConfiguration, sources: ConfigSources, warnings: inout [String]
     ) throws(ConfigError) {
-        if config.useAuthSecret, config.staticAuthSecrets.isEmpty {
+        // With coturn's user database, users and REST secrets may all come from it (docs/userdb.md).
+        let database = config.userDatabase != nil
+        if config.useAuthSecret, config.staticAuthSecrets.isEmpty, !database {
             throw .conflict(
                 "needs at least one 'static-auth-secret'", key: "use-auth-secret", at: sources.last("use-auth-secret"))
         }
@@ -71,14 +73,14 @@ enum ConfigValidator {
             throw .conflict("cannot be combined with '\(other)'", key: "no-auth", at: sources.last("no-auth"))
         }
         if !config.noAuth, !config.ltCredMech, !config.useAuthSecret {
-            guard !config.users.isEmpty else {
+            guard !config.users.isEmpty || database else {
                 throw .conflict(
                     "no authentication mode: set 'lt-cred-mech' with 'user' entries, "
                         + "'use-auth-secret' with 'static-auth-secret', or 'no-auth'", key: nil, at: nil)
             }
             config.ltCredMech = true
         }
-        if config.ltCredMech, !config.useAuthSecret, config.users.isEmpty {
+        if config.ltCredMech, !config.useAuthSecret, config.users.isEmpty, !database {
             warnings.append(
                 warning(
                     sources.last("lt-cred-mech"), key: "lt-cred-mech",

@@ -25,7 +25,12 @@ extension CoreSettings {
         stunBackwardCompatibility = c.stunBackwardCompatibility
         fingerprint = c.fingerprint
         mobility = c.mobility
-        passwordAlgorithms = c.passwordAlgorithms
+        // coturn's user database holds MD5 keys, from which no SHA-256 key can be derived: with
+        // one, MD5 comes first, so a client that can do both picks the one its key verifies with
+        // (docs/userdb.md).
+        passwordAlgorithms =
+            c.userDatabase == nil || !c.passwordAlgorithms.contains(.md5)
+            ? c.passwordAlgorithms : [.md5] + c.passwordAlgorithms.filter { $0 != .md5 }
         softwareAttribute = c.softwareAttribute
         alternateServers = c.alternateServers
         logLevel = c.logLevel
@@ -98,6 +103,28 @@ extension CredentialStore {
         self.init(
             realm: c.realm, users: table, sha256Users: sha256, restSecrets: c.useAuthSecret ? c.staticAuthSecrets : [],
             separator: c.restAPISeparator)
+    }
+
+    /// The configuration's users and secrets, and those coturn's user database holds for the
+    /// configured realm (docs/userdb.md): a `user=` line wins over a database row of the same
+    /// name; the database's REST secrets count with `use-auth-secret`, beside the configured ones.
+    public init(configuration c: RelayConfiguration, database: UserDatabaseView?) {
+        guard let realm = database?.realms[c.realm] else {
+            self.init(configuration: c)
+            return
+        }
+        let configured = CredentialStore(configuration: c)
+        var md5 = realm.md5Keys
+        var sha256 = realm.sha256Keys
+        // A user known only by a SHA-256 key is listed with no MD5 key: an MD5 client gets 401.
+        for name in sha256.keys where md5[name] == nil { md5[name] = [] }
+        for (name, key) in configured.users {
+            md5[name] = key
+            sha256[name] = configured.sha256Users[name]
+        }
+        var secrets = configured.restSecrets
+        if c.useAuthSecret { secrets += realm.secrets.filter { !secrets.contains($0) } }
+        self.init(realm: c.realm, users: md5, sha256Users: sha256, restSecrets: secrets, separator: c.restAPISeparator)
     }
 }
 

@@ -102,6 +102,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Where the UDP allocations' state journal is kept, so that they survive a crash
     /// (docs/state-journal.md); unset: no journal.
     public var stateDir: String?
+    /// coturn's SQLite user database (`userdb`, `db`): long-term users, REST
+    /// secrets and realm options of this relay's realm, read live (docs/userdb.md).
+    public var userDatabase: String?
 
     // relayd's own keys.
     public var apiListeningIP: IPAddress = .ipv4Loopback

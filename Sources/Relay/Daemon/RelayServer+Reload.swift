@@ -51,6 +51,7 @@ extension RelayServer {
     func apply(_ next: RelayConfiguration) {
         let previous = configuration
         configuration = next
+        refreshUserDatabaseCredentials()
         logger.logLevel = next.logLevel
         admission.update(limits: .init(configuration: next))
         clusterLedger?.update(clusterTotalQuota: next.clusterTotalQuota)

@@ -50,6 +50,8 @@ public final class RelayServer {
     public let health = ServiceHealth()
     /// Per-source-IP limits shared by the loops (docs/rate-limits.md).
     var sourceLimits: SourceLimits
+    /// coturn's user database, when `userdb` is set (docs/userdb.md).
+    var userDatabase: UserDatabaseState?
     /// systemd's notification socket (READY, RELOADING, STOPPING, WATCHDOG), when run under it;
     /// silenced once a live upgrade's heir is the main process.
     public internal(set) var notifier: SystemdNotifier
@@ -159,6 +161,7 @@ public final class RelayServer {
             threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
             mobility: mobility, ports: ports, tcpConnections: tcpConnections)
         context.draining = drain.active
+        if let credentials = userDatabase?.credentials { context.credentials = credentials }
         return context
     }
 
@@ -229,6 +232,8 @@ public final class RelayServer {
             }
         }
         let fastPath = fastPath
+        startUserDatabase()
+        defer { stopUserDatabase() }
         let started = SharedState<StartState>(StartState())
         let threads = threadCount
         let finished = DispatchGroup()
@@ -306,11 +311,15 @@ public final class RelayServer {
             throw error
         }
         let streams = streams
+        let userDatabaseWatcher = userDatabase?.watcher
         http.router.server = {
-            ServerMetrics(
+            var server = ServerMetrics(
                 process: .current(), openStreamConnections: streams.limiter.total,
                 certificateExpiry: streams.tls.value?.notAfter)
+            server.userDatabase = userDatabaseWatcher?.metrics
+            return server
         }
+        watchUserDatabase(base: base)
         http.router.admin = self
         startCluster(base: base, http: http)
         defer { stopCluster() }

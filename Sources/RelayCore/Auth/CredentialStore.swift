@@ -5,10 +5,10 @@ import StunCodec
 /// configured secrets, so secrets can be rotated without refusing clients mid-rotation.
 public struct CredentialStore: Sendable {
     public let realm: String
-    let restSecrets: [String]
+    public let restSecrets: [String]
     let separator: String
-    let users: [String: [UInt8]]
-    let sha256Users: [String: [UInt8]]
+    public let users: [String: [UInt8]]
+    public let sha256Users: [String: [UInt8]]
     /// SHA-256(username ":" realm) of each static user (USERHASH, RFC 8489 §14.4).
     let userhashes: [[UInt8]: String]
 
@@ -57,7 +57,9 @@ public struct CredentialStore: Sendable {
         let sha256 = algorithm == .sha256
         guard sha256 || algorithm == .md5 else { return .failure(.unknownUser) }
         if users[username] != nil {
-            guard let key = sha256 ? sha256Users[username] : users[username] else { return .failure(.unknownUser) }
+            guard let key = sha256 ? sha256Users[username] : users[username], !key.isEmpty else {
+                return .failure(.unknownUser)
+            }
             return .success([key])
         }
         guard !restSecrets.isEmpty else { return .failure(.unknownUser) }

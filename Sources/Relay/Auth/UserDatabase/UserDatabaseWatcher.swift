@@ -1,0 +1,79 @@
+import Foundation
+import Glibc
+import RelayCore
+import Synchronization
+
+/// Keeps an in-memory `UserDatabaseView` of coturn's user database up to date, on a thread of
+/// its own (docs/userdb.md): it checks every `interval` whether the database changed, reads it
+/// whole when it did, and leaves the new view for the main thread to take (`take`). A database
+/// that cannot be read leaves the last good view in place: the failure is reported once, until
+/// a read succeeds again. Never touched by a loop.
+final class UserDatabaseWatcher: Sendable {
+    /// What the watcher found since the main thread last looked.
+    enum Report: Sendable {
+        case view(UserDatabaseView)
+        /// A read failed (the first of a run of failures only).
+        case failed(String)
+    }
+
+    let path: String
+    private let interval: Double
+    private let pending = Mutex<[Report]>([])
+    private let stopped = Atomic<Bool>(false)
+    /// Reads that failed, and whether the last one did.
+    private let failures = Atomic<UInt64>(0)
+    private let failing = Atomic<Bool>(false)
+    /// Users in the last view read, all realms.
+    private let users = Atomic<Int>(0)
+
+    init(path: String, interval: Double = 1.0) {
+        self.path = path
+        self.interval = interval
+    }
+
+    /// Starts the thread; the first read happens at once.
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "relayd-userdb"
+        thread.start()
+    }
+
+    func stop() { stopped.store(true, ordering: .relaxed) }
+
+    /// What was found since the last call, oldest first.
+    func take() -> [Report] { pending.withLock { reports in defer { reports = [] }; return reports } }
+
+    var failureCount: UInt64 { failures.load(ordering: .relaxed) }
+    var isFailing: Bool { failing.load(ordering: .relaxed) }
+
+    /// What `/metrics` shows of it.
+    var metrics: UserDatabaseMetrics {
+        UserDatabaseMetrics(up: !isFailing, users: users.load(ordering: .relaxed), failures: failureCount)
+    }
+
+    private func run() {
+        let database = SQLiteUserDatabase(path: path)
+        while !stopped.load(ordering: .relaxed) {
+            do {
+                if try database.changed() {
+                    let view = try database.read()
+                    failing.store(false, ordering: .relaxed)
+                    users.store(view.userCount, ordering: .relaxed)
+                    pending.withLock { $0.append(.view(view)) }
+                } else {
+                    failing.store(false, ordering: .relaxed)
+                }
+            } catch {
+                failures.add(1, ordering: .relaxed)
+                if !failing.exchange(true, ordering: .relaxed) {
+                    pending.withLock { $0.append(.failed(error.description)) }
+                }
+            }
+            var left = interval
+            while left > 0 && !stopped.load(ordering: .relaxed) {
+                Thread.sleep(forTimeInterval: min(left, 0.2))
+                left -= 0.2
+            }
+        }
+    }
+}

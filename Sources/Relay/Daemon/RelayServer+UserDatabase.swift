@@ -1,0 +1,92 @@
+import Foundation
+import Glibc
+import RelayCore
+
+/// Main-thread state of coturn's user database (docs/userdb.md).
+struct UserDatabaseState {
+    let watcher: UserDatabaseWatcher
+    /// The last view read; nil until the first read succeeds.
+    var view: UserDatabaseView?
+    /// The configuration's users and secrets merged with the view's, which every loop's context
+    /// carries.
+    var credentials: CredentialStore?
+    /// Takes the watcher's reports once a second.
+    var timer: LoopEvent?
+}
+
+// coturn's user database, served from memory (docs/userdb.md): a thread of its own reads it
+// when it changes, the main thread swaps the merged credentials into every loop's context. A
+// loop never waits for the database, and a database that cannot be read leaves the last good
+// view serving.
+extension RelayServer {
+    /// Seconds the start waits for the first read before it serves without the database.
+    static let userDatabaseFirstReadSeconds = 10.0
+
+    /// Starts reading the database, if one is configured, and waits (a little) for the first
+    /// view, so users it holds authenticate from the first packet.
+    func startUserDatabase() {
+        guard let path = configuration.userDatabase else { return }
+        let watcher = UserDatabaseWatcher(path: path)
+        userDatabase = UserDatabaseState(watcher: watcher)
+        watcher.start()
+        let deadline = Date().addingTimeInterval(Self.userDatabaseFirstReadSeconds)
+        while Date() < deadline {
+            let reports = watcher.take()
+            if !reports.isEmpty {
+                take(reports, post: false)
+                return
+            }
+            usleep(20_000)
+        }
+        logger.error(
+            "user database \(path): no answer within \(Int(Self.userDatabaseFirstReadSeconds)) s; serving without it until it answers",
+            metadata: ["event": "userdb_slow", "path": "\(path)"])
+    }
+
+    /// Takes the watcher's reports once a second on the main loop.
+    func watchUserDatabase(base: OpaquePointer) {
+        guard userDatabase != nil else { return }
+        userDatabase?.timer = LoopEvent(base: base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in
+            guard let reports = userDatabase?.watcher.take(), !reports.isEmpty else { return }
+            take(reports, post: true)
+        }
+    }
+
+    func stopUserDatabase() {
+        userDatabase?.timer?.cancel()
+        userDatabase?.watcher.stop()
+    }
+
+    /// The credentials merged from the running configuration and the last view.
+    func refreshUserDatabaseCredentials() {
+        guard let view = userDatabase?.view else { return }
+        userDatabase?.credentials = CredentialStore(configuration: configuration, database: view)
+    }
+
+    private func take(_ reports: [UserDatabaseWatcher.Report], post: Bool) {
+        guard let path = configuration.userDatabase else { return }
+        var changed = false
+        for report in reports {
+            switch report {
+            case .view(let view):
+                userDatabase?.view = view
+                changed = true
+                let realm = view.realms[configuration.realm]
+                logger.notice(
+                    "user database \(path) read: \(realm?.userCount ?? 0) users and \(realm?.secrets.count ?? 0) secrets for realm \(configuration.realm)",
+                    metadata: [
+                        "event": "userdb_loaded", "path": "\(path)", "users": "\(realm?.userCount ?? 0)",
+                        "secrets": "\(realm?.secrets.count ?? 0)", "realms": "\(view.realms.count)",
+                        "refused_rows": "\(view.refusedRows)",
+                    ])
+            case .failed(let reason):
+                logger.error(
+                    "user database \(path) cannot be read (\(reason)); serving from the last good view",
+                    metadata: ["event": "userdb_failed", "path": "\(path)", "reason": "\(reason)"])
+            }
+        }
+        guard changed else { return }
+        refreshUserDatabaseCredentials()
+        if post { postContexts() }
+    }
+}

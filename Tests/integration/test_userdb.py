@@ -1,0 +1,122 @@
+"""coturn's SQLite user database (docs/userdb.md), written by coturn's own `turnadmin`.
+
+relayd is pointed at a database that Debian's `turnadmin` created and filled: a long-term user
+authenticates with the password turnadmin was given, and a REST credential minted under a secret
+turnadmin stored works beside the configured one. Users and secrets added or deleted with
+turnadmin while relayd runs take effect within 5 s, with no SIGHUP. A database that disappears or
+is overwritten with garbage leaves relayd serving from the last good view, with one log line and
+`relayd_userdb_up 0`, and it picks the database up again once it is back.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import RelayServer, running, server_kind
+from floods import metric
+from lifecycle import eventually
+from stunclient import Attr, TurnClient, TurnError, rest_credentials
+
+pytestmark = [
+    pytest.mark.skipif(server_kind() != "relayd", reason="relayd reading coturn's user database"),
+    pytest.mark.skipif(shutil.which("turnadmin") is None, reason="coturn's turnadmin is not installed"),
+]
+
+REALM = "example.org"
+# Changes must take effect within 5 s (docs/userdb.md).
+LIVE = 5.0
+
+
+def turnadmin(db, *args: str) -> None:
+    """Runs Debian's turnadmin on the SQLite file `db` (it creates coturn's schema if needed)."""
+    result = subprocess.run(["turnadmin", "-b", str(db), *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def allocates(server: RelayServer, username: str, password: str) -> bool:
+    with TurnClient(server.address) as client:
+        try:
+            client.allocate(username, password)
+        except TurnError as e:
+            if e.response is not None and e.response.error_code() and e.response.error_code()[0] == 401:
+                return False
+            raise
+        client.refresh(0)
+        return True
+
+
+@pytest.fixture
+def database(tmp_path):
+    db = tmp_path / "turndb"
+    turnadmin(db, "-a", "-u", "alice", "-r", REALM, "-p", "alice-password")
+    turnadmin(db, "-s", "db-secret-one", "-r", REALM)
+    # Another realm's rows are not this relay's.
+    turnadmin(db, "-a", "-u", "mallory", "-r", "other.example", "-p", "mallory-password")
+    return db
+
+
+def test_turnadmin_users_and_secrets_authenticate_and_change_live(tmp_path, database):
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--userdb={database}", f"--realm={REALM}"])
+    with running(server) as s:
+        assert "event=userdb_loaded" in s.log_text() or '"userdb_loaded"' in s.log_text(), s.log_tail()
+        assert allocates(s, "alice", "alice-password")
+        assert not allocates(s, "alice", "wrong-password")
+        assert not allocates(s, "mallory", "mallory-password"), "a user of another realm authenticated"
+        # A REST credential under the database's secret, and one under the configured secret.
+        assert allocates(s, *rest_credentials("db-secret-one", "carol"))
+        assert allocates(s, *s.credentials(user="dave"))
+        assert metric(s, "relayd_userdb_up") == 1
+        assert metric(s, "relayd_userdb_users") == 2
+
+        # Changes made with turnadmin while relayd runs, no SIGHUP.
+        turnadmin(database, "-a", "-u", "bob", "-r", REALM, "-p", "bob-password")
+        turnadmin(database, "-s", "db-secret-two", "-r", REALM)
+        turnadmin(database, "-d", "-u", "alice", "-r", REALM)
+        turnadmin(database, "-X", "db-secret-one", "-r", REALM)
+        started = time.monotonic()
+        assert eventually(lambda: allocates(s, "bob", "bob-password"), timeout=LIVE), "bob never authenticated"
+        assert eventually(lambda: allocates(s, *rest_credentials("db-secret-two", "erin")), timeout=LIVE)
+        assert time.monotonic() - started <= LIVE + 1
+        assert not allocates(s, "alice", "alice-password"), "a deleted user still authenticates"
+        assert not allocates(s, *rest_credentials("db-secret-one", "carol")), "a deleted secret still works"
+
+
+def test_a_database_that_goes_away_leaves_the_last_good_view(tmp_path, database):
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--userdb={database}", f"--realm={REALM}"])
+    with running(server) as s:
+        assert allocates(s, "alice", "alice-password")
+        saved = database.read_bytes()
+        database.unlink()
+        assert eventually(lambda: metric(s, "relayd_userdb_up") == 0, timeout=LIVE)
+        assert allocates(s, "alice", "alice-password"), "the last good view was dropped"
+        # Garbage in its place: still the last good view, never a crash.
+        database.write_bytes(b"SQLite format 3\x00" + os.urandom(4096))
+        time.sleep(2.5)
+        assert s.is_running()
+        assert allocates(s, "alice", "alice-password")
+        failures = metric(s, "relayd_userdb_read_failures_total")
+        assert failures >= 2
+        # One log line for the run of failures, not one a second.
+        assert s.log_text().count("userdb_failed") == 1, s.log_tail()
+        # The database comes back: served again, its changes with it.
+        database.write_bytes(saved)
+        turnadmin(database, "-a", "-u", "frank", "-r", REALM, "-p", "frank-password")
+        assert eventually(lambda: allocates(s, "frank", "frank-password"), timeout=LIVE)
+        assert metric(s, "relayd_userdb_up") == 1
+
+
+def test_md5_comes_first_in_password_algorithms(tmp_path, database):
+    """turnadmin stores MD5 keys, from which no SHA-256 key can be derived: relayd offers MD5
+    first (RFC 8489 §9.2.4), so a client that does both uses the key the database holds."""
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--userdb={database}", f"--realm={REALM}"])
+    with running(server) as s, TurnClient(s.address) as client:
+        challenge = client.allocate_unauthenticated()
+        algorithms = challenge.get(Attr.PASSWORD_ALGORITHMS)
+        assert algorithms is not None
+        # Each entry: algorithm (2 bytes), parameters length (2 bytes); MD5 is 0x0001.
+        assert algorithms[:2] == b"\x00\x01", algorithms.hex()
