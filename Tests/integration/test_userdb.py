@@ -120,3 +120,44 @@ def test_md5_comes_first_in_password_algorithms(tmp_path, database):
         assert algorithms is not None
         # Each entry: algorithm (2 bytes), parameters length (2 bytes); MD5 is 0x0001.
         assert algorithms[:2] == b"\x00\x01", algorithms.hex()
+
+
+def test_realm_options_and_peer_ranges_apply_live(tmp_path, database):
+    """turn_realm_option (written by `turnadmin -g`) replaces the configured quota, and the
+    realm's denied_peer_ip rows join the peer policy, within 5 s and with no SIGHUP."""
+    import sqlite3
+
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--userdb={database}", f"--realm={REALM}"])
+    with running(server) as s:
+        first = TurnClient(s.address)
+        try:
+            first.allocate("alice", "alice-password")
+            first.create_permission(("127.0.0.77", 9))
+            turnadmin(database, "-g", "-r", REALM, "--user-quota", "1")
+            with sqlite3.connect(database) as db:
+                db.execute("INSERT INTO denied_peer_ip VALUES (?, ?)", (REALM, "127.0.0.77"))
+                db.execute("INSERT INTO denied_peer_ip VALUES (?, ?)", (REALM, "not-an-address"))
+
+            def second_refused() -> bool:
+                with TurnClient(s.address) as second:
+                    try:
+                        second.allocate("alice", "alice-password")
+                    except TurnError as e:
+                        return e.code == 486
+                    second.refresh(0)
+                    return False
+
+            assert eventually(second_refused, timeout=LIVE), "user-quota from the database never applied"
+
+            def denied() -> bool:
+                try:
+                    first.create_permission(("127.0.0.77", 9))
+                except TurnError as e:
+                    return e.code == 403
+                return False
+
+            assert eventually(denied, timeout=LIVE), "denied_peer_ip from the database never applied"
+            first.create_permission(("127.0.0.1", 9))
+            assert "userdb_values_skipped" in s.log_text(), s.log_tail()
+        finally:
+            first.close()

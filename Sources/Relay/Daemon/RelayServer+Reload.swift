@@ -53,7 +53,7 @@ extension RelayServer {
         configuration = next
         refreshUserDatabaseCredentials()
         logger.logLevel = next.logLevel
-        admission.update(limits: .init(configuration: next))
+        admission.update(limits: .init(configuration: effectiveConfiguration))
         clusterLedger?.update(clusterTotalQuota: next.clusterTotalQuota)
         sourceLimits = sourceLimits.updated(from: previous, to: next)
         streams.limiter.update(ConnectionLimiter.Limits(configuration: next))

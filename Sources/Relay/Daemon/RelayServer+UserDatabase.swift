@@ -57,6 +57,14 @@ extension RelayServer {
         userDatabase?.watcher.stop()
     }
 
+    /// The running configuration with the database's realm options and peer ranges
+    /// (`RelayConfiguration.applying(database:)`): what the loops' contexts and the admission
+    /// limits are built from.
+    var effectiveConfiguration: RelayConfiguration {
+        guard let view = userDatabase?.view else { return configuration }
+        return configuration.applying(database: view).configuration
+    }
+
     /// The credentials merged from the running configuration and the last view.
     func refreshUserDatabaseCredentials() {
         guard let view = userDatabase?.view else { return }
@@ -87,6 +95,13 @@ extension RelayServer {
         }
         guard changed else { return }
         refreshUserDatabaseCredentials()
+        let (effective, skipped) = configuration.applying(database: userDatabase?.view)
+        if skipped > 0 {
+            logger.warning(
+                "user database \(path): \(skipped) realm options or peer ranges of realm \(configuration.realm) do not parse; skipped",
+                metadata: ["event": "userdb_values_skipped", "path": "\(path)", "skipped": "\(skipped)"])
+        }
+        admission.update(limits: .init(configuration: effective))
         if post { postContexts() }
     }
 }

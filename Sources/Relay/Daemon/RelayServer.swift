@@ -156,7 +156,7 @@ public final class RelayServer {
 
     func makeContext(thread index: Int) -> CoreContext {
         var context = CoreContext(
-            configuration: configuration, nonceKey: nonceKey, ledger: ledger, reservationTable: reservations,
+            configuration: effectiveConfiguration, nonceKey: nonceKey, ledger: ledger, reservationTable: reservations,
             directory: directory, interfaceAddresses: interfaceAddresses,
             threadIndex: index, threadCount: threadCount, sourceLimits: sourceLimits,
             mobility: mobility, ports: ports, tcpConnections: tcpConnections)

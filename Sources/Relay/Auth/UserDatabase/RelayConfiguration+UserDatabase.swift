@@ -1,0 +1,42 @@
+import RelayCore
+
+extension RelayConfiguration {
+    /// This configuration with what coturn's user database holds for its realm
+    /// (docs/userdb.md): `turn_realm_option`'s `max-bps`, `total-quota` and `user-quota` replace
+    /// the configured values, as they do in coturn, and the realm's `allowed_peer_ip` and
+    /// `denied_peer_ip` ranges join the configured ones. A value that does not parse as the
+    /// key's would in the configuration is skipped, and counted in `skipped`.
+    func applying(database view: UserDatabaseView?) -> (configuration: RelayConfiguration, skipped: Int) {
+        guard let realm = view?.realms[realm] else { return (self, 0) }
+        var c = self
+        var skipped = 0
+        let options: [(String, WritableKeyPath<RelayConfiguration, Int>, ClosedRange<Int>)] = [
+            ("max-bps", \.maxBPS, 0...Int(UInt32.max)),
+            ("total-quota", \.totalQuota, 0...Int(Int32.max)),
+            ("user-quota", \.userQuota, 0...Int(Int32.max)),
+        ]
+        for (name, field, range) in options {
+            guard let text = realm.options[name] else { continue }
+            guard let value = try? ConfigValueParser.integer(text, in: range) else {
+                skipped += 1
+                continue
+            }
+            c[keyPath: field] = value
+        }
+        for text in realm.allowedPeers {
+            guard let range = try? ConfigValueParser.ipRange(text) else {
+                skipped += 1
+                continue
+            }
+            c.allowedPeerIPs.append(range)
+        }
+        for text in realm.deniedPeers {
+            guard let range = try? ConfigValueParser.ipRange(text) else {
+                skipped += 1
+                continue
+            }
+            c.deniedPeerIPs.append(range)
+        }
+        return (c, skipped)
+    }
+}
