@@ -47,6 +47,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // libpq: coturn's user database in PostgreSQL (docs/userdb.md).
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .systemLibrary(
             name: "CBPF",
             pkgConfig: "libbpf",
@@ -96,7 +102,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "StunCodec", "RelayCore", "FastPath", "CLibevent", "COpenSSL", "CStreamIO", "CHiredis", "CHandover", "CSQLite",
+                "StunCodec", "RelayCore", "FastPath", "CLibevent", "COpenSSL", "CStreamIO", "CHiredis", "CHandover", "CSQLite", "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs what building relayd needs on Debian: libevent, OpenSSL, libbpf, hiredis and SQLite headers, pkg-config.
+# Installs what building relayd needs on Debian: libevent, OpenSSL, libbpf, hiredis, SQLite and libpq headers, pkg-config.
 set -euo pipefail
 need=()
-for pkg in libevent-dev libssl-dev libbpf-dev libhiredis-dev libsqlite3-dev pkg-config; do
+for pkg in libevent-dev libssl-dev libbpf-dev libhiredis-dev libsqlite3-dev libpq-dev pkg-config; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

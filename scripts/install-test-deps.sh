@@ -8,7 +8,8 @@
 # once (skipped if lists are fresh).
 set -euo pipefail
 
-APT_PACKAGES=(coturn libevent-dev libssl-dev libhiredis-dev libsqlite3-dev pkg-config iproute2)
+APT_PACKAGES=(coturn libevent-dev libssl-dev libhiredis-dev libsqlite3-dev libpq-dev pkg-config iproute2)
+APT_PACKAGES+=(postgresql)  # coturn's user database in PostgreSQL (Tests/integration/test_userdb.py starts its own)
 APT_PACKAGES+=(redis-server)  # the cluster's shared store (Tests/integration/test_cluster.py starts its own)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(curl)  # the docs' curl commands, run by Tests/integration/test_docs.py

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian machine with the Swift toolchain (run as root:
 # the NAT tests build network namespaces, the fast path tests load BPF programs):
-#   1. installs build and test dependencies (apt: libevent-dev libssl-dev libbpf-dev libhiredis-dev libsqlite3-dev coturn redis-server
+#   1. installs build and test dependencies (apt: libevent-dev libssl-dev libbpf-dev libhiredis-dev libsqlite3-dev libpq-dev postgresql coturn redis-server
 #      chromium chromium-driver nftables iproute2 prometheus ...; PyPI: pytest aiortc selenium),
 #   2. builds everything (the kernel fast path's BPF program too), checks the core imports no C
 #      module or Foundation and its tests and fuzzer no Relay (check-layers.sh), and runs the

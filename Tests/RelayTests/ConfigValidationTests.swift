@@ -38,6 +38,20 @@ import Testing
             error?.description == "conf/relayd.conf:1: key 'use-auth-secret': needs at least one 'static-auth-secret'")
     }
 
+    @Test func aUserDatabaseMayHoldTheUsersAndSecrets() throws {
+        // Secrets and users may all come from coturn's database (docs/userdb.md).
+        let secrets = try load("use-auth-secret\nuserdb=/var/lib/turn/turndb\n")
+        #expect(secrets.configuration.useAuthSecret && secrets.warnings.isEmpty)
+        let users = try load("psql-userdb=host=db dbname=turn\n").configuration
+        #expect(users.ltCredMech && users.postgresUserDatabase == "host=db dbname=turn")
+        #expect(try load("db=/tmp/turndb\nlt-cred-mech\n").configuration.userDatabase == "/tmp/turndb")
+        #expect(try load("sql-userdb=host=db\nlt-cred-mech\n").configuration.postgresUserDatabase == "host=db")
+        let both = failure("lt-cred-mech\nuserdb=/tmp/turndb\npsql-userdb=host=db\n")
+        #expect(
+            both?.description
+                == "conf/relayd.conf:3: key 'psql-userdb': cannot be combined with 'userdb': relayd reads one user database")
+    }
+
     @Test func twoStaticAuthSecretsAreBothKeptForRotation() throws {
         let config = try load("use-auth-secret\nstatic-auth-secret=north\nstatic-auth-secret=south\n").configuration
         #expect(config.useAuthSecret)

@@ -99,7 +99,7 @@ def test_contents_and_control(deb):
     control = run("dpkg-deb", "--field", str(deb)).stdout
     assert f"Version: {version()}" in control
     depends = re.search(r"^Depends: (.*)$", control, re.MULTILINE).group(1)
-    for library in ("libevent", "libssl3", "libbpf", "libhiredis", "libsqlite3", "libc6", "adduser"):
+    for library in ("libevent", "libssl3", "libbpf", "libhiredis", "libsqlite3", "libpq5", "libc6", "adduser"):
         assert library in depends, depends
     # The Swift runtime is linked in: the binary needs no library from the toolchain.
     conffiles = run("dpkg-deb", "--info", str(deb), "conffiles").stdout.split()

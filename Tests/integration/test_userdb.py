@@ -161,3 +161,46 @@ def test_realm_options_and_peer_ranges_apply_live(tmp_path, database):
             assert "userdb_values_skipped" in s.log_text(), s.log_tail()
         finally:
             first.close()
+
+
+@pytest.fixture
+def postgres():
+    import pg_support
+
+    reason = pg_support.available()
+    if reason:
+        pytest.skip(reason)
+    server = pg_support.PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def turnadmin_pg(server, *args: str) -> None:
+    result = subprocess.run(["turnadmin", "-e", server.conninfo, *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_postgresql_users_and_secrets_written_by_turnadmin(tmp_path, postgres):
+    """The same through libpq: a PostgreSQL database that turnadmin filled, changes live, and
+    the last good view kept while PostgreSQL is down."""
+    turnadmin_pg(postgres, "-a", "-u", "alice", "-r", REALM, "-p", "alice-password")
+    turnadmin_pg(postgres, "-s", "pg-secret-one", "-r", REALM)
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", extra_args=[f"--psql-userdb={postgres.conninfo}", f"--realm={REALM}"])
+    with running(server) as s:
+        assert allocates(s, "alice", "alice-password")
+        assert not allocates(s, "alice", "wrong-password")
+        assert allocates(s, *rest_credentials("pg-secret-one", "carol"))
+        assert metric(s, "relayd_userdb_up") == 1
+        turnadmin_pg(postgres, "-a", "-u", "bob", "-r", REALM, "-p", "bob-password")
+        turnadmin_pg(postgres, "-d", "-u", "alice", "-r", REALM)
+        assert eventually(lambda: allocates(s, "bob", "bob-password"), timeout=LIVE), "bob never authenticated"
+        assert eventually(lambda: not allocates(s, "alice", "alice-password"), timeout=LIVE)
+        # PostgreSQL goes away: the last good view serves on.
+        postgres.stop()
+        assert eventually(lambda: metric(s, "relayd_userdb_up") == 0, timeout=LIVE + 5)
+        assert allocates(s, "bob", "bob-password")
+        assert s.log_text().count("userdb_failed") == 1, s.log_tail()

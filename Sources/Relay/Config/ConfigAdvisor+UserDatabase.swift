@@ -3,17 +3,25 @@ extension ConfigAdvisor {
     /// that cannot be read as coturn's database. relayd then serves without its users until it
     /// can be read.
     static func userDatabaseWarning(_ config: RelayConfiguration) -> String? {
-        guard let path = config.userDatabase else { return nil }
+        let source: any UserDatabaseSource
+        let path: String
+        if let file = config.userDatabase {
+            (source, path) = (SQLiteUserDatabase(path: file), "userdb \(file)")
+        } else if let conninfo = config.postgresUserDatabase {
+            (source, path) = (PostgresUserDatabase(conninfo: conninfo), "psql-userdb (\(PostgresUserDatabase.redacted(conninfo)))")
+        } else {
+            return nil
+        }
         do {
-            let view = try SQLiteUserDatabase(path: path).read()
+            let view = try source.read()
             let realm = view.realms[config.realm]
             guard let realm, realm.userCount + realm.secrets.count > 0 else {
-                return "userdb \(path) holds no user and no secret for realm \(config.realm) "
+                return "\(path) holds no user and no secret for realm \(config.realm) "
                     + "(its realms: \(view.realms.keys.sorted().joined(separator: ", ")))"
             }
             return nil
         } catch {
-            return "userdb \(path) cannot be read: \(error.description); relayd serves without its users until it can"
+            return "\(path) cannot be read: \(error.description); relayd serves without its users until it can"
         }
     }
 }

@@ -157,9 +157,11 @@ enum ConfigKeyTable {
         .flag("Verbose", \.verbose, alias: true),
         .string("pidfile", \.pidfile).needsRestart(),
         .string("state-dir", \.stateDir).needsRestart(),
-        // coturn's SQLite user database (docs/userdb.md), under both its names.
+        // coturn's user database (docs/userdb.md): SQLite and PostgreSQL, under coturn's names.
         .string("userdb", \.userDatabase).needsRestart(),
         .string("db", \.userDatabase, alias: true).needsRestart(),
+        .string("psql-userdb", \.postgresUserDatabase, secret: true).needsRestart(),
+        .string("sql-userdb", \.postgresUserDatabase, secret: true, alias: true).needsRestart(),
         .ignored("no-cli"),
     ]
 

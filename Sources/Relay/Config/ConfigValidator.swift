@@ -63,7 +63,11 @@ enum ConfigValidator {
         _ config: inout RelayConfiguration, sources: ConfigSources, warnings: inout [String]
     ) throws(ConfigError) {
         // With coturn's user database, users and REST secrets may all come from it (docs/userdb.md).
-        let database = config.userDatabase != nil
+        let database = config.userDatabase != nil || config.postgresUserDatabase != nil
+        if config.userDatabase != nil, config.postgresUserDatabase != nil {
+            let key = sources.last("psql-userdb") != nil ? "psql-userdb" : "sql-userdb"
+            throw .conflict("cannot be combined with 'userdb': relayd reads one user database", key: key, at: sources.last(key))
+        }
         if config.useAuthSecret, config.staticAuthSecrets.isEmpty, !database {
             throw .conflict(
                 "needs at least one 'static-auth-secret'", key: "use-auth-secret", at: sources.last("use-auth-secret"))

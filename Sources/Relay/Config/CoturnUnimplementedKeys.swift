@@ -2,7 +2,7 @@ extension ConfigKeyTable {
     /// coturn keys relayd recognises but does not implement; each use is a warning, never silent.
     static let unimplementedCoturnKeys: [ConfigKey] = withValue + withoutValue
 
-    private static let noUserDB = "relayd reads coturn's SQLite user database ('userdb'), not this one"
+    private static let noUserDB = "relayd reads coturn's SQLite ('userdb') and PostgreSQL ('psql-userdb') user databases, not this one"
     private static let noDTLS = "relayd serves DTLS on the TLS ports (tls-listening-port, alt-tls-listening-port); no-dtls turns it off"
     private static let noCLI = "relayd has no telnet CLI or web admin"
 
@@ -16,8 +16,6 @@ extension ConfigKeyTable {
             "prometheus-cert", "prometheus-key", "multiplex-peer-port", "multiplex-peer-max-peers",
             "stateless-nonce-secret", "ne", "secret-ts-exp-time",
         ].map { ConfigKey.unimplemented($0, arity: .required) } + [
-            .unimplemented("psql-userdb", arity: .required, hint: noUserDB),
-            .unimplemented("sql-userdb", arity: .required, hint: noUserDB),
             .unimplemented("mysql-userdb", arity: .required, hint: noUserDB),
             .unimplemented("mongo-userdb", arity: .required, hint: noUserDB),
             .unimplemented("redis-userdb", arity: .required, hint: noUserDB),

@@ -29,7 +29,7 @@ extension CoreSettings {
         // one, MD5 comes first, so a client that can do both picks the one its key verifies with
         // (docs/userdb.md).
         passwordAlgorithms =
-            c.userDatabase == nil || !c.passwordAlgorithms.contains(.md5)
+            (c.userDatabase == nil && c.postgresUserDatabase == nil) || !c.passwordAlgorithms.contains(.md5)
             ? c.passwordAlgorithms : [.md5] + c.passwordAlgorithms.filter { $0 != .md5 }
         softwareAttribute = c.softwareAttribute
         alternateServers = c.alternateServers

@@ -105,6 +105,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// coturn's SQLite user database (`userdb`, `db`): long-term users, REST
     /// secrets and realm options of this relay's realm, read live (docs/userdb.md).
     public var userDatabase: String?
+    /// coturn's user database in PostgreSQL (`psql-userdb`, `sql-userdb`): a libpq connection
+    /// string, which may hold a password (docs/userdb.md).
+    public var postgresUserDatabase: String?
 
     // relayd's own keys.
     public var apiListeningIP: IPAddress = .ipv4Loopback

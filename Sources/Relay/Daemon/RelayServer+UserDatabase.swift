@@ -25,8 +25,8 @@ extension RelayServer {
     /// Starts reading the database, if one is configured, and waits (a little) for the first
     /// view, so users it holds authenticate from the first packet.
     func startUserDatabase() {
-        guard let path = configuration.userDatabase else { return }
-        let watcher = UserDatabaseWatcher(path: path)
+        guard let watcher = UserDatabaseWatcher.configured(configuration) else { return }
+        let path = watcher.name
         userDatabase = UserDatabaseState(watcher: watcher)
         watcher.start()
         let deadline = Date().addingTimeInterval(Self.userDatabaseFirstReadSeconds)
@@ -40,7 +40,7 @@ extension RelayServer {
         }
         logger.error(
             "user database \(path): no answer within \(Int(Self.userDatabaseFirstReadSeconds)) s; serving without it until it answers",
-            metadata: ["event": "userdb_slow", "path": "\(path)"])
+            metadata: ["event": "userdb_slow", "database": "\(path)"])
     }
 
     /// Takes the watcher's reports once a second on the main loop.
@@ -72,7 +72,7 @@ extension RelayServer {
     }
 
     private func take(_ reports: [UserDatabaseWatcher.Report], post: Bool) {
-        guard let path = configuration.userDatabase else { return }
+        guard let path = userDatabase?.watcher.name else { return }
         var changed = false
         for report in reports {
             switch report {
@@ -83,14 +83,14 @@ extension RelayServer {
                 logger.notice(
                     "user database \(path) read: \(realm?.userCount ?? 0) users and \(realm?.secrets.count ?? 0) secrets for realm \(configuration.realm)",
                     metadata: [
-                        "event": "userdb_loaded", "path": "\(path)", "users": "\(realm?.userCount ?? 0)",
+                        "event": "userdb_loaded", "database": "\(path)", "users": "\(realm?.userCount ?? 0)",
                         "secrets": "\(realm?.secrets.count ?? 0)", "realms": "\(view.realms.count)",
                         "refused_rows": "\(view.refusedRows)",
                     ])
             case .failed(let reason):
                 logger.error(
                     "user database \(path) cannot be read (\(reason)); serving from the last good view",
-                    metadata: ["event": "userdb_failed", "path": "\(path)", "reason": "\(reason)"])
+                    metadata: ["event": "userdb_failed", "database": "\(path)", "reason": "\(reason)"])
             }
         }
         guard changed else { return }
@@ -99,7 +99,7 @@ extension RelayServer {
         if skipped > 0 {
             logger.warning(
                 "user database \(path): \(skipped) realm options or peer ranges of realm \(configuration.realm) do not parse; skipped",
-                metadata: ["event": "userdb_values_skipped", "path": "\(path)", "skipped": "\(skipped)"])
+                metadata: ["event": "userdb_values_skipped", "database": "\(path)", "skipped": "\(skipped)"])
         }
         admission.update(limits: .init(configuration: effective))
         if post { postContexts() }

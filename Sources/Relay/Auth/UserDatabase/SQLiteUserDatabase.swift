@@ -5,23 +5,14 @@ import RelayCore
 /// coturn's user database in SQLite, coturn's default (`userdb`), read as coturn's own
 /// `schema.sql` lays it out (docs/userdb.md). Opened read-only: relayd never writes it here.
 /// Not thread-safe: `UserDatabaseWatcher` owns it on its own thread.
-final class SQLiteUserDatabase {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
+final class SQLiteUserDatabase: UserDatabaseSource {
+    typealias Failure = UserDatabaseFailure
 
     let path: String
     private var db: OpaquePointer?
     /// What identified the file and its last commit when it was last read.
     private var inode: ino_t = 0
     private var dataVersion: Int64 = -1
-
-    /// Longest values coturn's schema allows; longer rows are refused (counted).
-    static let maxRealm = 127
-    static let maxName = 512
-    static let maxSecret = 256
-    static let maxRange = 256
-    static let maxOption = 128
 
     init(path: String) { self.path = path }
 
@@ -48,40 +39,15 @@ final class SQLiteUserDatabase {
         try execute("BEGIN")
         defer { try? execute("COMMIT") }
         let version = try version()
-        var view = UserDatabaseView()
-        try rows("SELECT realm, name, hmackey FROM turnusers_lt", columns: 3) { row in
-            guard let realm = Self.bounded(row[0] ?? "", Self.maxRealm), let name = row[1],
-                Self.bounded(name, Self.maxName) != nil, !name.isEmpty, let key = row[2].flatMap(Self.hexKey)
-            else { return view.refusedRows += 1 }
-            if key.count == 16 { view.realms[realm, default: .init()].md5Keys[name] = key }
-            else { view.realms[realm, default: .init()].sha256Keys[name] = key }
-        }
-        try rows("SELECT realm, value FROM turn_secret", columns: 2) { row in
-            guard let realm = Self.bounded(row[0] ?? "", Self.maxRealm), let secret = row[1].flatMap({ Self.bounded($0, Self.maxSecret) }),
-                !secret.isEmpty
-            else { return view.refusedRows += 1 }
-            view.realms[realm, default: .init()].secrets.append(secret)
-        }
-        for (table, allowed) in [("allowed_peer_ip", true), ("denied_peer_ip", false)] {
-            try rows("SELECT realm, ip_range FROM \(table)", columns: 2) { row in
-                guard let realm = Self.bounded(row[0] ?? "", Self.maxRealm), let range = row[1].flatMap({ Self.bounded($0, Self.maxRange) })
-                else { return view.refusedRows += 1 }
-                if allowed { view.realms[realm, default: .init()].allowedPeers.append(range) }
-                else { view.realms[realm, default: .init()].deniedPeers.append(range) }
-            }
-        }
-        try rows("SELECT realm, opt, value FROM turn_realm_option", columns: 3) { row in
-            guard let realm = Self.bounded(row[0] ?? "", Self.maxRealm), let option = row[1].flatMap({ Self.bounded($0, 32) }),
-                let value = row[2].flatMap({ Self.bounded($0, Self.maxOption) })
-            else { return view.refusedRows += 1 }
-            view.realms[realm, default: .init()].options[option] = value
-        }
-        try rows("SELECT origin, realm FROM turn_origin_to_realm", columns: 2) { row in
-            guard let origin = row[0].flatMap({ Self.bounded($0, Self.maxRealm) }), let realm = row[1].flatMap({ Self.bounded($0, Self.maxRealm) })
-            else { return view.refusedRows += 1 }
-            view.originToRealm[origin] = realm
-        }
-        for key in view.realms.keys { view.realms[key]!.secrets.sort() }
+        var rows = UserDatabaseRows()
+        let q = UserDatabaseRows.queries
+        try self.rows(q.users, columns: 3) { rows.user(realm: $0[0], name: $0[1], hmackey: $0[2]) }
+        try self.rows(q.secrets, columns: 2) { rows.secret(realm: $0[0], value: $0[1]) }
+        try self.rows(q.allowed, columns: 2) { rows.peerRange(realm: $0[0], range: $0[1], allowed: true) }
+        try self.rows(q.denied, columns: 2) { rows.peerRange(realm: $0[0], range: $0[1], allowed: false) }
+        try self.rows(q.options, columns: 3) { rows.option(realm: $0[0], name: $0[1], value: $0[2]) }
+        try self.rows(q.origins, columns: 2) { rows.origin($0[0], realm: $0[1]) }
+        let view = rows.finish()
         dataVersion = version
         return view
     }
@@ -143,28 +109,5 @@ final class SQLiteUserDatabase {
             }
             body(row)
         }
-    }
-
-    private static func bounded(_ text: String, _ limit: Int) -> String? { text.utf8.count <= limit ? text : nil }
-
-    /// A long-term key written as hex: 16 bytes (MD5) or 32 (SHA-256); nil otherwise.
-    static func hexKey(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count == 32 || digits.count == 64 else { return nil }
-        var key: [UInt8] = []
-        key.reserveCapacity(digits.count / 2)
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: return c - 0x30
-            case 0x61...0x66: return c - 0x61 + 10
-            case 0x41...0x46: return c - 0x41 + 10
-            default: return nil
-            }
-        }
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = nibble(digits[i]), let low = nibble(digits[i + 1]) else { return nil }
-            key.append(high << 4 | low)
-        }
-        return key
     }
 }

@@ -16,7 +16,9 @@ final class UserDatabaseWatcher: Sendable {
         case failed(String)
     }
 
-    let path: String
+    /// What the log names the database by (a file, or PostgreSQL's connection without its password).
+    let name: String
+    private let open: @Sendable () -> any UserDatabaseSource
     private let interval: Double
     private let pending = Mutex<[Report]>([])
     private let stopped = Atomic<Bool>(false)
@@ -26,9 +28,23 @@ final class UserDatabaseWatcher: Sendable {
     /// Users in the last view read, all realms.
     private let users = Atomic<Int>(0)
 
-    init(path: String, interval: Double = 1.0) {
-        self.path = path
+    init(name: String, interval: Double = 1.0, open: @escaping @Sendable () -> any UserDatabaseSource) {
+        self.name = name
+        self.open = open
         self.interval = interval
+    }
+
+    /// The watcher of the database `configuration` names, if any.
+    static func configured(_ configuration: RelayConfiguration) -> UserDatabaseWatcher? {
+        if let path = configuration.userDatabase {
+            return UserDatabaseWatcher(name: path) { SQLiteUserDatabase(path: path) }
+        }
+        if let conninfo = configuration.postgresUserDatabase {
+            return UserDatabaseWatcher(name: "PostgreSQL (\(PostgresUserDatabase.redacted(conninfo)))") {
+                PostgresUserDatabase(conninfo: conninfo)
+            }
+        }
+        return nil
     }
 
     /// Starts the thread; the first read happens at once.
@@ -52,7 +68,7 @@ final class UserDatabaseWatcher: Sendable {
     }
 
     private func run() {
-        let database = SQLiteUserDatabase(path: path)
+        let database = open()
         while !stopped.load(ordering: .relaxed) {
             do {
                 if try database.changed() {

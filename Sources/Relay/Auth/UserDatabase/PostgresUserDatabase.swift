@@ -1,0 +1,129 @@
+import CLibPQ
+import RelayCore
+
+/// coturn's user database in PostgreSQL (`psql-userdb`), through libpq, read as coturn's
+/// `schema.sql` lays it out (docs/userdb.md). Read-only, on `UserDatabaseWatcher`'s thread.
+final class PostgresUserDatabase: UserDatabaseSource {
+    typealias Failure = UserDatabaseFailure
+
+    /// The libpq connection string coturn's `psql-userdb` takes (`host=… dbname=… user=…`).
+    private let conninfo: String
+    private var connection: OpaquePointer?
+    private var lastToken: String?
+
+    /// Seconds a connection attempt may take, unless the connection string says otherwise.
+    static let connectTimeout = 5
+
+    init(conninfo: String) {
+        self.conninfo = conninfo.contains("connect_timeout") ? conninfo : conninfo + " connect_timeout=\(Self.connectTimeout)"
+    }
+
+    deinit { if let connection { PQfinish(connection) } }
+
+    /// The connection string with its password replaced, for logs and `check-config`.
+    static func redacted(_ conninfo: String) -> String {
+        conninfo.split(separator: " ").map { $0.hasPrefix("password=") ? "password=…" : String($0) }.joined(separator: " ")
+    }
+
+    /// PostgreSQL's own counts of rows inserted, updated and deleted in coturn's tables: they
+    /// move with every committed change (each session's counts reach the statistics when its
+    /// transaction ends, or within seconds while it stays connected).
+    func changed() throws(Failure) -> Bool {
+        guard lastToken != nil else { return true }
+        return try token() != lastToken
+    }
+
+    func read() throws(Failure) -> UserDatabaseView {
+        let before = try token()
+        var rows = UserDatabaseRows()
+        let q = UserDatabaseRows.queries
+        // A table coturn's schema has but this database lacks reads as empty.
+        var existing = Set<String>()
+        let names = UserDatabaseRows.tables.map { "'\($0)'" }.joined(separator: ",")
+        try query("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename IN (\(names))", columns: 1) {
+            if let name = $0[0] { existing.insert(name) }
+        }
+        func read(_ table: String, _ sql: String, columns: Int32, _ body: ([String?]) -> Void) throws(Failure) {
+            guard existing.contains(table) else { return }
+            try query(sql, columns: columns, body)
+        }
+        // One snapshot for every table.
+        try query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", columns: 0) { _ in }
+        do {
+            try read("turnusers_lt", q.users, columns: 3) { rows.user(realm: $0[0], name: $0[1], hmackey: $0[2]) }
+            try read("turn_secret", q.secrets, columns: 2) { rows.secret(realm: $0[0], value: $0[1]) }
+            try read("allowed_peer_ip", q.allowed, columns: 2) { rows.peerRange(realm: $0[0], range: $0[1], allowed: true) }
+            try read("denied_peer_ip", q.denied, columns: 2) { rows.peerRange(realm: $0[0], range: $0[1], allowed: false) }
+            try read("turn_realm_option", q.options, columns: 3) { rows.option(realm: $0[0], name: $0[1], value: $0[2]) }
+            try read("turn_origin_to_realm", q.origins, columns: 2) { rows.origin($0[0], realm: $0[1]) }
+        } catch {
+            try? query("ROLLBACK", columns: 0) { _ in }
+            throw error
+        }
+        try query("COMMIT", columns: 0) { _ in }
+        lastToken = before
+        return rows.finish()
+    }
+
+    private func token() throws(Failure) -> String {
+        let names = UserDatabaseRows.tables.map { "'\($0)'" }.joined(separator: ",")
+        var token = ""
+        try query(
+            "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::text, count(*)::text "
+                + "FROM pg_stat_user_tables WHERE relname IN (\(names))", columns: 2
+        ) { row in token = (row[0] ?? "") + "/" + (row[1] ?? "") }
+        return token
+    }
+
+    private func connect() throws(Failure) -> OpaquePointer {
+        if let connection, PQstatus(connection) == CONNECTION_OK { return connection }
+        if let connection { PQfinish(connection) }
+        connection = nil
+        guard let fresh = PQconnectdb(conninfo) else { throw Failure(description: "libpq: out of memory") }
+        guard PQstatus(fresh) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(fresh)).trimmingTrailingNewlines
+            PQfinish(fresh)
+            throw Failure(description: "cannot connect to PostgreSQL: \(message)")
+        }
+        connection = fresh
+        return fresh
+    }
+
+    /// Runs `sql` and calls `body` with each row's first `columns` columns as text (nil for
+    /// NULL).
+    private func query(_ sql: String, columns: Int32, _ body: ([String?]) -> Void) throws(Failure) {
+        let connection = try connect()
+        guard let result = PQexec(connection, sql) else {
+            throw Failure(description: "PostgreSQL: \(String(cString: PQerrorMessage(connection)).trimmingTrailingNewlines)")
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK else {
+            throw Failure(description: "PostgreSQL: \(String(cString: PQresultErrorMessage(result)).trimmingTrailingNewlines)")
+        }
+        guard status == PGRES_TUPLES_OK else { return }
+        guard PQnfields(result) >= columns else { throw Failure(description: "PostgreSQL: \(sql): too few columns") }
+        var row = [String?](repeating: nil, count: Int(columns))
+        for index in 0..<PQntuples(result) {
+            for column in 0..<columns {
+                if PQgetisnull(result, index, column) != 0 {
+                    row[Int(column)] = nil
+                } else {
+                    let length = Int(PQgetlength(result, index, column))
+                    row[Int(column)] = PQgetvalue(result, index, column).withMemoryRebound(to: UInt8.self, capacity: length) {
+                        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+                    }
+                }
+            }
+            body(row)
+        }
+    }
+}
+
+extension String {
+    fileprivate var trimmingTrailingNewlines: String {
+        var text = self
+        while text.last == "\n" { text.removeLast() }
+        return text
+    }
+}

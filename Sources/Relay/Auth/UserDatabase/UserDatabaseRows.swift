@@ -1,0 +1,120 @@
+import RelayCore
+
+/// Builds a `UserDatabaseView` from the rows of coturn's schema, whichever database they come
+/// from (docs/userdb.md): each value is checked against the schema's bounds, and a row that
+/// does not fit is skipped and counted, never trusted.
+struct UserDatabaseRows {
+    private(set) var view = UserDatabaseView()
+
+    /// The longest values coturn's schema allows.
+    static let maxRealm = 127
+    static let maxName = 512
+    static let maxSecret = 256
+    static let maxRange = 256
+    static let maxOptionName = 32
+    static let maxOption = 128
+
+    /// The tables and columns relayd reads, in the order of the calls below.
+    static let queries = (
+        users: "SELECT realm, name, hmackey FROM turnusers_lt",
+        secrets: "SELECT realm, value FROM turn_secret",
+        allowed: "SELECT realm, ip_range FROM allowed_peer_ip",
+        denied: "SELECT realm, ip_range FROM denied_peer_ip",
+        options: "SELECT realm, opt, value FROM turn_realm_option",
+        origins: "SELECT origin, realm FROM turn_origin_to_realm"
+    )
+    static let tables = [
+        "turnusers_lt", "turn_secret", "allowed_peer_ip", "denied_peer_ip", "turn_realm_option", "turn_origin_to_realm",
+    ]
+
+    /// `turnusers_lt`: a NULL realm is coturn's default, the empty one. `hmackey` is `char(128)`,
+    /// which PostgreSQL pads with spaces.
+    mutating func user(realm: String?, name: String?, hmackey: String?) {
+        guard let realm = Self.bounded(realm ?? "", Self.maxRealm), let name, !name.isEmpty,
+            Self.bounded(name, Self.maxName) != nil, let key = hmackey.flatMap({ Self.hexKey(Self.unpadded($0)) })
+        else { return view.refusedRows += 1 }
+        if key.count == 16 {
+            view.realms[realm, default: .init()].md5Keys[name] = key
+        } else {
+            view.realms[realm, default: .init()].sha256Keys[name] = key
+        }
+    }
+
+    mutating func secret(realm: String?, value: String?) {
+        guard let realm = Self.bounded(realm ?? "", Self.maxRealm), let value = value.flatMap({ Self.bounded($0, Self.maxSecret) }),
+            !value.isEmpty
+        else { return view.refusedRows += 1 }
+        view.realms[realm, default: .init()].secrets.append(value)
+    }
+
+    mutating func peerRange(realm: String?, range: String?, allowed: Bool) {
+        guard let realm = Self.bounded(realm ?? "", Self.maxRealm), let range = range.flatMap({ Self.bounded($0, Self.maxRange) })
+        else { return view.refusedRows += 1 }
+        if allowed {
+            view.realms[realm, default: .init()].allowedPeers.append(range)
+        } else {
+            view.realms[realm, default: .init()].deniedPeers.append(range)
+        }
+    }
+
+    mutating func option(realm: String?, name: String?, value: String?) {
+        guard let realm = Self.bounded(realm ?? "", Self.maxRealm), let name = name.flatMap({ Self.bounded($0, Self.maxOptionName) }),
+            let value = value.flatMap({ Self.bounded($0, Self.maxOption) })
+        else { return view.refusedRows += 1 }
+        view.realms[realm, default: .init()].options[name] = value
+    }
+
+    mutating func origin(_ origin: String?, realm: String?) {
+        guard let origin = origin.flatMap({ Self.bounded($0, Self.maxRealm) }), let realm = realm.flatMap({ Self.bounded($0, Self.maxRealm) })
+        else { return view.refusedRows += 1 }
+        view.originToRealm[origin] = realm
+    }
+
+    /// The view, its secrets in a stable order.
+    mutating func finish() -> UserDatabaseView {
+        for key in view.realms.keys { view.realms[key]!.secrets.sort() }
+        return view
+    }
+
+    private static func unpadded(_ text: String) -> String {
+        var text = Substring(text)
+        while text.last == " " { text.removeLast() }
+        return String(text)
+    }
+
+    private static func bounded(_ text: String, _ limit: Int) -> String? { text.utf8.count <= limit ? text : nil }
+
+    /// A long-term key written as hex: 16 bytes (MD5) or 32 (SHA-256); nil otherwise.
+    static func hexKey(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count == 32 || digits.count == 64 else { return nil }
+        var key: [UInt8] = []
+        key.reserveCapacity(digits.count / 2)
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: return c - 0x30
+            case 0x61...0x66: return c - 0x61 + 10
+            case 0x41...0x46: return c - 0x41 + 10
+            default: return nil
+            }
+        }
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = nibble(digits[i]), let low = nibble(digits[i + 1]) else { return nil }
+            key.append(high << 4 | low)
+        }
+        return key
+    }
+}
+
+/// A user database relayd reads (docs/userdb.md), on `UserDatabaseWatcher`'s thread only.
+protocol UserDatabaseSource: AnyObject {
+    /// Whether the database changed since the last `read`; true before the first.
+    func changed() throws(UserDatabaseFailure) -> Bool
+    /// Everything relayd reads, afresh.
+    func read() throws(UserDatabaseFailure) -> UserDatabaseView
+}
+
+/// Why a user database could not be read.
+struct UserDatabaseFailure: Error, CustomStringConvertible {
+    let description: String
+}
