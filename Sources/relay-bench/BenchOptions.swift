@@ -7,6 +7,8 @@ struct BenchOptions {
 
     var server = TransportAddress(ip: IPAddress(ipv4: 0x7F00_0001), port: 3478)
     var secret = ""
+    /// With `--long-term-password`: client i is the long-term user `bench<i>` with this password.
+    var longTermPassword = ""
     var realm = ""
     var pairs = 50
     var payloadSize = 100
@@ -43,12 +45,15 @@ struct BenchOptions {
     var label = ""
 
     static let usage = """
-        usage: relay-bench --server IP:PORT --secret SECRET [options]
+        usage: relay-bench --server IP:PORT (--secret SECRET | --long-term-password PW) [options]
           --pattern client-to-client|external-peer   traffic pattern (default client-to-client)
           --pairs N            client pairs, each client with its own socket (default 50)
           --payload BYTES      application payload per packet, >= 32 (default 100)
           --rate PPS           messages per second, all clients together (default 10000)
           --duration S         measured seconds (default 5); --warmup S before it (default 1)
+          --long-term-password PW  client i authenticates as the long-term user bench<i> with
+                               password PW (a user database's users, docs/userdb.md) instead of
+                               REST credentials under --secret
           --send-indications   Send/Data indications instead of ChannelData
           --direct             baseline without a relay: the same traffic straight between the
                                endpoints (raw UDP; --server then only names the address family)
@@ -110,6 +115,7 @@ struct BenchOptions {
                 }
                 o.server = a
             case "--secret": o.secret = try value(arg)
+            case "--long-term-password": o.longTermPassword = try value(arg)
             case "--realm": o.realm = try value(arg)
             case "--pairs": o.pairs = Int(try number(arg))
             case "--payload": o.payloadSize = Int(try number(arg))
@@ -146,7 +152,9 @@ struct BenchOptions {
             default: throw OptionError("unknown option \(raw)\n\(usage)")
             }
         }
-        guard !o.secret.isEmpty else { throw OptionError("--secret is required\n\(usage)") }
+        guard !o.secret.isEmpty || !o.longTermPassword.isEmpty else {
+            throw OptionError("--secret or --long-term-password is required\n\(usage)")
+        }
         guard o.payloadSize >= PayloadFormat.minimumSize, o.payloadSize <= 1400 else {
             throw OptionError("--payload must be within \(PayloadFormat.minimumSize)...1400")
         }
@@ -169,5 +177,13 @@ struct OptionError: Error {
     init(_ message: String, isHelp: Bool = false) {
         self.message = message
         self.isHelp = isHelp
+    }
+}
+
+extension BenchOptions {
+    /// Client `client`'s credentials: the long-term user bench<client>, or REST credentials.
+    func credentials(client: Int, validForSeconds: Int) -> ClientCredentials {
+        if !longTermPassword.isEmpty { return ClientCredentials(username: "bench\(client)", password: longTermPassword) }
+        return ClientCredentials(secret: secret, user: "bench\(client)", validForSeconds: validForSeconds)
     }
 }

@@ -20,7 +20,7 @@ enum ClientFleet {
                     Report.note("\(options.transport) connection \(i + 1) of \(count) to \(options.server) failed (errno \(errno))")
                     break
                 }
-                let credentials = RestCredentials(secret: options.secret, user: "bench\(i)", validForSeconds: expiry)
+                let credentials = options.credentials(client: i, validForSeconds: expiry)
                 let client = TurnClient(index: i, fd: stream.fd, credentials: credentials)
                 client.stream = stream
                 clients.append(client)
@@ -38,7 +38,7 @@ enum ClientFleet {
                 Report.note("could only open \(i) of \(count) client sockets (errno \(errno)); raise ulimit -n")
                 break
             }
-            let credentials = RestCredentials(secret: options.secret, user: "bench\(i)", validForSeconds: expiry)
+            let credentials = options.credentials(client: i, validForSeconds: expiry)
             clients.append(TurnClient(index: i, fd: fd, credentials: credentials))
         }
         return clients

@@ -7,7 +7,7 @@ final class TurnClient {
     let index: Int
     /// The socket, connected to the server (replaced by `reopen`).
     private(set) var fd: Int32
-    let credentials: RestCredentials
+    let credentials: ClientCredentials
     /// With `--transport tls`: the TLS connection on `fd`.
     var stream: ClientStream?
     var realm: String?
@@ -20,7 +20,7 @@ final class TurnClient {
     /// The channel bound to `peer` (0x4000 + the client's index, within RFC 8656's range).
     var channel: UInt16
 
-    init(index: Int, fd: Int32, credentials: RestCredentials) {
+    init(index: Int, fd: Int32, credentials: ClientCredentials) {
         self.index = index
         self.fd = fd
         self.credentials = credentials

@@ -13,7 +13,7 @@ struct RelaydCommand: ParsableCommand {
         version: RelaydVersion.string,
         subcommands: [
             Serve.self, CheckConfig.self, Credentials.self, Cluster.self, Sessions.self, Kick.self, Block.self,
-            Unblock.self, Upgrade.self,
+            Unblock.self, Upgrade.self, Users.self,
         ],
         defaultSubcommand: Serve.self
     )

@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 import Glibc
 import RelayCore
+import StunCodec
 import Testing
 
 @testable import Relay
@@ -130,5 +131,27 @@ import Testing
         }
         #expect(failed > 0)
         #expect(try SQLiteUserDatabase(path: path).read().userCount == 300)
+    }
+
+    @Test("relayd's SHA-256 keys join a user only while coturn's row holds the MD5 key written with them")
+    func sha256KeysFollowCoturnsRow() throws {
+        let path = NSTemporaryDirectory() + "relayd-userdb-\(UUID().uuidString).sqlite"
+        defer { unlink(path) }
+        let editor = try UserDatabaseEditor(sqlite: path, postgres: nil, realm: "example.org")
+        try editor.addUser("alice", password: "one")
+        try editor.addUser("bob", password: "two")
+        var view = try SQLiteUserDatabase(path: path).read()
+        let alice = KeyDerivation.longTermKeySHA256(
+            username: Array("alice".utf8), realm: Array("example.org".utf8), password: Array("one".utf8))
+        #expect(view.realms["example.org"]?.sha256Keys["alice"] == alice)
+        #expect(view.realms["example.org"]?.md5Keys["alice"] == KeyDerivation.longTermKeyMD5(username: "alice", realm: "example.org", password: "one"))
+        // turnadmin gives bob a new password (a new MD5 key): relayd's SHA-256 key of the old one is not taken.
+        try write(path, "UPDATE turnusers_lt SET hmackey = '\(String(repeating: "0e", count: 16))' WHERE name = 'bob';")
+        view = try SQLiteUserDatabase(path: path).read()
+        #expect(view.realms["example.org"]?.sha256Keys["bob"] == nil)
+        #expect(view.realms["example.org"]?.sha256Keys["alice"] == alice)
+        #expect(try editor.users() == ["alice", "bob"])
+        #expect(throws: UserDatabaseFailure.self) { try editor.setOption("bogus", 1) }
+        #expect(throws: UserDatabaseFailure.self) { try editor.addUser("", password: "x") }
     }
 }

@@ -207,3 +207,64 @@ def test_postgresql_users_and_secrets_written_by_turnadmin(tmp_path, postgres):
         assert eventually(lambda: "userdb_failed" in s.log_text(), timeout=3), s.log_tail()
         time.sleep(2)
         assert s.log_text().count("userdb_failed") == 1, s.log_tail()
+
+
+def relayd_users(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([RelayServer.default_binary("relayd"), "users", *args], input=stdin,
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_relayd_users_writes_what_turnadmin_and_relayd_read(tmp_path, request, kind):
+    """`relayd users` writes coturn's schema: turnadmin lists the users it added, a running
+    relayd takes them within 5 s with MD5 and, from relayd's own table, with SHA-256; a user
+    turnadmin then deletes loses both keys."""
+    if kind == "sqlite":
+        where = ["-b", str(tmp_path / "turndb")]
+        admin = lambda *a: turnadmin(tmp_path / "turndb", *a)  # noqa: E731
+        served = f"--userdb={tmp_path / 'turndb'}"
+    else:
+        postgres = request.getfixturevalue("postgres")
+        where = ["-e", postgres.conninfo]
+        admin = lambda *a: turnadmin_pg(postgres, *a)  # noqa: E731
+        served = f"--psql-userdb={postgres.conninfo}"
+    where += ["-r", REALM]
+    made = relayd_users("add", "dave", "-p", "dave-password", *where)
+    assert made.returncode == 0, made.stderr
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[served, f"--realm={REALM}"])
+    with running(server) as s:
+        assert allocates(s, "dave", "dave-password")
+        with TurnClient(s.address) as client:
+            client.password_algorithm = 2  # SHA-256 (RFC 8489 §18.5.1)
+            client.integrity = "sha256"
+            client.allocate("dave", "dave-password")
+            client.refresh(0)
+        # Added while relayd runs: a user (its password on standard input), a secret, an option.
+        assert relayd_users("add", "erin", *where, stdin="erin-password\n").returncode == 0
+        assert relayd_users("add-secret", "cli-secret", *where).returncode == 0
+        assert relayd_users("set-option", "user-quota", "5", *where).returncode == 0
+        assert eventually(lambda: allocates(s, "erin", "erin-password"), timeout=LIVE)
+        assert eventually(lambda: allocates(s, *rest_credentials("cli-secret", "frank")), timeout=LIVE)
+        assert relayd_users("list", *where).stdout.split() == ["dave", "erin"]
+        assert relayd_users("list-secrets", *where).stdout.split() == ["cli-secret"]
+        assert relayd_users("options", *where).stdout.split() == ["user-quota=5"]
+        refused = relayd_users("set-option", "bogus", "1", *where)
+        assert refused.returncode == 1 and "realm options are" in refused.stderr
+        # coturn's own tool reads what relayd wrote, and what it deletes is gone for both keys.
+        admin("-d", "-u", "dave", "-r", REALM)
+
+        def dave_gone() -> bool:
+            with TurnClient(s.address) as client:
+                client.password_algorithm = 2
+                client.integrity = "sha256"
+                try:
+                    client.allocate("dave", "dave-password")
+                except TurnError as e:
+                    return e.code == 401
+                client.refresh(0)
+                return False
+
+        assert eventually(dave_gone, timeout=LIVE), "a user turnadmin deleted kept its SHA-256 key"
+        assert not allocates(s, "dave", "dave-password")
+        assert relayd_users("delete", "erin", *where).returncode == 0
+        assert eventually(lambda: not allocates(s, "erin", "erin-password"), timeout=LIVE)

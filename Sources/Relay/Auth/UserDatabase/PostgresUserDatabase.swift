@@ -56,6 +56,9 @@ final class PostgresUserDatabase: UserDatabaseSource {
             try read("denied_peer_ip", q.denied, columns: 2) { rows.peerRange(realm: $0[0], range: $0[1], allowed: false) }
             try read("turn_realm_option", q.options, columns: 3) { rows.option(realm: $0[0], name: $0[1], value: $0[2]) }
             try read("turn_origin_to_realm", q.origins, columns: 2) { rows.origin($0[0], realm: $0[1]) }
+            try read("relayd_sha256_keys", q.sha256, columns: 4) {
+                rows.sha256Key(realm: $0[0], name: $0[1], key: $0[2], hmackey: $0[3])
+            }
         } catch {
             try? query("ROLLBACK", columns: 0) { _ in }
             throw error

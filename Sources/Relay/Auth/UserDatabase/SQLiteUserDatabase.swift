@@ -47,6 +47,7 @@ final class SQLiteUserDatabase: UserDatabaseSource {
         try self.rows(q.denied, columns: 2) { rows.peerRange(realm: $0[0], range: $0[1], allowed: false) }
         try self.rows(q.options, columns: 3) { rows.option(realm: $0[0], name: $0[1], value: $0[2]) }
         try self.rows(q.origins, columns: 2) { rows.origin($0[0], realm: $0[1]) }
+        try self.rows(q.sha256, columns: 4) { rows.sha256Key(realm: $0[0], name: $0[1], key: $0[2], hmackey: $0[3]) }
         let view = rows.finish()
         dataVersion = version
         return view

@@ -21,11 +21,15 @@ struct UserDatabaseRows {
         allowed: "SELECT realm, ip_range FROM allowed_peer_ip",
         denied: "SELECT realm, ip_range FROM denied_peer_ip",
         options: "SELECT realm, opt, value FROM turn_realm_option",
-        origins: "SELECT origin, realm FROM turn_origin_to_realm"
+        origins: "SELECT origin, realm FROM turn_origin_to_realm",
+        sha256: "SELECT realm, name, key, hmackey FROM relayd_sha256_keys"
     )
     static let tables = [
         "turnusers_lt", "turn_secret", "allowed_peer_ip", "denied_peer_ip", "turn_realm_option", "turn_origin_to_realm",
+        "relayd_sha256_keys",
     ]
+    /// relayd's SHA-256 keys, kept apart until `finish` checks them against coturn's rows.
+    private var written: [(realm: String, name: String, key: [UInt8], md5: [UInt8])] = []
 
     /// `turnusers_lt`: a NULL realm is coturn's default, the empty one. `hmackey` is `char(128)`,
     /// which PostgreSQL pads with spaces.
@@ -70,8 +74,23 @@ struct UserDatabaseRows {
         view.originToRealm[origin] = realm
     }
 
-    /// The view, its secrets in a stable order.
+    /// `relayd_sha256_keys`, which `relayd users` writes (`UserDatabaseWriter`).
+    mutating func sha256Key(realm: String?, name: String?, key: String?, hmackey: String?) {
+        guard let realm = Self.bounded(realm ?? "", Self.maxRealm), let name, Self.bounded(name, Self.maxName) != nil,
+            let key = key.flatMap({ Self.hexKey(Self.unpadded($0)) }), key.count == 32,
+            let md5 = hmackey.flatMap({ Self.hexKey(Self.unpadded($0)) }), md5.count == 16
+        else { return view.refusedRows += 1 }
+        written.append((realm, name, key, md5))
+    }
+
+    /// The view: a SHA-256 key of relayd's table joins a user only while coturn's row holds the
+    /// MD5 key it was written with (a user deleted, or given a new password, by turnadmin keeps
+    /// no stale key); secrets in a stable order.
     mutating func finish() -> UserDatabaseView {
+        for entry in written where view.realms[entry.realm]?.md5Keys[entry.name] == entry.md5 {
+            view.realms[entry.realm]!.sha256Keys[entry.name] = entry.key
+        }
+        written = []
         for key in view.realms.keys { view.realms[key]!.secrets.sort() }
         return view
     }
@@ -114,7 +133,7 @@ protocol UserDatabaseSource: AnyObject {
     func read() throws(UserDatabaseFailure) -> UserDatabaseView
 }
 
-/// Why a user database could not be read.
-struct UserDatabaseFailure: Error, CustomStringConvertible {
-    let description: String
+/// Why a user database could not be read or written.
+public struct UserDatabaseFailure: Error, CustomStringConvertible {
+    public let description: String
 }

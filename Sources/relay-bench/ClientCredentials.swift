@@ -1,11 +1,18 @@
 import Glibc
 import StunCodec
 
-/// coturn-style TURN REST credentials (draft-uberti-behave-turn-rest-00 §2.2):
-/// username "<expiry>:<user>", password base64(HMAC-SHA1(secret, username)).
-struct RestCredentials {
+/// A benchmark client's credentials: coturn-style TURN REST credentials
+/// (draft-uberti-behave-turn-rest-00 §2.2: username "<expiry>:<user>", password
+/// base64(HMAC-SHA1(secret, username))), or a long-term user's name and password (a user of a
+/// user database, docs/userdb.md).
+struct ClientCredentials {
     let username: String
     let password: String
+
+    init(username: String, password: String) {
+        self.username = username
+        self.password = password
+    }
 
     init(secret: String, user: String, validForSeconds: Int = 86_400) {
         var now = timespecNow()
