@@ -16,7 +16,7 @@ import Testing
             "no-tlsv1_1", "no-tlsv1_2", "fingerprint", "mobility", "software-attribute", "stun-only", "no-stun", "rfc5780", "no-rfc5780",
             "rfc3489-compatibility", "stun-backward-compatibility",
             "alternate-server", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
-            "simple-log", "verbose", "pidfile", "state-dir", "userdb", "psql-userdb", "api-listening-ip", "api-listening-port", "api-key",
+            "simple-log", "verbose", "pidfile", "state-dir", "userdb", "psql-userdb", "redis-userdb", "api-listening-ip", "api-listening-port", "api-key",
             "credential-ttl", "credential-max-ttl", "advertised-uri", "log-format", "log-level", "drain-timeout",
             "max-permissions-per-allocation", "max-tcp-relay-connections", "no-tcp-relay", "no-dtls", "unauth-rate-limit",
             "unauth-rate-burst", "auth-failure-rate-limit",
@@ -33,7 +33,7 @@ import Testing
             "listening-ip", "listening-port", "alt-listening-port", "tls-listening-port", "alt-tls-listening-port",
             "no-udp", "no-tcp", "no-tls", "relay-ip", "min-port", "max-port", "relay-threads", "api-listening-ip",
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
-            "simple-log", "log-format", "pidfile", "state-dir", "userdb", "psql-userdb", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
+            "simple-log", "log-format", "pidfile", "state-dir", "userdb", "psql-userdb", "redis-userdb", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
             "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name",
             "node-labels", "cluster-node-ttl", "api-tls", "rfc5780", "no-rfc5780", "no-dtls",
         ]))

@@ -39,7 +39,7 @@ import Testing
     /// coturn keys relayd does not implement: a warning naming file, line and key, never silence.
     @Test(arguments: [
         "no-loopback-peers", "secure-stun", "server-relay", "dh2066", "no-stdout-log", "cli-port=5766",
-        "cli-password=x", "web-admin", "redis-userdb=ip=127.0.0.1", "mysql-userdb=host=db",
+        "cli-password=x", "web-admin", "mysql-userdb=host=db",
         "mongo-userdb=mongodb://db", "oauth", "dh-file=dh.pem", "ec-curve-name=prime256v1",
         "check-origin-consistency", "allocation-default-address-family=ipv6", "aux-server=10.0.0.1:3478",
         "udp-self-balance", "response-origin-only-with-rfc5780", "keep-address-family",
@@ -59,7 +59,7 @@ import Testing
         #expect(
             result.warnings == [
                 "conf/relayd.conf:2: key 'mysql-userdb' is a coturn option relayd does not implement; ignored "
-                    + "(relayd reads coturn's SQLite ('userdb') and PostgreSQL ('psql-userdb') user databases, not this one)"
+                    + "(relayd reads coturn's SQLite ('userdb'), PostgreSQL ('psql-userdb') and Redis ('redis-userdb') user databases, not this one)"
             ])
     }
 

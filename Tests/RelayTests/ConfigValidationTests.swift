@@ -46,6 +46,13 @@ import Testing
         #expect(users.ltCredMech && users.postgresUserDatabase == "host=db dbname=turn")
         #expect(try load("db=/tmp/turndb\nlt-cred-mech\n").configuration.userDatabase == "/tmp/turndb")
         #expect(try load("sql-userdb=host=db\nlt-cred-mech\n").configuration.postgresUserDatabase == "host=db")
+        let redis = try load("redis-userdb=ip=127.0.0.1 port=6380 dbname=2 password=turn\nlt-cred-mech\n").configuration
+        #expect(redis.redisUserDatabase == RedisEndpoint(host: "127.0.0.1", port: 6380, password: "turn", database: 2))
+        #expect(try load("redis-userdb=redis://127.0.0.1/3\nlt-cred-mech\n").configuration.redisUserDatabase?.database == 3)
+        #expect(failure("redis-userdb=ip=127.0.0.1 port=x\nlt-cred-mech\n") != nil)
+        #expect(
+            failure("lt-cred-mech\nuserdb=/tmp/turndb\nredis-userdb=ip=127.0.0.1\n")?.description
+                == "conf/relayd.conf:3: key 'redis-userdb': cannot be combined with 'userdb': relayd reads one user database")
         let both = failure("lt-cred-mech\nuserdb=/tmp/turndb\npsql-userdb=host=db\n")
         #expect(
             both?.description

@@ -268,3 +268,53 @@ def test_relayd_users_writes_what_turnadmin_and_relayd_read(tmp_path, request, k
         assert not allocates(s, "dave", "dave-password")
         assert relayd_users("delete", "erin", *where).returncode == 0
         assert eventually(lambda: not allocates(s, "erin", "erin-password"), timeout=LIVE)
+
+
+def test_redis_users_and_secrets_written_by_turnadmin(tmp_path):
+    """coturn's Redis key layout, written by turnadmin (-N), read through hiredis: users,
+    secrets, a realm option and a denied range apply, and changes take effect live."""
+    from redis_support import RedisServer
+
+    redis = RedisServer(tmp_path / "redis")
+    redis.start()
+    try:
+        where = f"ip=127.0.0.1 port={redis.port} dbname=2"
+
+        def admin(*args: str) -> None:
+            result = subprocess.run(["turnadmin", "-N", where, *args], capture_output=True, text=True, timeout=30)
+            assert result.returncode == 0, result.stdout + result.stderr
+
+        admin("-a", "-u", "alice", "-r", REALM, "-p", "alice-password")
+        admin("-s", "redis-secret-one", "-r", REALM)
+        admin("-a", "-u", "mallory", "-r", "other.example", "-p", "mallory-password")
+        server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--redis-userdb={where}", f"--realm={REALM}"])
+        with running(server) as s:
+            assert allocates(s, "alice", "alice-password")
+            assert not allocates(s, "mallory", "mallory-password")
+            assert allocates(s, *rest_credentials("redis-secret-one", "carol"))
+            assert metric(s, "relayd_userdb_users") == 2
+            admin("-a", "-u", "bob", "-r", REALM, "-p", "bob-password")
+            admin("-d", "-u", "alice", "-r", REALM)
+            admin("-g", "-r", REALM, "--user-quota", "1")
+            assert eventually(lambda: allocates(s, "bob", "bob-password"), timeout=LIVE), "bob never authenticated"
+            assert eventually(lambda: not allocates(s, "alice", "alice-password"), timeout=LIVE)
+            with TurnClient(s.address) as first:
+                first.allocate("bob", "bob-password")
+
+                def refused() -> bool:
+                    with TurnClient(s.address) as second:
+                        try:
+                            second.allocate("bob", "bob-password")
+                        except TurnError as e:
+                            return e.code == 486
+                        second.refresh(0)
+                        return False
+
+                assert eventually(refused, timeout=LIVE), "user-quota from Redis never applied"
+                first.refresh(0)
+            # Redis goes away: the last good view serves on.
+            redis.kill()
+            assert eventually(lambda: metric(s, "relayd_userdb_up") == 0, timeout=LIVE + 5)
+            assert allocates(s, "bob", "bob-password")
+    finally:
+        redis.kill()

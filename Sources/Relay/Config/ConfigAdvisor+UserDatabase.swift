@@ -9,6 +9,8 @@ extension ConfigAdvisor {
             (source, path) = (SQLiteUserDatabase(path: file), "userdb \(file)")
         } else if let conninfo = config.postgresUserDatabase {
             (source, path) = (PostgresUserDatabase(conninfo: conninfo), "psql-userdb (\(PostgresUserDatabase.redacted(conninfo)))")
+        } else if let endpoint = config.redisUserDatabase {
+            (source, path) = (RedisUserDatabase(endpoint: endpoint), "redis-userdb (\(endpoint))")
         } else {
             return nil
         }

@@ -225,6 +225,16 @@ enum ConfigKeyTable {
                 config.clusterRedis = endpoint
             }
         ).needsRestart(),
+        // coturn's user database in Redis (docs/userdb.md): coturn's connection string or a URL.
+        ConfigKey(
+            "redis-userdb", .redisStatsDB, secret: true, field: .optional(\.redisUserDatabase, secret: true),
+            support: .implemented { config, text throws(ConfigValueError) in
+                guard let text, let endpoint = RedisEndpoint.parseURL(text) ?? RedisEndpoint.parseStatsDB(text) else {
+                    throw ConfigValueError(expected: RedisEndpoint.expectedStatsDB, missing: text == nil)
+                }
+                config.redisUserDatabase = endpoint
+            }
+        ).needsRestart(),
         // coturn's statistics database names the same Redis; no `field`: `cluster-redis` shows it.
         ConfigKey(
             "redis-statsdb", .redisStatsDB, secret: true,

@@ -63,10 +63,16 @@ enum ConfigValidator {
         _ config: inout RelayConfiguration, sources: ConfigSources, warnings: inout [String]
     ) throws(ConfigError) {
         // With coturn's user database, users and REST secrets may all come from it (docs/userdb.md).
-        let database = config.userDatabase != nil || config.postgresUserDatabase != nil
-        if config.userDatabase != nil, config.postgresUserDatabase != nil {
-            let key = sources.last("psql-userdb") != nil ? "psql-userdb" : "sql-userdb"
-            throw .conflict("cannot be combined with 'userdb': relayd reads one user database", key: key, at: sources.last(key))
+        let databases = [
+            ("userdb", config.userDatabase != nil), ("psql-userdb", config.postgresUserDatabase != nil),
+            ("redis-userdb", config.redisUserDatabase != nil),
+        ].filter(\.1).map(\.0)
+        let database = !databases.isEmpty
+        if databases.count > 1 {
+            let key = ["redis-userdb", "psql-userdb", "sql-userdb", "userdb", "db"].first { sources.last($0) != nil } ?? databases[1]
+            throw .conflict(
+                "cannot be combined with '\(databases.first { $0 != key } ?? databases[0])': relayd reads one user database",
+                key: key, at: sources.last(key))
         }
         if config.useAuthSecret, config.staticAuthSecrets.isEmpty, !database {
             throw .conflict(

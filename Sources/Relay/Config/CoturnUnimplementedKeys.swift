@@ -2,7 +2,7 @@ extension ConfigKeyTable {
     /// coturn keys relayd recognises but does not implement; each use is a warning, never silent.
     static let unimplementedCoturnKeys: [ConfigKey] = withValue + withoutValue
 
-    private static let noUserDB = "relayd reads coturn's SQLite ('userdb') and PostgreSQL ('psql-userdb') user databases, not this one"
+    private static let noUserDB = "relayd reads coturn's SQLite ('userdb'), PostgreSQL ('psql-userdb') and Redis ('redis-userdb') user databases, not this one"
     private static let noDTLS = "relayd serves DTLS on the TLS ports (tls-listening-port, alt-tls-listening-port); no-dtls turns it off"
     private static let noCLI = "relayd has no telnet CLI or web admin"
 
@@ -18,7 +18,6 @@ extension ConfigKeyTable {
         ].map { ConfigKey.unimplemented($0, arity: .required) } + [
             .unimplemented("mysql-userdb", arity: .required, hint: noUserDB),
             .unimplemented("mongo-userdb", arity: .required, hint: noUserDB),
-            .unimplemented("redis-userdb", arity: .required, hint: noUserDB),
             .unimplemented("cli-ip", arity: .required, hint: noCLI),
             .unimplemented("cli-port", arity: .required, hint: noCLI),
             .unimplemented("cli-password", arity: .required, hint: noCLI),

@@ -29,7 +29,7 @@ extension CoreSettings {
         // one, MD5 comes first, so a client that can do both picks the one its key verifies with
         // (docs/userdb.md).
         passwordAlgorithms =
-            (c.userDatabase == nil && c.postgresUserDatabase == nil) || !c.passwordAlgorithms.contains(.md5)
+            !c.hasUserDatabase || !c.passwordAlgorithms.contains(.md5)
             ? c.passwordAlgorithms : [.md5] + c.passwordAlgorithms.filter { $0 != .md5 }
         softwareAttribute = c.softwareAttribute
         alternateServers = c.alternateServers
@@ -165,4 +165,9 @@ extension SourceLimits {
         if next.allocateRateLimit != previous.allocateRateLimit { kept.allocations = fresh.allocations }
         return kept
     }
+}
+
+extension RelayConfiguration {
+    /// Whether users come from one of coturn's user databases (docs/userdb.md).
+    public var hasUserDatabase: Bool { userDatabase != nil || postgresUserDatabase != nil || redisUserDatabase != nil }
 }

@@ -108,6 +108,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// coturn's user database in PostgreSQL (`psql-userdb`, `sql-userdb`): a libpq connection
     /// string, which may hold a password (docs/userdb.md).
     public var postgresUserDatabase: String?
+    /// coturn's user database in Redis (`redis-userdb`: coturn's `ip=… port=… dbname=…
+    /// password=…` or a `redis://` URL), in coturn's key layout (docs/userdb.md).
+    public var redisUserDatabase: RedisEndpoint?
 
     // relayd's own keys.
     public var apiListeningIP: IPAddress = .ipv4Loopback

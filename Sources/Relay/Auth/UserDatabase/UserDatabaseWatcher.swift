@@ -44,6 +44,9 @@ final class UserDatabaseWatcher: Sendable {
                 PostgresUserDatabase(conninfo: conninfo)
             }
         }
+        if let endpoint = configuration.redisUserDatabase {
+            return UserDatabaseWatcher(name: "Redis (\(endpoint))") { RedisUserDatabase(endpoint: endpoint) }
+        }
         return nil
     }
 
