@@ -9,8 +9,10 @@ public struct CredentialStore: Sendable {
     let separator: String
     public let users: [String: [UInt8]]
     public let sha256Users: [String: [UInt8]]
-    /// SHA-256(username ":" realm) of each static user (USERHASH, RFC 8489 §14.4).
-    let userhashes: [[UInt8]: String]
+    /// Each static user by the first 8 bytes of SHA-256(username ":" realm), its USERHASH (RFC
+    /// 8489 §14.4): a word a user instead of 32 bytes, which matters with a million users from a
+    /// user database (docs/userdb.md). A lookup checks the whole hash of the name it finds.
+    let userhashes: [UInt64: String]
 
     /// `users`: each static user's MD5 long-term key (RFC 8489 §9.2.2); `sha256Users`: the
     /// SHA-256 keys of those whose password is known (a user given by its MD5 key has none);
@@ -25,16 +27,26 @@ public struct CredentialStore: Sendable {
         self.sha256Users = sha256Users
         self.restSecrets = restSecrets
         self.separator = separator
-        var hashes: [[UInt8]: String] = [:]
-        for name in users.keys {
-            hashes[DigestAlgorithm.sha256.hash(Array(name.utf8) + [0x3A] + Array(realm.utf8))] = name
-        }
+        var hashes: [UInt64: String] = [:]
+        hashes.reserveCapacity(users.count)
+        for name in users.keys { hashes[Self.prefix(Self.userhash(name, realm: realm))] = name }
         userhashes = hashes
     }
 
     /// The static user whose USERHASH is `userhash` (RFC 8489 §14.4). A REST username cannot be
     /// found this way: its password derives from the name, which the hash hides (docs/auth.md).
-    public func username(forUserhash userhash: [UInt8]) -> String? { userhashes[userhash] }
+    public func username(forUserhash userhash: [UInt8]) -> String? {
+        guard userhash.count == 32, let name = userhashes[Self.prefix(userhash)],
+            Self.userhash(name, realm: realm) == userhash
+        else { return nil }
+        return name
+    }
+
+    private static func userhash(_ name: String, realm: String) -> [UInt8] {
+        DigestAlgorithm.sha256.hash(Array(name.utf8) + [0x3A] + Array(realm.utf8))
+    }
+
+    private static func prefix(_ hash: [UInt8]) -> UInt64 { hash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) } }
 
     /// Why no key could be offered for a USERNAME.
     public enum Failure: Error, Sendable, Hashable {
