@@ -6,8 +6,9 @@
 # from that same file, in the same run; relay-bench makes ALLOCS allocations as long-term users
 # spread over the file (a 401, then the authenticated Allocate, each released), REPS times.
 # Prints each server's setup rate (authentications per second) and the ratio, relayd's resident
-# memory with the file and without it (the same server, no userdb), and how long relayd took to
-# read the file.
+# memory with the file and without it (the same server, no userdb), how long relayd took to
+# read the file, and how long a user added to the file while relayd serves it takes to
+# authenticate.
 #
 #   scripts/bench-userdb.sh [--reps N] [--skip-build] [--users N] [--allocations N]
 #
@@ -116,6 +117,61 @@ for rep in $(seq "$REPS"); do
     echo "coturn $(setup coturn "$cport")"
 done | tee "$WORK/results"
 RELAYD_AFTER=$(rss_kib "$pid")
+
+# A user added to the file while relayd serves it: seconds until its Allocate succeeds (the
+# watcher's check, a whole read of the file, the main thread's turn).
+LIVE=$(python3 - "$DB" "$REALM" "$RELAYD_PORT" <<'PY'
+import hashlib, socket, sqlite3, struct, sys, time, os, hmac
+path, realm, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+name, password = "late-user", "pw"
+def message(method, attrs, key=None):
+    body = b"".join(struct.pack("!HH", t, len(v)) + v + b"\0" * (-len(v) % 4) for t, v in attrs)
+    tid = os.urandom(12)
+    if key is None:
+        return struct.pack("!HHI", method, len(body), 0x2112A442) + tid + body
+    header = struct.pack("!HHI", method, len(body) + 24, 0x2112A442) + tid
+    mac = hmac.new(key, header + body, hashlib.sha1).digest()
+    return header + body + struct.pack("!HH", 0x0008, 20) + mac
+def attrs(data):
+    out, i = {}, 20
+    while i + 4 <= len(data):
+        t, l = struct.unpack("!HH", data[i:i + 4])
+        out[t] = data[i + 4:i + 4 + l]
+        i += 4 + l + (-l % 4)
+    return out
+def allocates():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(1)
+    try:
+        transport = [(0x0019, struct.pack("!B3x", 17))]
+        s.sendto(message(0x0003, transport), ("127.0.0.1", port))
+        a = attrs(s.recv(2048))
+        nonce = a[0x0015]
+        key = hashlib.md5(f"{name}:{realm}:{password}".encode()).digest()
+        s.sendto(message(0x0003, transport + [(0x0006, name.encode()), (0x0014, realm.encode()), (0x0015, nonce)], key),
+                 ("127.0.0.1", port))
+        reply = s.recv(2048)
+        ok = struct.unpack("!H", reply[:2])[0] == 0x0103
+        if ok:
+            lifetime = [(0x000D, struct.pack("!I", 0))]
+            s.sendto(message(0x0004, lifetime + [(0x0006, name.encode()), (0x0014, realm.encode()), (0x0015, nonce)], key),
+                     ("127.0.0.1", port))
+        return ok
+    except OSError:
+        return False
+    finally:
+        s.close()
+db = sqlite3.connect(path)
+db.execute("INSERT INTO turnusers_lt VALUES (?, ?, ?)", (realm, name, hashlib.md5(f"{name}:{realm}:{password}".encode()).hexdigest()))
+db.commit()
+start = time.monotonic()
+while not allocates() and time.monotonic() - start < 60:
+    time.sleep(0.1)
+print(f"{time.monotonic() - start:.1f}")
+PY
+)
+echo "a user added to the file authenticates after $LIVE s"
+
 stop_all
 
 python3 - "$WORK/results" "$USERS" "$BASE_RSS" "$DB_RSS" "$RELAYD_AFTER" "$t0" "$t1" <<'PY'
