@@ -1,8 +1,10 @@
-# Shared by scripts/bench-state-dir.sh and scripts/bench-upgrade.sh (sourced, not run): their
+# Shared by scripts/bench-state-dir.sh, scripts/bench-upgrade.sh and scripts/bench-userdb.sh (sourced, not run): their
 # options, the release build they measure, and loopback helpers.
 #
 #   bench_options DEFAULT_REPS USAGE_LINES "$@"   sets REPS and BUILD (--reps N, --skip-build)
 #   bench_build                                   builds relayd and relay-bench (.build-bench), sets BIN
+#   bench_workdir NAME                            makes WORK (removed at exit) and PIDS; stop_all
+#                                                 stops the PIDS (TERM, then KILL), also at exit
 #   bench_port_range                              sets MIN_PORT and MAX_PORT below the ephemeral range
 #   free_port                                     a free loopback TCP port
 
@@ -30,6 +32,19 @@ bench_build() {
         swift build --quiet -c release --scratch-path .build-bench --product relay-bench
     fi
     BIN=$(swift build -c release --scratch-path .build-bench --show-bin-path)
+}
+
+bench_workdir() {
+    WORK=$(mktemp -d "/tmp/relayd-bench-$1.XXXXXX")
+    PIDS=()
+    trap 'stop_all; rm -rf "$WORK"' EXIT
+}
+
+stop_all() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    sleep 0.5
+    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    PIDS=()
 }
 
 bench_port_range() {

@@ -22,15 +22,7 @@ cd "$(dirname "$0")/.."
 . scripts/bench-lib.sh
 bench_options 3 '2,17p' "$@"
 bench_build
-WORK=$(mktemp -d /tmp/relayd-bench-upgrade.XXXXXX)
-PIDS=()
-stop_all() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    sleep 0.5
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    PIDS=()
-}
-trap 'stop_all; rm -rf "$WORK"' EXIT
+bench_workdir upgrade
 SECRET="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 bench_port_range
 

@@ -30,15 +30,7 @@ done
 . scripts/bench-lib.sh
 bench_options 3 '2,16p' "${args[@]+"${args[@]}"}"
 bench_build
-WORK=$(mktemp -d /tmp/relayd-bench-userdb.XXXXXX)
-PIDS=()
-stop_all() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    sleep 0.5
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    PIDS=()
-}
-trap 'stop_all; rm -rf "$WORK"' EXIT
+bench_workdir userdb
 bench_port_range
 REALM=bench.local
 DB="$WORK/turndb"

@@ -38,16 +38,24 @@ def turnadmin(db, *args: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def allocates(server: RelayServer, username: str, password: str) -> bool:
+def allocation_error(server: RelayServer, username: str, password: str, sha256: bool = False) -> int | None:
+    """Allocates and releases as `username`: None on success, else the error code."""
     with TurnClient(server.address) as client:
+        if sha256:
+            client.password_algorithm = 2  # SHA-256 (RFC 8489 §18.5.1)
+            client.integrity = "sha256"
         try:
             client.allocate(username, password)
         except TurnError as e:
-            if e.response is not None and e.response.error_code() and e.response.error_code()[0] == 401:
-                return False
-            raise
+            return e.code
         client.refresh(0)
-        return True
+        return None
+
+
+def allocates(server: RelayServer, username: str, password: str) -> bool:
+    code = allocation_error(server, username, password)
+    assert code in (None, 401), code
+    return code is None
 
 
 @pytest.fixture
@@ -138,16 +146,8 @@ def test_realm_options_and_peer_ranges_apply_live(tmp_path, database):
                 db.execute("INSERT INTO denied_peer_ip VALUES (?, ?)", (REALM, "127.0.0.77"))
                 db.execute("INSERT INTO denied_peer_ip VALUES (?, ?)", (REALM, "not-an-address"))
 
-            def second_refused() -> bool:
-                with TurnClient(s.address) as second:
-                    try:
-                        second.allocate("alice", "alice-password")
-                    except TurnError as e:
-                        return e.code == 486
-                    second.refresh(0)
-                    return False
-
-            assert eventually(second_refused, timeout=LIVE), "user-quota from the database never applied"
+            assert eventually(lambda: allocation_error(s, "alice", "alice-password") == 486, timeout=LIVE), \
+                "user-quota from the database never applied"
 
             def denied() -> bool:
                 try:
@@ -234,11 +234,7 @@ def test_relayd_users_writes_what_turnadmin_and_relayd_read(tmp_path, request, k
     server = RelayServer("relayd", tmp_path / "relayd", extra_args=[served, f"--realm={REALM}"])
     with running(server) as s:
         assert allocates(s, "dave", "dave-password")
-        with TurnClient(s.address) as client:
-            client.password_algorithm = 2  # SHA-256 (RFC 8489 §18.5.1)
-            client.integrity = "sha256"
-            client.allocate("dave", "dave-password")
-            client.refresh(0)
+        assert allocation_error(s, "dave", "dave-password", sha256=True) is None
         # Added while relayd runs: a user (its password on standard input), a secret, an option.
         assert relayd_users("add", "erin", *where, stdin="erin-password\n").returncode == 0
         assert relayd_users("add-secret", "cli-secret", *where).returncode == 0
@@ -253,18 +249,8 @@ def test_relayd_users_writes_what_turnadmin_and_relayd_read(tmp_path, request, k
         # coturn's own tool reads what relayd wrote, and what it deletes is gone for both keys.
         admin("-d", "-u", "dave", "-r", REALM)
 
-        def dave_gone() -> bool:
-            with TurnClient(s.address) as client:
-                client.password_algorithm = 2
-                client.integrity = "sha256"
-                try:
-                    client.allocate("dave", "dave-password")
-                except TurnError as e:
-                    return e.code == 401
-                client.refresh(0)
-                return False
-
-        assert eventually(dave_gone, timeout=LIVE), "a user turnadmin deleted kept its SHA-256 key"
+        assert eventually(lambda: allocation_error(s, "dave", "dave-password", sha256=True) == 401, timeout=LIVE), \
+            "a user turnadmin deleted kept its SHA-256 key"
         assert not allocates(s, "dave", "dave-password")
         assert relayd_users("delete", "erin", *where).returncode == 0
         assert eventually(lambda: not allocates(s, "erin", "erin-password"), timeout=LIVE)
@@ -301,16 +287,8 @@ def test_redis_users_and_secrets_written_by_turnadmin(tmp_path):
             with TurnClient(s.address) as first:
                 first.allocate("bob", "bob-password")
 
-                def refused() -> bool:
-                    with TurnClient(s.address) as second:
-                        try:
-                            second.allocate("bob", "bob-password")
-                        except TurnError as e:
-                            return e.code == 486
-                        second.refresh(0)
-                        return False
-
-                assert eventually(refused, timeout=LIVE), "user-quota from Redis never applied"
+                assert eventually(lambda: allocation_error(s, "bob", "bob-password") == 486, timeout=LIVE), \
+                    "user-quota from Redis never applied"
                 first.refresh(0)
             # Redis goes away: the last good view serves on.
             redis.kill()

@@ -56,16 +56,22 @@ final class SQLiteUserDatabase: UserDatabaseSource {
     private func open() throws(Failure) {
         if let db { sqlite3_close_v2(db) }
         db = nil
+        // A writer holding the lock briefly (turnadmin) is waited for, a little.
+        db = try Self.open(path, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, busyMilliseconds: 500)
+    }
+
+    /// A handle on the file at `path`, opened with `flags`; a writer's lock is waited for up to
+    /// `busyMilliseconds`.
+    static func open(_ path: String, flags: Int32, busyMilliseconds: Int32) throws(Failure) -> OpaquePointer {
         var handle: OpaquePointer?
-        let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
+        let status = sqlite3_open_v2(path, &handle, flags, nil)
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
             if let handle { sqlite3_close_v2(handle) }
             throw Failure(description: "cannot open \(path): \(message)")
         }
-        // A writer holding the lock briefly (turnadmin) is waited for, a little.
-        sqlite3_busy_timeout(handle, 500)
-        db = handle
+        sqlite3_busy_timeout(handle, busyMilliseconds)
+        return handle
     }
 
     /// `PRAGMA data_version`: changes whenever another connection commits (SQLite's own

@@ -7,15 +7,7 @@ final class SQLiteUserDatabaseWriter: UserDatabaseWriter {
     private let path: String
 
     init(path: String) throws(UserDatabaseFailure) {
-        var handle: OpaquePointer?
-        let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
-        guard status == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
-            if let handle { sqlite3_close_v2(handle) }
-            throw UserDatabaseFailure(description: "cannot open \(path): \(message)")
-        }
-        sqlite3_busy_timeout(handle, 2000)
-        db = handle
+        db = try SQLiteUserDatabase.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, busyMilliseconds: 2000)
         self.path = path
     }
 

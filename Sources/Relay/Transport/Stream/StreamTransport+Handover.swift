@@ -78,25 +78,33 @@ extension StreamTransport {
     /// written first. The client's origin, or nil when the connection cannot be served here
     /// (the socket is closed then).
     func adopt(_ handed: HandoverStream, fd: Int32, now: Int64) -> ClientOrigin? {
+        guard let connection = adoptConnection(handed.fiveTuple, fd: fd, now: now) else { return nil }
+        handed.input.withUnsafeBytes { connection.keepPartial($0) }
+        if !handed.output.isEmpty { _ = handed.output.withUnsafeBytes { queue($0, on: connection) } }
+        return connection.origin
+    }
+
+    /// A plain TCP connection on `fd` the predecessor handed over, counted against the
+    /// connection limits and read from now on; nil, with the socket closed, when nothing here
+    /// serves TCP or the connection cannot be made.
+    func adoptConnection(_ fiveTuple: FiveTuple, fd: Int32, now: Int64) -> StreamConnection? {
         guard !listeners.isEmpty else {
             // No TCP listener in this configuration: nothing here serves TCP.
             Glibc.close(fd)
             return nil
         }
-        let ip = handed.client.ip
+        let ip = fiveTuple.client.ip
         service.limiter.adopt(ip)
-        let origin = ClientOrigin(fiveTuple: handed.fiveTuple, socket: ClientSocket(descriptor: fd))
+        let origin = ClientOrigin(fiveTuple: fiveTuple, socket: ClientSocket(descriptor: fd))
         guard let connection = StreamConnection(socket: fd, ssl: nil, origin: origin, owner: self, now: now) else {
             Glibc.close(fd)
             service.limiter.release(ip, pending: true)
             return nil
         }
         connection.sawValidStun = true
-        handed.input.withUnsafeBytes { connection.keepPartial($0) }
         connections[fd] = connection
         counters.open += 1
         connection.start(base: loop.base)
-        if !handed.output.isEmpty { _ = handed.output.withUnsafeBytes { queue($0, on: connection) } }
-        return origin
+        return connection
     }
 }

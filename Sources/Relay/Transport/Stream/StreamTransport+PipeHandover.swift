@@ -67,24 +67,10 @@ extension StreamTransport {
     /// the peer first and the peer's to the client. False, with both sockets closed, when it
     /// cannot be served here.
     func adoptPipe(_ handed: HandoverPipe, clientFD: Int32, peerFD: Int32, account: PipeAccount, now: Int64) -> Bool {
-        guard !listeners.isEmpty else {
-            Glibc.close(clientFD)
+        guard let connection = adoptConnection(handed.fiveTuple, fd: clientFD, now: now) else {
             Glibc.close(peerFD)
             return false
         }
-        let ip = handed.client.ip
-        service.limiter.adopt(ip)
-        let origin = ClientOrigin(fiveTuple: handed.fiveTuple, socket: ClientSocket(descriptor: clientFD))
-        guard let connection = StreamConnection(socket: clientFD, ssl: nil, origin: origin, owner: self, now: now) else {
-            Glibc.close(clientFD)
-            Glibc.close(peerFD)
-            service.limiter.release(ip, pending: true)
-            return false
-        }
-        connection.sawValidStun = true
-        connections[clientFD] = connection
-        counters.open += 1
-        connection.start(base: loop.base)
         connectionAllocated(connection)
         pipes[handed.id] = connection
         guard connection.startPipe(id: handed.id, peerSocket: PeerSocket(descriptor: peerFD), account: account) else {
