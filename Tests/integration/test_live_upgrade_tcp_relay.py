@@ -284,3 +284,52 @@ def test_a_failed_upgrade_leaves_rfc6062_connections_serving(tmp_path):
         scene.close()
         problems = server.stop()
     assert not problems, problems
+
+
+def test_a_tls_pipe_stays_with_the_old_process_and_goes_on(tmp_path):
+    """A TCP allocation whose control connection is plain TCP moves, but its pipe over a TLS data
+    connection cannot (OpenSSL cannot move a session): it relays on in the old process, which
+    drains it and exits once it closes, while the allocation serves on in the heir."""
+    import copy
+
+    server = start(tmp_path)
+    heir = None
+    echo, thread = echo_server()
+    sockets: list[socket.socket] = []
+    try:
+        client = TCPRelayClient(server.address, timeout=20)
+        sockets.append(client.sock)
+        client.allocate(*server.credentials(user="tls-pipe"))
+        relayed = tuple(client.relayed)
+        client.create_permission(("127.0.0.1", 9))
+        cid = connection_id(TCPRelayClient.check(client.connect_peer(echo.server_address), "Connect"))
+        over_tls = copy.copy(client)
+        over_tls.server, over_tls.tls = server.tls_address, True
+        pipe = bind(over_tls, cid)
+        sockets.append(pipe)
+        echoes(pipe, b"before the upgrade")
+
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        heir = json.loads(resp.body)["pid"]
+        # The TLS pipe keeps the old process alive, and relays on there.
+        time.sleep(1)
+        assert server.proc.poll() is None, "the old process left with a pipe still open"
+        echoes(pipe, b"after the upgrade, in the old process")
+        # The allocation is the heir's: a Refresh keeps its relayed address, and a peer
+        # connecting in is announced by the heir.
+        client.refresh(600)
+        assert tuple(client.relayed) == relayed
+        sockets.append(socket.create_connection(relayed, timeout=WAIT))
+        assert client.wait_connection_attempt(WAIT) is not None
+        # The pipe closes: the old process has nothing left and exits.
+        pipe.close()
+        assert server.proc.wait(timeout=15) == 0, server.log_tail()
+    finally:
+        for sock in sockets:
+            sock.close()
+        echo.shutdown()
+        echo.server_close()
+        thread.join(timeout=5)
+        problems = stop_both(server, heir)
+    assert not problems, problems

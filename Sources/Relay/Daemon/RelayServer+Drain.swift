@@ -55,11 +55,14 @@ extension RelayServer {
         checkDrain()
     }
 
-    /// Ends the drain when no allocation is left or the timeout has passed.
+    /// Ends the drain when no allocation is left or the timeout has passed. After a live upgrade
+    /// the old process also waits for its stream connections: an RFC 6062 pipe that could not
+    /// move relays on here after its allocation went to the heir (docs/live-upgrade.md).
     func checkDrain() {
         let remaining = activeAllocations()
+        let connections = handover.done ? streams.limiter.total : 0
         let timedOut = EventLoop.now() >= drain.deadline
-        guard remaining == 0 || timedOut else { return }
+        guard (remaining == 0 && connections == 0) || timedOut else { return }
         if drain.exitWhenDone {
             logger.notice(
                 timedOut && remaining > 0 ? "drain timeout: ending remaining allocations" : "drain complete: exiting",
