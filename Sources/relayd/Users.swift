@@ -36,6 +36,9 @@ struct Users: ParsableCommand {
                 if sqlite == nil && postgres == nil {
                     sqlite = loaded.userDatabase
                     postgres = loaded.postgresUserDatabase
+                    if loaded.redisUserDatabase != nil {
+                        throw ValidationError("relayd users writes SQLite and PostgreSQL; for redis-userdb use turnadmin -N")
+                    }
                 }
                 if realm == nil { realm = loaded.realm }
             }
