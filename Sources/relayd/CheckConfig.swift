@@ -31,6 +31,8 @@ struct CheckConfig: ParsableCommand {
         let interfaces = InterfaceAddresses.current()
         let warnings =
             loaded.warnings + ConfigAdvisor.warnings(for: configuration, interfaceAddresses: interfaces)
+            // Read only here, not at every start: a large or slow database would hold it up.
+            + (ConfigAdvisor.userDatabaseWarning(configuration).map { [$0] } ?? [])
         for warning in warnings { print("warning: \(warning)") }
         if configuration.kernelOffload != .off {
             if let problem = KernelOffloadProbe.problem(configuration: configuration) {

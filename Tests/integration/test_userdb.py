@@ -296,3 +296,16 @@ def test_redis_users_and_secrets_written_by_turnadmin(tmp_path):
             assert allocates(s, "bob", "bob-password")
     finally:
         redis.kill()
+
+
+def test_postgresql_uri_and_truncate(tmp_path, postgres):
+    """psql-userdb as a postgresql:// URI; a TRUNCATE, which moves no row count in PostgreSQL's
+    statistics, still takes effect live."""
+    turnadmin_pg(postgres, "-a", "-u", "alice", "-r", REALM, "-p", "alice-password")
+    uri = f"postgresql://postgres@127.0.0.1:{postgres.port}/turn"
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--psql-userdb={uri}", f"--realm={REALM}"])
+    with running(server) as s:
+        assert allocates(s, "alice", "alice-password")
+        postgres.sql("TRUNCATE turnusers_lt")
+        assert eventually(lambda: not allocates(s, "alice", "alice-password"), timeout=LIVE), \
+            "a truncated table's users still authenticate"

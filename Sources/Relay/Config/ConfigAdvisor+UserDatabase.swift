@@ -2,7 +2,7 @@ extension ConfigAdvisor {
     /// What is wrong with `userdb` for the user that runs the check (docs/userdb.md): a file
     /// that cannot be read as coturn's database. relayd then serves without its users until it
     /// can be read.
-    static func userDatabaseWarning(_ config: RelayConfiguration) -> String? {
+    public static func userDatabaseWarning(_ config: RelayConfiguration) -> String? {
         let source: any UserDatabaseSource
         let path: String
         if let file = config.userDatabase {

@@ -51,7 +51,6 @@ public enum ConfigAdvisor {
         notes += clusterWarnings(config)
         if let warning = plainAPIWarning(config) { notes.append(warning) }
         if let warning = stateDirWarning(config) { notes.append(warning) }
-        if let warning = userDatabaseWarning(config) { notes.append(warning) }
         if config.rfc5780Active {
             if !config.resolvingAddresses(interfaces: interfaceAddresses).hasAlternateAddress {
                 notes.append(

@@ -23,12 +23,17 @@ extension RelayServer {
     static let userDatabaseFirstReadSeconds = 10.0
 
     /// Starts reading the database, if one is configured, and waits (a little) for the first
-    /// view, so users it holds authenticate from the first packet.
+    /// view, so users it holds authenticate from the first packet. The heir of a live upgrade
+    /// does not wait: the running relayd's loops are paused until it serves, and its users'
+    /// allocations carry their keys; a new Allocate of a database user waits for the first read.
     func startUserDatabase() {
         guard let watcher = UserDatabaseWatcher.configured(configuration) else { return }
         let path = watcher.name
         userDatabase = UserDatabaseState(watcher: watcher)
+        // hiredis and libpq write to sockets with write(2): a peer that closes must not kill us.
+        signal(SIGPIPE, SIG_IGN)
         watcher.start()
+        guard inheritance == nil else { return }
         let deadline = Date().addingTimeInterval(Self.userDatabaseFirstReadSeconds)
         while Date() < deadline {
             let reports = watcher.take()

@@ -1,4 +1,5 @@
 import CLibPQ
+import Glibc
 import RelayCore
 
 /// coturn's user database in PostgreSQL (`psql-userdb`), through libpq, read as coturn's
@@ -14,20 +15,62 @@ final class PostgresUserDatabase: UserDatabaseSource {
     /// Seconds a connection attempt may take, unless the connection string says otherwise.
     static let connectTimeout = 5
 
-    init(conninfo: String) {
-        self.conninfo = conninfo.contains("connect_timeout") ? conninfo : conninfo + " connect_timeout=\(Self.connectTimeout)"
-    }
+    init(conninfo: String) { self.conninfo = conninfo }
 
     deinit { if let connection { PQfinish(connection) } }
 
-    /// The connection string with its password replaced, for logs and `check-config`.
-    static func redacted(_ conninfo: String) -> String {
-        conninfo.split(separator: " ").map { $0.hasPrefix("password=") ? "password=…" : String($0) }.joined(separator: " ")
+    /// The connection string's settings as libpq reads them (the `key=value` form or a
+    /// `postgresql://` URI), nil when libpq cannot parse it.
+    static func settings(_ conninfo: String) -> [(key: String, value: String)]? {
+        guard let options = PQconninfoParse(conninfo, nil) else { return nil }
+        defer { PQconninfoFree(options) }
+        var settings: [(key: String, value: String)] = []
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val { settings.append((String(cString: keyword), String(cString: value))) }
+            option += 1
+        }
+        return settings
     }
 
-    /// PostgreSQL's own counts of rows inserted, updated and deleted in coturn's tables: they
-    /// move with every committed change (each session's counts reach the statistics when its
-    /// transaction ends, or within seconds while it stays connected).
+    /// The connection string with its password replaced, for logs and `check-config`.
+    static func redacted(_ conninfo: String) -> String {
+        guard let settings = settings(conninfo) else { return "(a connection string libpq cannot parse)" }
+        return settings.map { "\($0.key)=\($0.key == "password" ? "…" : $0.value)" }.joined(separator: " ")
+    }
+
+    /// Connects with `conninfo`'s settings, plus `connect_timeout` when it has none, and a
+    /// statement and lock timeout for the session, so a locked table or a silent server never
+    /// holds the reading thread for long.
+    static func connect(_ conninfo: String) throws(Failure) -> OpaquePointer {
+        guard var settings = settings(conninfo) else { throw Failure(description: "libpq cannot parse the connection string") }
+        if !settings.contains(where: { $0.key == "connect_timeout" }) {
+            settings.append(("connect_timeout", String(connectTimeout)))
+        }
+        if !settings.contains(where: { $0.key == "options" }) {
+            settings.append(("options", "-c statement_timeout=10000 -c lock_timeout=5000"))
+        }
+        let keys = settings.map { strdup($0.key) }
+        let values = settings.map { strdup($0.value) }
+        defer { for pointer in keys + values { free(pointer) } }
+        let keyPointers = keys.map { UnsafePointer($0) } + [nil]
+        let valuePointers = values.map { UnsafePointer($0) } + [nil]
+        guard let connection = PQconnectdbParams(keyPointers, valuePointers, 0) else {
+            throw Failure(description: "libpq: out of memory")
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(connection)).trimmingTrailingNewlines
+            PQfinish(connection)
+            throw Failure(description: "cannot connect to PostgreSQL: \(message)")
+        }
+        return connection
+    }
+
+    /// PostgreSQL's own counts of rows inserted, updated and deleted in coturn's tables, their
+    /// live rows and their files: they move with every committed change (each session's counts
+    /// reach the statistics when its transaction ends, or within seconds while it stays
+    /// connected; a TRUNCATE gives the table a new file). The watcher also reads again once a
+    /// minute whatever they say.
     func changed() throws(Failure) -> Bool {
         guard lastToken != nil else { return true }
         return try token() != lastToken
@@ -71,10 +114,12 @@ final class PostgresUserDatabase: UserDatabaseSource {
     private func token() throws(Failure) -> String {
         let names = UserDatabaseRows.tables.map { "'\($0)'" }.joined(separator: ",")
         var token = ""
+        // TRUNCATE moves no row count but gives the table a new file (relfilenode) and no live rows.
         try query(
-            "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::text, count(*)::text "
-                + "FROM pg_stat_user_tables WHERE relname IN (\(names))", columns: 2
-        ) { row in token = (row[0] ?? "") + "/" + (row[1] ?? "") }
+            "SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del), 0)::text, count(*)::text, "
+                + "coalesce(sum(s.n_live_tup), 0)::text, coalesce(string_agg(c.relfilenode::text, ',' ORDER BY c.relname), '') "
+                + "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relname IN (\(names))", columns: 4
+        ) { row in token = row.map { $0 ?? "" }.joined(separator: "/") }
         return token
     }
 
@@ -82,12 +127,7 @@ final class PostgresUserDatabase: UserDatabaseSource {
         if let connection, PQstatus(connection) == CONNECTION_OK { return connection }
         if let connection { PQfinish(connection) }
         connection = nil
-        guard let fresh = PQconnectdb(conninfo) else { throw Failure(description: "libpq: out of memory") }
-        guard PQstatus(fresh) == CONNECTION_OK else {
-            let message = String(cString: PQerrorMessage(fresh)).trimmingTrailingNewlines
-            PQfinish(fresh)
-            throw Failure(description: "cannot connect to PostgreSQL: \(message)")
-        }
+        let fresh = try Self.connect(conninfo)
         connection = fresh
         return fresh
     }

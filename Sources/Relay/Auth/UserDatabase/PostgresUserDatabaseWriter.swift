@@ -7,14 +7,7 @@ final class PostgresUserDatabaseWriter: UserDatabaseWriter {
     private let connection: OpaquePointer
 
     init(conninfo: String) throws(UserDatabaseFailure) {
-        let info = conninfo.contains("connect_timeout") ? conninfo : conninfo + " connect_timeout=5"
-        guard let connection = PQconnectdb(info) else { throw UserDatabaseFailure(description: "libpq: out of memory") }
-        guard PQstatus(connection) == CONNECTION_OK else {
-            let message = String(cString: PQerrorMessage(connection))
-            PQfinish(connection)
-            throw UserDatabaseFailure(description: "cannot connect to PostgreSQL: \(message.trimmingCharacters(in: .newlines))")
-        }
-        self.connection = connection
+        connection = try PostgresUserDatabase.connect(conninfo)
     }
 
     deinit { PQfinish(connection) }

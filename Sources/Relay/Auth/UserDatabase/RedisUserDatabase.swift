@@ -38,7 +38,11 @@ final class RedisUserDatabase: UserDatabaseSource {
                 guard let (realm, rest) = Self.realmKey(key) else { continue }
                 switch rest {
                 case "secret", "allowed-peer-ip", "denied-peer-ip":
-                    let members = try command(["SMEMBERS", key]).elements ?? []
+                    // A key of another type is that key's problem, not every realm's.
+                    guard let members = try? command(["SMEMBERS", key]).elements else {
+                        rows.refuse()
+                        continue
+                    }
                     for member in members {
                         switch rest {
                         case "secret": rows.secret(realm: realm, value: member.text)

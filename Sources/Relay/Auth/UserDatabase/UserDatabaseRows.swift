@@ -74,6 +74,9 @@ struct UserDatabaseRows {
         view.originToRealm[origin] = realm
     }
 
+    /// A row that could not be read at all (a Redis key of the wrong type).
+    mutating func refuse() { view.refusedRows += 1 }
+
     /// `relayd_sha256_keys`, which `relayd users` writes (`UserDatabaseWriter`).
     mutating func sha256Key(realm: String?, name: String?, key: String?, hmackey: String?) {
         guard let realm = Self.bounded(realm ?? "", Self.maxRealm), let name, Self.bounded(name, Self.maxName) != nil,

@@ -70,15 +70,24 @@ final class UserDatabaseWatcher: Sendable {
         UserDatabaseMetrics(up: !isFailing, users: users.load(ordering: .relaxed), failures: failureCount)
     }
 
+    /// Seconds after which the database is read again even if no change was seen: a backstop
+    /// for changes a database's counters miss (PostgreSQL's TRUNCATE, statistics turned off).
+    static let rereadSeconds: Double = 60
+
     private func run() {
         let database = open()
+        var last: UserDatabaseView? = nil
+        var lastRead = Date.distantPast
         while !stopped.load(ordering: .relaxed) {
             do {
-                if try database.changed() {
+                if try database.changed() || Date().timeIntervalSince(lastRead) >= Self.rereadSeconds {
                     let view = try database.read()
+                    lastRead = Date()
                     failing.store(false, ordering: .relaxed)
                     users.store(view.userCount, ordering: .relaxed)
-                    pending.withLock { $0.append(.view(view)) }
+                    // A read that found what the last one did changes nothing downstream.
+                    if view != last { pending.withLock { $0.append(.view(view)) } }
+                    last = view
                 } else {
                     failing.store(false, ordering: .relaxed)
                 }
