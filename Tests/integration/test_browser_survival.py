@@ -9,7 +9,8 @@ server), but keeps it open. Then, with the call live:
 - or relayd gets SIGUSR2: the new process takes the allocations over.
 After each, both peer connections must still be `connected` (not `disconnected` or `failed`),
 media must keep arriving on both sides, and a data channel message must come back: the call
-went on without an ICE restart. The kernel fast path stays off here: a live upgrade refuses it.
+went on without an ICE restart. The kernel fast path stays off here (it needs root, and a live
+upgrade takes it over only on kernels with tcx links); test_kernel_fast_path.py covers that.
 """
 
 from __future__ import annotations
