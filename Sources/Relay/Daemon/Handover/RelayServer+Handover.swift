@@ -6,8 +6,9 @@ import RelayCore
 import StunCodec
 
 /// The running side of a live upgrade (docs/live-upgrade.md): SIGUSR2 or `POST /api/v1/upgrade`
-/// starts the binary again, hands it the listeners, the UDP allocations and the keys, and once
-/// it serves, lets go and drains what cannot move (TCP, TLS and DTLS clients).
+/// starts the binary again, hands it the listeners, the UDP allocations, the plain TCP clients
+/// and TCP allocations (RFC 6062) with their pipes, the keys, limiters and counters, and once it
+/// serves, lets go and drains what cannot move (TLS and DTLS clients, pipes over TLS).
 extension RelayServer {
     /// Main-thread state of live upgrades.
     struct HandoverState {
