@@ -197,7 +197,8 @@ enum ConfigValueParser {
         return (String(head), String(tail))
     }
 
-    private static func hexBytes(_ text: Substring) -> [UInt8]? {
+    /// Bytes written as hex digits (either case); nil for an odd count or a non-hex digit.
+    static func hexBytes(_ text: Substring) -> [UInt8]? {
         let digits = Array(text.utf8)
         guard digits.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []

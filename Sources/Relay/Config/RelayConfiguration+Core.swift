@@ -94,15 +94,22 @@ extension CredentialStore {
             case .key(let key):
                 table[user.name] = key
             case .password(let password):
-                let prepared = OpaqueString.prepare(password)
-                table[user.name] = KeyDerivation.longTermKeyMD5(username: user.name, realm: c.realm, password: prepared)
-                sha256[user.name] = KeyDerivation.longTermKeySHA256(
-                    username: Array(user.name.utf8), realm: Array(c.realm.utf8), password: Array(prepared.utf8))
+                (table[user.name], sha256[user.name]) = Self.longTermKeys(name: user.name, realm: c.realm, password: password)
             }
         }
         self.init(
             realm: c.realm, users: table, sha256Users: sha256, restSecrets: c.useAuthSecret ? c.staticAuthSecrets : [],
             separator: c.restAPISeparator)
+    }
+
+    /// A user's long-term keys from its password, prepared with OpaqueString (RFC 8265): MD5
+    /// and SHA-256 of name ":" realm ":" password (RFC 8489 §9.2.2).
+    static func longTermKeys(name: String, realm: String, password: String) -> (md5: [UInt8], sha256: [UInt8]) {
+        let prepared = OpaqueString.prepare(password)
+        return (
+            KeyDerivation.longTermKeyMD5(username: name, realm: realm, password: prepared),
+            KeyDerivation.longTermKeySHA256(username: Array(name.utf8), realm: Array(realm.utf8), password: Array(prepared.utf8))
+        )
     }
 
     /// The configuration's users and secrets, and those coturn's user database holds for the

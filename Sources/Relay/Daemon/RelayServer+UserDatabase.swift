@@ -10,6 +10,10 @@ struct UserDatabaseState {
     /// The configuration's users and secrets merged with the view's, which every loop's context
     /// carries.
     var credentials: CredentialStore?
+    /// The running configuration with the view's realm options and peer ranges
+    /// (`RelayConfiguration.applying(database:)`), and how many of those did not parse.
+    var effective: RelayConfiguration?
+    var skipped = 0
     /// Takes the watcher's reports once a second.
     var timer: LoopEvent?
 }
@@ -62,18 +66,18 @@ extension RelayServer {
         userDatabase?.watcher.stop()
     }
 
-    /// The running configuration with the database's realm options and peer ranges
-    /// (`RelayConfiguration.applying(database:)`): what the loops' contexts and the admission
-    /// limits are built from.
-    var effectiveConfiguration: RelayConfiguration {
-        guard let view = userDatabase?.view else { return configuration }
-        return configuration.applying(database: view).configuration
-    }
+    /// The running configuration with the database's realm options and peer ranges: what the
+    /// loops' contexts and the admission limits are built from.
+    var effectiveConfiguration: RelayConfiguration { userDatabase?.effective ?? configuration }
 
-    /// The credentials merged from the running configuration and the last view.
+    /// The credentials and the configuration merged from the running configuration and the last
+    /// view, made once for every loop (on a new view, or a reload).
     func refreshUserDatabaseCredentials() {
         guard let view = userDatabase?.view else { return }
         userDatabase?.credentials = CredentialStore(configuration: configuration, database: view)
+        let (effective, skipped) = configuration.applying(database: view)
+        userDatabase?.effective = effective
+        userDatabase?.skipped = skipped
     }
 
     private func take(_ reports: [UserDatabaseWatcher.Report], post: Bool) {
@@ -100,13 +104,13 @@ extension RelayServer {
         }
         guard changed else { return }
         refreshUserDatabaseCredentials()
-        let (effective, skipped) = configuration.applying(database: userDatabase?.view)
+        let skipped = userDatabase?.skipped ?? 0
         if skipped > 0 {
             logger.warning(
                 "user database \(path): \(skipped) realm options or peer ranges of realm \(configuration.realm) do not parse; skipped",
                 metadata: ["event": "userdb_values_skipped", "database": "\(path)", "skipped": "\(skipped)"])
         }
-        admission.update(limits: .init(configuration: effective))
+        admission.update(limits: .init(configuration: effectiveConfiguration))
         if post { postContexts() }
     }
 }

@@ -108,22 +108,7 @@ struct UserDatabaseRows {
 
     /// A long-term key written as hex: 16 bytes (MD5) or 32 (SHA-256); nil otherwise.
     static func hexKey(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count == 32 || digits.count == 64 else { return nil }
-        var key: [UInt8] = []
-        key.reserveCapacity(digits.count / 2)
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: return c - 0x30
-            case 0x61...0x66: return c - 0x61 + 10
-            case 0x41...0x46: return c - 0x41 + 10
-            default: return nil
-            }
-        }
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = nibble(digits[i]), let low = nibble(digits[i + 1]) else { return nil }
-            key.append(high << 4 | low)
-        }
+        guard let key = ConfigValueParser.hexBytes(Substring(text)), key.count == 16 || key.count == 32 else { return nil }
         return key
     }
 }

@@ -1,5 +1,4 @@
 import RelayCore
-import StunCodec
 
 /// What `relayd users` writes into coturn's user database (docs/userdb.md), in coturn's schema
 /// so that coturn and `turnadmin` read it too. relayd adds one table of its own,
@@ -109,10 +108,7 @@ public final class UserDatabaseEditor {
         guard !name.isEmpty, name.utf8.count <= UserDatabaseRows.maxName, realm.utf8.count <= UserDatabaseRows.maxRealm else {
             throw UserDatabaseFailure(description: "a user name is 1 to 512 bytes, a realm at most 127")
         }
-        let prepared = OpaqueString.prepare(password)
-        let md5 = KeyDerivation.longTermKeyMD5(username: name, realm: realm, password: prepared)
-        let sha256 = KeyDerivation.longTermKeySHA256(
-            username: Array(name.utf8), realm: Array(realm.utf8), password: Array(prepared.utf8))
+        let (md5, sha256) = CredentialStore.longTermKeys(name: name, realm: realm, password: password)
         try db.execute(.upsertUser, [realm, name, Self.hex(md5)])
         try db.execute(.upsertSHA256, [realm, name, Self.hex(sha256), Self.hex(md5)])
     }
