@@ -65,6 +65,42 @@ enum CoreFixture {
         var allocateRateLimit = 0
         /// `stale-nonce`: seconds a nonce stays fresh.
         var nonceLifetime: Int64 = 600
+        /// Tenants besides the default one (docs/tenants.md), in order (indexes 1, 2, …).
+        var tenants: [TenantOption] = []
+        /// Whether the default tenant allows `cross-tenant-relay`.
+        var defaultCrossTenantRelay = false
+    }
+
+    /// One tenant of `Options.tenants`: REST secrets only, reached by credential, or by a
+    /// listener address or ORIGIN; its own limits for the ledger.
+    struct TenantOption {
+        var name: String
+        var secret: String
+        var realm: String
+        var listener: IPAddress? = nil
+        var origin: String? = nil
+        var crossTenantRelay = false
+        var maxBPS = 0
+        var limits = TenantLimits()
+    }
+
+    /// The tenant table `options` describes, built as `Relay` builds it from tenant files.
+    static func tenants(_ options: Options, interfaceAddresses: [IPAddress] = []) -> TenantTable {
+        var byListener: [IPAddress: Int] = [:]
+        var byOrigin: [String: Int] = [:]
+        let tenants = options.tenants.enumerated().map { i, t in
+            if let listener = t.listener { byListener[listener] = i + 1 }
+            if let origin = t.origin { byOrigin[origin] = i + 1 }
+            return Tenant(
+                name: t.name,
+                credentials: CredentialStore(realm: t.realm, users: [:], restSecrets: [t.secret], separator: ":"),
+                sharedCredentials: CredentialStore(realm: options.realm, users: [:], restSecrets: [t.secret], separator: ":"),
+                policy: policy(options, interfaceAddresses: interfaceAddresses), maxBPS: t.maxBPS,
+                crossTenantRelay: t.crossTenantRelay)
+        }
+        return TenantTable(
+            tenants: tenants, byListener: byListener, byOrigin: byOrigin, byServerName: [:],
+            defaultCrossTenantRelay: options.defaultCrossTenantRelay)
     }
 
     /// The fixture's options, changed by `adjust`.
@@ -79,7 +115,9 @@ enum CoreFixture {
     /// loop thread counts against the same ones.
     /// The node's admission limits of `options` (`user-quota`, `total-quota`, `bps-capacity`).
     static func limits(_ options: Options) -> LocalAdmissionLedger.Limits {
-        .init(userQuota: options.userQuota, totalQuota: options.totalQuota, bpsCapacity: options.bpsCapacity)
+        .init(
+            userQuota: options.userQuota, totalQuota: options.totalQuota, bpsCapacity: options.bpsCapacity,
+            tenants: Dictionary(uniqueKeysWithValues: options.tenants.map { ($0.name, $0.limits) }))
     }
 
     static func context(
@@ -89,7 +127,7 @@ enum CoreFixture {
         threadIndex: Int = 0, threadCount: Int = 1,
         mobility: MobilityTickets = MobilityTickets(), ports: RelayPortPool? = nil
     ) -> CoreContext {
-        CoreContext(
+        var context = CoreContext(
             settings: options.settings, credentials: credentials(options),
             nonces: NonceGenerator(key: nonceKey, lifetime: options.nonceLifetime),
             policy: policy(options, interfaceAddresses: interfaceAddresses), relayAddresses: options.relayAddresses,
@@ -100,6 +138,8 @@ enum CoreFixture {
                 allocations: SourceRateLimiter(perSecond: options.allocateRateLimit)),
             reservationTable: reservationTable, directory: directory, threadIndex: threadIndex,
             threadCount: threadCount, mobility: mobility, ports: ports)
+        context.tenants = tenants(options, interfaceAddresses: interfaceAddresses)
+        return context
     }
 
     /// The static users' MD5 and SHA-256 long-term keys (RFC 8489 §9.2.2) and the REST secrets.
@@ -224,16 +264,19 @@ final class CoreHarness {
 
     var counters: CoreCounters { core.counters }
 
-    func origin(_ client: TransportAddress, transport: TransportProtocol = .udp) -> ClientOrigin {
-        ClientOrigin(
-            fiveTuple: FiveTuple(client: client, server: CoreFixture.server, transport: transport),
-            socket: listenerSocket)
+    func origin(
+        _ client: TransportAddress, transport: TransportProtocol = .udp, server: TransportAddress = CoreFixture.server
+    ) -> ClientOrigin {
+        ClientOrigin(fiveTuple: FiveTuple(client: client, server: server, transport: transport), socket: listenerSocket)
     }
 
     /// Hands `bytes` to the core as one datagram (or stream frame) from `client`; returns what it queued.
     @discardableResult
-    func receive(_ bytes: [UInt8], from client: TransportAddress, transport: TransportProtocol = .udp) -> [SentPacket] {
-        let origin = origin(client, transport: transport)
+    func receive(
+        _ bytes: [UInt8], from client: TransportAddress, transport: TransportProtocol = .udp,
+        server: TransportAddress = CoreFixture.server
+    ) -> [SentPacket] {
+        let origin = origin(client, transport: transport, server: server)
         return bytes.withUnsafeBytes { raw in
             core.handleClientPacket(raw, from: origin, now: now)
             return drainOutbox()
@@ -410,20 +453,21 @@ final class CoreHarness {
     func restClient(
         at client: TransportAddress, user: String = "alice", validFor: Int64 = 86_400,
         secret: String = CoreFixture.secret,
-        transport: TransportProtocol = .udp
+        transport: TransportProtocol = .udp, server: TransportAddress = CoreFixture.server
     ) -> TurnTestClient {
         let username = CoreFixture.restUsername(user, validFor: validFor)
         return self.client(
             at: client, username: username, password: CoreFixture.restPassword(username, secret: secret),
-            transport: transport)
+            transport: transport, server: server)
     }
 
     /// A client at `client` with explicit long-term credentials.
     func client(
-        at client: TransportAddress, username: String, password: String, transport: TransportProtocol = .udp
+        at client: TransportAddress, username: String, password: String, transport: TransportProtocol = .udp,
+        server: TransportAddress = CoreFixture.server
     ) -> TurnTestClient {
         TurnTestClient(username: username, password: password) { [self] bytes in
-            try self.receive(bytes, from: client, transport: transport).first { $0.client == client }.map {
+            try self.receive(bytes, from: client, transport: transport, server: server).first { $0.client == client }.map {
                 try ReceivedStun($0.bytes)
             }
         }

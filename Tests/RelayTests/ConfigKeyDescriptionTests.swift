@@ -24,6 +24,7 @@ import Testing
             "max-pending-connections-per-ip", "max-pending-connections", "max-connections", "kernel-offload", "kernel-offload-object",
             "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name", "node-labels",
             "cluster-total-quota", "cluster-node-ttl", "api-rate-limit", "api-tls", "api-cert", "api-pkey",
+            "tenant", "tls-server-name", "origin", "reserve-allocations", "reserve-bps", "cross-tenant-relay",
         ]))
     }
 

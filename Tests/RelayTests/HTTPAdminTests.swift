@@ -24,16 +24,19 @@ import Testing
             return answers ? .succeeded(pid: 4242, allocations: 3) : .failed("the heir gave up: test")
         }
 
-        func allocations(_ selector: AllocationSelector, after: String?, limit: Int) -> AllocationPageResult? {
-            guard let matching = allocations(selector) else { return nil }
+        func allocations(_ selector: AllocationSelector, tenant: String?, after: String?, limit: Int)
+            -> AllocationPageResult?
+        {
+            guard let matching = allocations(selector, tenant: tenant) else { return nil }
             let remaining = matching.filter { after == nil || $0.session > after! }.sorted { $0.session < $1.session }
             return AllocationPageResult(
                 records: Array(remaining.prefix(limit)), total: matching.count, more: remaining.count > limit)
         }
 
-        func allocations(_ selector: AllocationSelector) -> [AllocationRecord]? {
+        func allocations(_ selector: AllocationSelector, tenant: String? = nil) -> [AllocationRecord]? {
             guard answers else { return nil }
             return records.filter {
+                if let tenant, $0.tenant != tenant { return false }
                 switch selector {
                 case .all: return true
                 case .session(let s): return $0.session == s
@@ -47,8 +50,8 @@ import Testing
             return Array(UserTraffic.byUser(records.map { UserTraffic(user: $0.user, allocations: 1, traffic: $0.traffic) }).values)
         }
 
-        func terminate(_ selector: AllocationSelector) -> Int? {
-            guard let chosen = allocations(selector) else { return nil }
+        func terminate(_ selector: AllocationSelector, tenant: String?) -> Int? {
+            guard let chosen = allocations(selector, tenant: tenant) else { return nil }
             terminated.append(selector)
             records.removeAll { r in chosen.contains { $0.session == r.session } }
             return chosen.count

@@ -60,7 +60,7 @@ def test_alert_rules_check_and_pass_their_unit_tests():
 def test_every_dashboard_query_is_valid_promql(tmp_path):
     # Grafana's own variables, as Grafana substitutes them.
     rules = [{"record": f"relayd_dashboard:panel_{i}",
-              "expr": e.replace("$__rate_interval", "1m").replace("$instance", ".*")}
+              "expr": e.replace("$__rate_interval", "1m").replace("$instance", ".*").replace("$tenant", ".*")}
              for i, e in enumerate(dashboard_exprs())]
     path = tmp_path / "dashboard-rules.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
@@ -70,7 +70,10 @@ def test_every_dashboard_query_is_valid_promql(tmp_path):
 def test_every_metric_the_dashboard_and_rules_use_is_served(tmp_path):
     redis = RedisServer(tmp_path / "redis")
     redis.start()
-    node = ClusterNode(tmp_path / "node", "dash", redis, "s3cret", streams=True)
+    # One tenant, so the tenant-labelled families are served (docs/tenants.md).
+    tenant = tmp_path / "app.conf"
+    tenant.write_text("static-auth-secret=app-secret\n")
+    node = ClusterNode(tmp_path / "node", "dash", redis, "s3cret", streams=True, extra=[f"--tenant={tenant}"])
     try:
         node.start()
         assert eventually(lambda: node.metric("relayd_cluster_redis_up") == 1)

@@ -43,9 +43,9 @@ extension ClusterAdmissionLedger {
         }
         // The share must be current before Redis sums it.
         flushDeltas(redis)
-        let userQuota = String(local.limits.userQuota)
         let totalQuota = String(clusterTotalQuota)
         for request in requests {
+            let userQuota = String(local.userQuota(ofTenant: request.tenant))
             let sent = redis.connection.send([
                 "EVAL", ClusterKeys.admit, "1", ClusterKeys.registry, ClusterKeys.quotaPrefix, redis.node,
                 ClusterKeys.userField(request.user), userQuota, totalQuota, String(redis.ttlMillis),

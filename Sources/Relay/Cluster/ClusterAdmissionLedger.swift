@@ -52,7 +52,7 @@ final class ClusterAdmissionLedger: AdmissionLedger {
     // MARK: AdmissionLedger, on the loop threads
 
     func admit(_ request: AdmissionRequest) -> AdmissionDecision {
-        let userQuota = local.limits.userQuota
+        let userQuota = local.userQuota(ofTenant: request.tenant)
         let needsRedis = state.withLock { $0.redisUp && (userQuota > 0 || $0.clusterTotalQuota > 0) }
         // The local ledger checks blocks itself; before asking Redis, this ledger does.
         guard needsRedis else { return withRedirect(local.admit(request), request) }

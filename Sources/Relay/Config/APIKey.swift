@@ -12,11 +12,16 @@ extension RelayConfiguration {
         public var name: String
         public var token: String
         public var scope: Scope
+        /// The tenant it belongs to, when a tenant file defines it (docs/tenants.md): it vends
+        /// that tenant's credentials and sees and ends only that tenant's sessions. Nil: the
+        /// operator's, for every tenant.
+        public var tenant: String?
 
-        public init(name: String, token: String, scope: Scope = .credentials) {
+        public init(name: String, token: String, scope: Scope = .credentials, tenant: String? = nil) {
             self.name = name
             self.token = token
             self.scope = scope
+            self.tenant = tenant
         }
     }
 }

@@ -21,7 +21,7 @@ enum ConfigKeyTable {
 
     static let implemented: [ConfigKey] =
         listeners + relay + auth + limits + peerPolicy + tls + proto + metrics
-        + process + relaydOwn + cluster
+        + process + relaydOwn + cluster + tenancy
 
     private static let listeners: [ConfigKey] = [
         .port("listening-port", \.listeningPort).needsRestart(),
@@ -163,6 +163,23 @@ enum ConfigKeyTable {
         .string("psql-userdb", \.postgresUserDatabase, secret: true).needsRestart(),
         .string("sql-userdb", \.postgresUserDatabase, secret: true, alias: true).needsRestart(),
         .ignored("no-cli"),
+    ]
+
+    /// Tenants (docs/tenants.md): `tenant=` in the main file; the others in a tenant file only,
+    /// but `cross-tenant-relay`, which the main file sets for the default tenant.
+    private static let tenancy: [ConfigKey] = [
+        .list("tenant", .string(maxLength: 4096), \.tenantFiles) { text throws(ConfigValueError) in
+            try ConfigValueParser.string(text)
+        },
+        .list("tls-server-name", .string(maxLength: 253), \.serverNames) { text throws(ConfigValueError) in
+            try ConfigValueParser.string(text, maxLength: 253).lowercased()
+        },
+        .list("origin", .string(maxLength: 1024), \.origins) { text throws(ConfigValueError) in
+            try ConfigValueParser.string(text, maxLength: 1024)
+        },
+        .integer("reserve-allocations", count, \.reserveAllocations),
+        .integer("reserve-bps", 0...Int(Int32.max), \.reserveBPS),
+        .flag("cross-tenant-relay", \.crossTenantRelay),
     ]
 
     private static let relaydOwn: [ConfigKey] = [

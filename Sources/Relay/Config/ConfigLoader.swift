@@ -45,10 +45,11 @@ extension RelayConfiguration {
     ) throws(ConfigError) -> ConfigLoadResult {
         var output = try ConfigAssembler.assemble(file: file, commandLine: commandLine.entries)
         try ConfigValidator.validate(&output.configuration, sources: output.sources, warnings: &output.warnings)
+        try TenantLoader.load(&output.configuration, mainFile: configFile, sources: output.sources)
         return ConfigLoadResult(configuration: output.configuration, warnings: output.warnings, configFile: configFile)
     }
 
-    private static func readFile(_ path: String) throws(ConfigError) -> String {
+    static func readFile(_ path: String) throws(ConfigError) -> String {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw .unreadableFile(path, reason: "no such file")

@@ -82,15 +82,17 @@ enum ConfigValidator {
             let other = config.useAuthSecret ? "use-auth-secret" : "lt-cred-mech"
             throw .conflict("cannot be combined with '\(other)'", key: "no-auth", at: sources.last("no-auth"))
         }
+        // Tenants bring their own credentials (docs/tenants.md): the default tenant may have none.
+        let tenants = !config.tenantFiles.isEmpty
         if !config.noAuth, !config.ltCredMech, !config.useAuthSecret {
-            guard !config.users.isEmpty || database else {
+            guard !config.users.isEmpty || database || tenants else {
                 throw .conflict(
                     "no authentication mode: set 'lt-cred-mech' with 'user' entries, "
                         + "'use-auth-secret' with 'static-auth-secret', or 'no-auth'", key: nil, at: nil)
             }
             config.ltCredMech = true
         }
-        if config.ltCredMech, !config.useAuthSecret, config.users.isEmpty, !database {
+        if config.ltCredMech, !config.useAuthSecret, config.users.isEmpty, !database, !tenants {
             warnings.append(
                 warning(
                     sources.last("lt-cred-mech"), key: "lt-cred-mech",

@@ -57,13 +57,21 @@ extension CoreContext {
             sourceLimits: sourceLimits ?? SourceLimits(configuration: configuration),
             reservationTable: reservationTable, directory: directory, threadIndex: threadIndex,
             threadCount: threadCount, mobility: mobility, ports: ports, tcpConnections: tcpConnections)
+        tenants = TenantTable(configuration: configuration, interfaceAddresses: interfaceAddresses, database: nil)
     }
 }
 
 extension LocalAdmissionLedger.Limits {
-    /// `user-quota`, `total-quota` and `bps-capacity`.
+    /// `user-quota`, `total-quota` and `bps-capacity`, and each tenant's (docs/tenants.md).
     public init(configuration c: RelayConfiguration) {
-        self.init(userQuota: c.userQuota, totalQuota: c.totalQuota, bpsCapacity: c.bpsCapacity)
+        var tenants: [String: TenantLimits] = [:]
+        for tenant in c.tenants {
+            let t = tenant.configuration
+            tenants[tenant.name] = TenantLimits(
+                userQuota: tenant.userQuota(main: c), totalQuota: t.totalQuota, bpsCapacity: t.bpsCapacity,
+                reservedAllocations: t.reserveAllocations, reservedBPS: t.reserveBPS)
+        }
+        self.init(userQuota: c.userQuota, totalQuota: c.totalQuota, bpsCapacity: c.bpsCapacity, tenants: tenants)
     }
 }
 

@@ -112,6 +112,22 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// password=…` or a `redis://` URL), in coturn's key layout (docs/userdb.md).
     public var redisUserDatabase: RedisEndpoint?
 
+    // Tenants (docs/tenants.md).
+    /// The tenant files (`tenant=`), each named by its base name.
+    public var tenantFiles: [String] = []
+    /// The tenants those files define, read with the configuration (and again on SIGHUP).
+    public var tenants: [TenantConfiguration] = []
+    /// In a tenant file: the TLS server names (SNI) that pick the tenant and its certificate.
+    public var serverNames: [String] = []
+    /// In a tenant file: ORIGIN values that pick the tenant.
+    public var origins: [String] = []
+    /// In a tenant file: allocations and bytes per second held for the tenant on each node.
+    public var reserveAllocations = 0
+    public var reserveBPS = 0
+    /// Whether this tenant's allocations may relay to another tenant's that allows it too
+    /// (the main file's: the default tenant's).
+    public var crossTenantRelay = false
+
     // relayd's own keys.
     public var apiListeningIP: IPAddress = .ipv4Loopback
     public var apiListeningPort: UInt16 = 8080

@@ -6,8 +6,10 @@ extension RelayServer: AdminControl {
     /// batches of packets, within milliseconds even under load; past this the API answers 503.
     static let adminTimeout = 2.0
 
-    public func allocations(_ selector: AllocationSelector, after: String?, limit: Int) -> AllocationPageResult? {
-        guard let answers = askLoops(.list(selector, after: after, limit: limit)) else { return nil }
+    public func allocations(_ selector: AllocationSelector, tenant: String?, after: String?, limit: Int)
+        -> AllocationPageResult?
+    {
+        guard let answers = askLoops(.list(selector, tenant: tenant, after: after, limit: limit)) else { return nil }
         var records: [AllocationRecord] = []
         var total = 0
         var remaining = 0
@@ -20,8 +22,8 @@ extension RelayServer: AdminControl {
         return AllocationPageResult(records: Array(records.prefix(limit)), total: total, more: remaining > limit)
     }
 
-    public func terminate(_ selector: AllocationSelector) -> Int? {
-        guard let answers = askLoops(.terminate(selector)) else { return nil }
+    public func terminate(_ selector: AllocationSelector, tenant: String?) -> Int? {
+        guard let answers = askLoops(.terminate(selector, tenant: tenant)) else { return nil }
         var total = 0
         for case .terminated(let count) in answers { total += count }
         return total

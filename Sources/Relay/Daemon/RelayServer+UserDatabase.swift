@@ -10,6 +10,8 @@ struct UserDatabaseState {
     /// The configuration's users and secrets merged with the view's, which every loop's context
     /// carries.
     var credentials: CredentialStore?
+    /// The tenants with the view's users and secrets of their realms (docs/tenants.md).
+    var tenants: TenantTable?
     /// The running configuration with the view's realm options and peer ranges
     /// (`RelayConfiguration.applying(database:)`), and how many of those did not parse.
     var effective: RelayConfiguration?
@@ -76,6 +78,7 @@ extension RelayServer {
         guard let view = userDatabase?.view else { return }
         userDatabase?.credentials = CredentialStore(configuration: configuration, database: view)
         let (effective, skipped) = configuration.applying(database: view)
+        userDatabase?.tenants = TenantTable(configuration: effective, interfaceAddresses: interfaceAddresses, database: view)
         userDatabase?.effective = effective
         userDatabase?.skipped = skipped
     }

@@ -162,6 +162,7 @@ public final class RelayServer {
             mobility: mobility, ports: ports, tcpConnections: tcpConnections)
         context.draining = drain.active
         if let credentials = userDatabase?.credentials { context.credentials = credentials }
+        if let tenants = userDatabase?.tenants { context.tenants = tenants }
         return context
     }
 
@@ -312,11 +313,14 @@ public final class RelayServer {
         }
         let streams = streams
         let userDatabaseWatcher = userDatabase?.watcher
+        let admission = admission
+        let tenantNames = { [unowned self] in configuration.tenants.map(\.name) }
         http.router.server = {
             var server = ServerMetrics(
                 process: .current(), openStreamConnections: streams.limiter.total,
                 certificateExpiry: streams.tls.value?.notAfter)
             server.userDatabase = userDatabaseWatcher?.metrics
+            server.tenants = ServerMetrics.tenantRows(names: tenantNames(), counts: admission.tenantCounts)
             return server
         }
         watchUserDatabase(base: base)

@@ -9,12 +9,22 @@ public struct APIKeyring: Sendable {
         var name: String
         var digest: [UInt8]
         var scope: RelayConfiguration.APIKey.Scope
+        var tenant: String?
+    }
+
+    /// A key that matched: its name, what it may do, and its tenant (nil: the operator's).
+    public struct Match: Sendable, Equatable {
+        public var name: String
+        public var scope: RelayConfiguration.APIKey.Scope
+        public var tenant: String?
     }
 
     let entries: [Entry]
 
     public init(keys: [RelayConfiguration.APIKey]) {
-        entries = keys.map { Entry(name: $0.name, digest: Self.digest(Substring($0.token)), scope: $0.scope) }
+        entries = keys.map {
+            Entry(name: $0.name, digest: Self.digest(Substring($0.token)), scope: $0.scope, tenant: $0.tenant)
+        }
     }
 
     public var isEmpty: Bool { entries.isEmpty }
@@ -25,15 +35,15 @@ public struct APIKeyring: Sendable {
     /// The name of the key with this token, or nil; every key is compared, matched or not.
     public func authenticate(token: Substring) -> String? { key(token: token)?.name }
 
-    /// The name and scope of the key whose token `authorization` carries, or nil.
-    public func key(authorization: String?) -> (name: String, scope: RelayConfiguration.APIKey.Scope)? {
+    /// The key whose token `authorization` carries, or nil.
+    public func key(authorization: String?) -> Match? {
         guard let authorization, let token = Self.bearerToken(authorization) else { return nil }
         return key(token: token)
     }
 
-    /// The name and scope of the key with this token, or nil; every key is compared.
-    public func key(token: Substring) -> (name: String, scope: RelayConfiguration.APIKey.Scope)? {
-        entry(digest: Self.digest(token)).map { ($0.name, $0.scope) }
+    /// The key with this token, or nil; every key is compared.
+    public func key(token: Substring) -> Match? {
+        entry(digest: Self.digest(token)).map { Match(name: $0.name, scope: $0.scope, tenant: $0.tenant) }
     }
 
     /// The SHA-256 of a token, as the keyring keeps it.

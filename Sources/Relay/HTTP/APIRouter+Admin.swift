@@ -28,7 +28,7 @@ extension APIRouter {
         if path == Self.allocationsPath {
             return authorizedAdmin(request, monotonic: monotonic, allow: [.get, .delete]) { key, admin in
                 request.method == .get
-                    ? listAllocations(request, admin: admin) : terminateByUser(request, key: key, admin: admin)
+                    ? listAllocations(request, key: key, admin: admin) : terminateByUser(request, key: key, admin: admin)
             }
         }
         if path.hasPrefix(Self.allocationsPath + "/") {
@@ -39,7 +39,8 @@ extension APIRouter {
         }
         if path == Self.upgradePath {
             return authorizedAdmin(request, monotonic: monotonic, allow: [.post]) { key, admin in
-                switch admin.upgrade(trigger: "api:\(key)") {
+                guard key.tenant == nil else { return Self.tenantForbidden(key) }
+                switch admin.upgrade(trigger: "api:\(key.name)") {
                 case .succeeded(let pid, let allocations):
                     return .json(200, "{\"result\":\"succeeded\",\"pid\":\(pid),\"allocations\":\(allocations)}")
                 case .failed(let reason):
@@ -48,8 +49,11 @@ extension APIRouter {
             }
         }
         if path == Self.blocksPath {
-            return authorizedAdmin(request, monotonic: monotonic, allow: [.get]) { _, admin in
-                .json(200, Self.blocksJSON(admin.blocklist.list(now: now)))
+            return authorizedAdmin(request, monotonic: monotonic, allow: [.get]) { key, admin in
+                let blocks = admin.blocklist.list(now: now).compactMap { entry in
+                    Self.tenantView(entry.user, for: key).map { UserBlocklist.Entry(user: $0, until: entry.until) }
+                }
+                return .json(200, Self.blocksJSON(blocks))
             }
         }
         if path.hasPrefix(Self.usersPrefix), path.hasSuffix("/block") {
@@ -58,7 +62,7 @@ extension APIRouter {
                 guard let user = QueryString.decode(encoded, plusIsSpace: false), Self.isValidUser(user) else {
                     return .error(400, "invalid_user", "the user must be 1 to 256 bytes of UTF-8 without control characters")
                 }
-                return block(user, request: request, key: key, admin: admin, now: now)
+                return block(Self.quotaUser(user, for: key), request: request, key: key.name, admin: admin, now: now)
             }
         }
         return nil
@@ -68,7 +72,7 @@ extension APIRouter {
     /// method, 503 when the server cannot be asked; else `body`'s answer.
     private func authorizedAdmin(
         _ request: HTTPRequest, monotonic: Double, allow: [HTTPRequest.Method],
-        _ body: (_ key: String, _ admin: any AdminControl) -> HTTPResponse
+        _ body: (_ key: APIKeyring.Match, _ admin: any AdminControl) -> HTTPResponse
     ) -> HTTPResponse {
         let key = keyring.key(authorization: request.header("Authorization"))
         guard withinRateLimit(key: key?.name, clientIP: request.clientIP, monotonic: monotonic) else {
@@ -91,12 +95,38 @@ extension APIRouter {
             return methodNotAllowed(allow: allow.map(\.rawValue).joined(separator: ", "))
         }
         guard let admin else { return .error(503, "admin_unavailable", "the server is not running its loops") }
-        return body(key.name, admin)
+        return body(key, admin)
+    }
+
+    /// A tenant's key asking for what only the operator may do: 403.
+    static func tenantForbidden(_ key: APIKeyring.Match) -> HTTPResponse {
+        .error(403, "forbidden", "api-key '\(key.name)' is tenant '\(key.tenant ?? "")''s; this is the operator's")
+    }
+
+    /// The user a key's caller means by `user`: for a tenant's key, its tenant's user of that
+    /// name (`<tenant>/<user>`, docs/tenants.md); for the operator's, `user` as given.
+    static func quotaUser(_ user: String, for key: APIKeyring.Match) -> String {
+        key.tenant.map { $0 + "/" + user } ?? user
+    }
+
+    /// A quota user as a key's caller sees it: without the `<tenant>/` prefix for a tenant's key,
+    /// nil when it is another tenant's.
+    static func tenantView(_ user: String, for key: APIKeyring.Match) -> String? {
+        guard let tenant = key.tenant else { return user }
+        let prefix = tenant + "/"
+        return user.hasPrefix(prefix) ? String(user.dropFirst(prefix.count)) : nil
+    }
+
+    /// `record` as a key's caller sees it: its user without the tenant prefix for a tenant's key.
+    static func tenantView(_ record: AllocationRecord, for key: APIKeyring.Match) -> AllocationRecord {
+        var seen = record
+        if let user = tenantView(record.user, for: key) { seen.user = user }
+        return seen
     }
 
     /// `GET /api/v1/allocations?user=U&limit=N&cursor=C`: ordered by session id; `next_cursor`
     /// names where the next page starts.
-    private func listAllocations(_ request: HTTPRequest, admin: any AdminControl) -> HTTPResponse {
+    private func listAllocations(_ request: HTTPRequest, key: APIKeyring.Match, admin: any AdminControl) -> HTTPResponse {
         guard let query = QueryString.parse(request.query ?? "") else {
             return .error(400, "invalid_request", "the query string is malformed")
         }
@@ -105,7 +135,7 @@ extension APIRouter {
         var cursor: String? = nil
         for (name, value) in query {
             switch name {
-            case "user": selector = .user(value)
+            case "user": selector = .user(Self.quotaUser(value, for: key))
             case "limit":
                 guard let n = Int(value), (1...Self.maxPageSize).contains(n) else {
                     return .error(400, "invalid_request", "limit must be an integer from 1 to \(Self.maxPageSize)")
@@ -115,13 +145,15 @@ extension APIRouter {
             default: return .error(400, "invalid_request", "unknown parameter '\(name)'; expected user, limit, cursor")
             }
         }
-        guard let page = admin.allocations(selector, after: cursor, limit: limit) else { return loopsDidNotAnswer() }
+        guard let page = admin.allocations(selector, tenant: key.tenant, after: cursor, limit: limit) else {
+            return loopsDidNotAnswer()
+        }
         let next = page.more ? page.records.last?.session : nil
-        return .json(200, Self.allocationsJSON(page.records, total: page.total, next: next))
+        return .json(200, Self.allocationsJSON(page.records.map { Self.tenantView($0, for: key) }, total: page.total, next: next))
     }
 
     /// `DELETE /api/v1/allocations?user=U`: ends every allocation of U.
-    private func terminateByUser(_ request: HTTPRequest, key: String, admin: any AdminControl) -> HTTPResponse {
+    private func terminateByUser(_ request: HTTPRequest, key: APIKeyring.Match, admin: any AdminControl) -> HTTPResponse {
         guard let query = QueryString.parse(request.query ?? ""), query.count == 1, query[0].name == "user",
             Self.isValidUser(query[0].value)
         else {
@@ -129,39 +161,39 @@ extension APIRouter {
                 400, "invalid_request",
                 "DELETE \(Self.allocationsPath) needs ?user=U (one session: DELETE \(Self.allocationsPath)/{session})")
         }
-        let user = query[0].value
-        guard let count = admin.terminate(.user(user)) else { return loopsDidNotAnswer() }
+        let user = Self.quotaUser(query[0].value, for: key)
+        guard let count = admin.terminate(.user(user), tenant: key.tenant) else { return loopsDidNotAnswer() }
         logger.notice(
             "allocations terminated",
             metadata: [
-                "event": "admin_terminate", "key": "\(key)", "user": "\(LogSafe.text(user))", "count": "\(count)",
+                "event": "admin_terminate", "key": "\(key.name)", "user": "\(LogSafe.text(user))", "count": "\(count)",
             ])
         return .json(200, Self.terminatedJSON(count))
     }
 
     /// `GET` or `DELETE /api/v1/allocations/{session}`.
-    private func oneAllocation(_ session: String, request: HTTPRequest, key: String, admin: any AdminControl)
+    private func oneAllocation(_ session: String, request: HTTPRequest, key: APIKeyring.Match, admin: any AdminControl)
         -> HTTPResponse
     {
         guard session.utf8.count == 16, session.utf8.allSatisfy({ Self.isLowerHex($0) }) else {
             return .error(404, "not_found", "no allocation with session id '\(LogSafe.text(session))'")
         }
         if request.method == .get {
-            guard let page = admin.allocations(.session(session), after: nil, limit: 1) else {
+            guard let page = admin.allocations(.session(session), tenant: key.tenant, after: nil, limit: 1) else {
                 return loopsDidNotAnswer()
             }
             guard let record = page.records.first else {
                 return .error(404, "not_found", "no allocation with session id '\(session)'")
             }
             var w = JSONWriter()
-            Self.write(record, to: &w)
+            Self.write(Self.tenantView(record, for: key), to: &w)
             return .json(200, w.text)
         }
-        guard let count = admin.terminate(.session(session)) else { return loopsDidNotAnswer() }
+        guard let count = admin.terminate(.session(session), tenant: key.tenant) else { return loopsDidNotAnswer() }
         guard count > 0 else { return .error(404, "not_found", "no allocation with session id '\(session)'") }
         logger.notice(
             "allocation terminated",
-            metadata: ["event": "admin_terminate", "key": "\(key)", "session": "\(session)", "count": "\(count)"])
+            metadata: ["event": "admin_terminate", "key": "\(key.name)", "session": "\(session)", "count": "\(count)"])
         return .json(200, Self.terminatedJSON(count))
     }
 

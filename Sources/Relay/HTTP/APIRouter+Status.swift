@@ -39,8 +39,8 @@ extension APIRouter {
             guard let key else {
                 return unauthorized(StatusPage.login(message: "That token matches no api-key."))
             }
-            guard key.scope == .admin else {
-                return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope."))
+            guard key.scope == .admin, key.tenant == nil else {
+                return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope for the whole node."))
             }
         } else {
             guard let id = StatusSessions.id(in: request), let session = statusSessions.session(id, now: monotonic)
@@ -76,8 +76,8 @@ extension APIRouter {
                 "status page login refused", metadata: ["event": "status_login_refused", "client": "\(request.clientIP)"])
             return unauthorized(StatusPage.login(message: "That token matches no api-key."))
         }
-        guard key.scope == .admin else {
-            return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope."))
+        guard key.scope == .admin, key.tenant == nil else {
+            return html(403, StatusPage.login(message: "api-key '\(key.name)' has no admin scope for the whole node."))
         }
         let id = statusSessions.open(for: key.name, digest: APIKeyring.digest(Substring(token)), now: monotonic)
         logger.notice(

@@ -22,6 +22,8 @@ public final class APIRouter {
 
     /// Replaced on reload (new secrets, TTLs, URIs, API keys); the router lives on one thread.
     var credentials: CredentialService
+    /// Each tenant's credential service, by name: what its keys mint (docs/tenants.md).
+    var tenantCredentials: [String: CredentialService] = [:]
     var keyring: APIKeyring
     var limiter: RateLimiter<String>
     let registry: MetricsRegistry
@@ -116,7 +118,8 @@ public final class APIRouter {
     /// be guessed at speed), refuse callers without a valid token (401), check the service is
     /// configured (503), validate (400), mint (200).
     func issueCredentials(_ request: HTTPRequest, now: Int64, monotonic: Double) -> HTTPResponse {
-        let keyName = keyring.authenticate(authorization: request.header("Authorization"))
+        let key = keyring.key(authorization: request.header("Authorization"))
+        let keyName = key?.name
         guard withinRateLimit(key: keyName, clientIP: request.clientIP, monotonic: monotonic) else {
             service.count(.rateLimited)
             logger.debug(
@@ -136,6 +139,8 @@ public final class APIRouter {
                 401, "unauthorized", "an 'Authorization: Bearer <token>' header with a configured api-key is required",
                 headers: [.init("WWW-Authenticate", "Bearer realm=\"relayd\"")])
         }
+        // A tenant's key mints its tenant's credentials, under its secret (docs/tenants.md).
+        let credentials = key?.tenant.map { tenantCredentials[$0] ?? CredentialService.unavailable } ?? self.credentials
         guard credentials.isAvailable else {
             service.count(.unavailable)
             return .error(

@@ -5,11 +5,13 @@ import RelayCore
 /// router calls it on the main thread.
 public protocol AdminControl: AnyObject {
     /// One page of the allocations `selector` names over every loop thread: at most `limit`, in
-    /// session order, after session `after`; nil when a loop did not answer in time.
-    func allocations(_ selector: AllocationSelector, after: String?, limit: Int) -> AllocationPageResult?
-    /// Ends the allocations `selector` names on every loop thread; how many, nil when a loop did
-    /// not answer in time (it still ends them when it gets to the request).
-    func terminate(_ selector: AllocationSelector) -> Int?
+    /// session order, after session `after`; nil when a loop did not answer in time. `tenant`:
+    /// only that tenant's allocations (docs/tenants.md); nil: every tenant's.
+    func allocations(_ selector: AllocationSelector, tenant: String?, after: String?, limit: Int) -> AllocationPageResult?
+    /// Ends the allocations `selector` names on every loop thread (of `tenant` only, when given);
+    /// how many, nil when a loop did not answer in time (it still ends them when it gets to the
+    /// request).
+    func terminate(_ selector: AllocationSelector, tenant: String?) -> Int?
     /// The users with live allocations, summed over every loop thread; nil as above.
     func userTraffic() -> [UserTraffic]?
     var blocklist: UserBlocklist { get }

@@ -19,6 +19,7 @@ extension APIRouter {
         w.object { o in
             o.field("session", r.session)
             o.field("user", r.user)
+            if !r.tenant.isEmpty { o.field("tenant", r.tenant) }
             o.field("transport", r.fiveTuple.transport.label)
             o.field("client", "\(r.fiveTuple.client)")
             o.field("server", "\(r.fiveTuple.server)")

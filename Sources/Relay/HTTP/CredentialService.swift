@@ -19,6 +19,9 @@ public struct CredentialService: Sendable {
         uris = ICEServerURIs(configuration: c, interfaceAddresses: interfaceAddresses)
     }
 
+    /// A service with no secret: every request gets 503.
+    public static let unavailable = CredentialService(configuration: RelayConfiguration())
+
     /// False without `use-auth-secret` and a `static-auth-secret`: requests get 503.
     public var isAvailable: Bool { secret != nil }
 

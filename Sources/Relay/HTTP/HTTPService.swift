@@ -26,8 +26,9 @@ final class HTTPService {
         self.interfaceAddresses = interfaceAddresses
         router = APIRouter(
             credentials: CredentialService(configuration: configuration, interfaceAddresses: interfaceAddresses),
-            keyring: APIKeyring(keys: configuration.apiKeys), registry: registry, health: health, logger: logger,
+            keyring: APIKeyring(keys: configuration.allAPIKeys), registry: registry, health: health, logger: logger,
             limiter: Self.limiter(configuration))
+        router.tenantCredentials = configuration.tenantCredentialServices(interfaceAddresses: interfaceAddresses)
     }
 
     /// `api-rate-limit` per key (or client IP), bursts of twice that; 0: none.
@@ -43,7 +44,8 @@ final class HTTPService {
         defer { configuration = c }
         let problem = reloadAPITLS(c)
         router.credentials = CredentialService(configuration: c, interfaceAddresses: interfaceAddresses)
-        router.keyring = APIKeyring(keys: c.apiKeys)
+        router.tenantCredentials = c.tenantCredentialServices(interfaceAddresses: interfaceAddresses)
+        router.keyring = APIKeyring(keys: c.allAPIKeys)
         if Double(c.apiRateLimit) != router.limiter.rate { router.limiter = Self.limiter(c) }
         router.logger.logLevel = c.logLevel
         return problem

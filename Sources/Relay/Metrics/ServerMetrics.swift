@@ -9,6 +9,9 @@ public struct ServerMetrics: Sendable {
     public var certificateExpiry: Int64?
     /// coturn's user database (docs/userdb.md), when `userdb` is set.
     public var userDatabase: UserDatabaseMetrics?
+    /// Each tenant's allocations (docs/tenants.md), when tenants are configured: its label
+    /// (`default` for the default tenant), allocations now and granted since the start.
+    public var tenants: [(label: String, live: Int, granted: UInt64)] = []
 
     public init(process: ProcessMetrics, openStreamConnections: Int, certificateExpiry: Int64?) {
         self.process = process
@@ -37,7 +40,30 @@ public struct ServerMetrics: Sendable {
                 help: "Reads of the user database that failed (the last good view stayed in use).")
             p.sample("relayd_userdb_read_failures_total", [], userDatabase.failures)
         }
+        if !tenants.isEmpty {
+            p.family("relayd_tenant_allocations", .gauge, help: "Allocations this node holds now, by tenant.")
+            for t in tenants { p.sample("relayd_tenant_allocations", [("tenant", t.label)], UInt64(max(0, t.live))) }
+            p.family(
+                "relayd_tenant_allocations_granted_total", .counter,
+                help: "Allocations admission granted on this node since it started, by tenant.")
+            for t in tenants { p.sample("relayd_tenant_allocations_granted_total", [("tenant", t.label)], t.granted) }
+        }
         return p.text
+    }
+}
+
+extension ServerMetrics {
+    /// One row per configured tenant and the default one (labelled `default`), in the
+    /// configuration's order: the label's values are bounded by the configured tenants; a
+    /// tenant a reload removed drops out. None without tenants.
+    static func tenantRows(names: [String], counts: [String: (live: Int, granted: UInt64)])
+        -> [(label: String, live: Int, granted: UInt64)]
+    {
+        guard !names.isEmpty else { return [] }
+        return ([""] + names).map { name in
+            let count = counts[name] ?? (0, 0)
+            return (name.isEmpty ? "default" : name, count.live, count.granted)
+        }
     }
 }
 

@@ -36,11 +36,15 @@ public struct AdmissionRequest: Sendable, Equatable {
     public var wallTime: Int64
     /// Names the request if its answer is `.pending`.
     public var ticket: AdmissionTicket
+    /// The tenant's name (docs/tenants.md), for its own quotas and reservations; empty for the
+    /// default tenant.
+    public var tenant: String
 
     public init(
         user: String, bytesPerSecond: Int, family: IPAddress.Family, transport: TransportProtocol, wallTime: Int64,
-        ticket: AdmissionTicket
+        ticket: AdmissionTicket, tenant: String = ""
     ) {
+        self.tenant = tenant
         self.user = user
         self.bytesPerSecond = bytesPerSecond
         self.family = family
@@ -68,10 +72,13 @@ public struct AdmissionTicket: Sendable, Hashable, CustomStringConvertible {
 public struct AdmissionLease: Sendable, Equatable {
     public let user: String
     public let bytesPerSecond: Int
+    /// The tenant it counts against (docs/tenants.md); empty for the default tenant.
+    public let tenant: String
 
-    public init(user: String, bytesPerSecond: Int) {
+    public init(user: String, bytesPerSecond: Int, tenant: String = "") {
         self.user = user
         self.bytesPerSecond = bytesPerSecond
+        self.tenant = tenant
     }
 }
 

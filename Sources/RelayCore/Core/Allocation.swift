@@ -58,6 +58,9 @@ public final class Allocation {
     /// its current ticket carries (docs/mobility.md).
     public internal(set) var mobile = false
     public internal(set) var moves: UInt32 = 0
+    /// The tenant it belongs to (docs/tenants.md): an index of `CoreContext.tenants`, 0 for the
+    /// default tenant.
+    public internal(set) var tenant = 0
     /// A random id that ties the allocation's log lines together (`session` in the logs).
     public var sessionID: UInt64 = 0
 

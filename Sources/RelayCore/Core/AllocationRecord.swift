@@ -5,8 +5,11 @@ import StunCodec
 public struct AllocationRecord: Sendable {
     /// The id of its log lines (`session`): 16 hex digits.
     public var session: String
-    /// The user id (the part after the REST separator, or the whole USERNAME).
+    /// The user id (the part after the REST separator, or the whole USERNAME), behind
+    /// `<tenant>/` for a tenant other than the default one (docs/tenants.md).
     public var user: String
+    /// Its tenant's name; empty for the default tenant.
+    public var tenant: String
     public var fiveTuple: FiveTuple
     /// The relayed addresses as the client was told them (advertised form): one, or two for a
     /// dual allocation (RFC 8656 §7.2).
@@ -27,13 +30,14 @@ public struct AllocationRecord: Sendable {
     public var thread: Int
 
     public init(
-        session: String, user: String, fiveTuple: FiveTuple, relayed: [TransportAddress], ageSeconds: Int64,
+        session: String, user: String, tenant: String = "", fiveTuple: FiveTuple, relayed: [TransportAddress], ageSeconds: Int64,
         remainingSeconds: Int64, permissions: [(peer: IPAddress, remainingSeconds: Int64)],
         channels: [(number: UInt16, peer: TransportAddress, remainingSeconds: Int64)], traffic: TrafficCounters,
         mobile: Bool, thread: Int
     ) {
         self.session = session
         self.user = user
+        self.tenant = tenant
         self.fiveTuple = fiveTuple
         self.relayed = relayed
         self.ageSeconds = ageSeconds

@@ -32,6 +32,9 @@ public struct CoreContext: Sendable {
     /// Per-source-IP limits (challenges, failed authentications, allocations), shared by all
     /// loop threads; a reload that changes a rate makes new ones.
     public var sourceLimits: SourceLimits
+    /// The tenants besides the default one, and how clients reach them (docs/tenants.md);
+    /// `.single` when the configuration names none.
+    public var tenants: TenantTable = .single
     /// The node's shared tables; `RelayCore.tables` holds the ones its core was made with.
     public let tables: NodeTables
 

@@ -24,10 +24,14 @@ public struct ClientOrigin: Hashable, Sendable {
     public var fiveTuple: FiveTuple
     /// The listener (UDP) or connection (TCP/TLS).
     public var socket: ClientSocket
+    /// The tenant the TLS server name named (SNI, RFC 6066 §3; docs/tenants.md), as its index;
+    /// 0 when the connection named none, or is not TLS.
+    public var serverNameTenant: UInt16
 
     @inlinable
-    public init(fiveTuple: FiveTuple, socket: ClientSocket) {
+    public init(fiveTuple: FiveTuple, socket: ClientSocket, serverNameTenant: UInt16 = 0) {
         self.fiveTuple = fiveTuple
         self.socket = socket
+        self.serverNameTenant = serverNameTenant
     }
 }

@@ -11,9 +11,10 @@ extension RelayCore {
             return refuse(AdmissionRefusal(.backlog), request)
         }
         let question = AdmissionRequest(
-            user: request.userID, bytesPerSecond: settings.maxBPS, family: fiveTuple.server.ip.family,
-            transport: fiveTuple.transport, wallTime: wallTime(now),
-            ticket: pendingAllocates.nextTicket(loop: LoopIndex(context.threadIndex)))
+            user: request.userID, bytesPerSecond: maxBPS(ofTenant: request.auth.tenant),
+            family: fiveTuple.server.ip.family, transport: fiveTuple.transport, wallTime: wallTime(now),
+            ticket: pendingAllocates.nextTicket(loop: LoopIndex(context.threadIndex)),
+            tenant: context.tenants.name(of: request.auth.tenant))
         decide(request, tables.ledger.admit(question), now: now)
     }
 

@@ -25,7 +25,11 @@ extension RelayCore {
             }
             claimed.append(relay.bound)
         }
-        let lease = tables.ledger.readmit(AdmissionLease(user: adopted.user, bytesPerSecond: adopted.bytesPerSecond))
+        // The tenant is found again by the `<tenant>/` prefix of its quota user (docs/tenants.md).
+        let tenant = context.tenants.index(ofQuotaUser: adopted.user)
+        let lease = tables.ledger.readmit(
+            AdmissionLease(
+                user: adopted.user, bytesPerSecond: adopted.bytesPerSecond, tenant: context.tenants.name(of: tenant)))
         func endpoint(_ relay: AdoptedAllocation.Relay) -> RelayEndpoint {
             RelayEndpoint(
                 relayedAddress: relay.bound, advertisedAddress: advertisedForm(of: relay.bound), relaySocket: relay.socket,
@@ -38,6 +42,8 @@ extension RelayCore {
         allocation.allocateResponse = adopted.allocateResponse
         allocation.credentials = adopted.credentials
         allocation.dontFragment = adopted.dontFragment
+        allocation.tenant = tenant
+        noteTenant(of: allocation)
         if let tcpRelay = adopted.tcpRelay {
             allocation.bandwidth = tcpRelay.account.budget
             allocation.tcpRelay = adoptConnections(tcpRelay, of: allocation, username: adopted.username)

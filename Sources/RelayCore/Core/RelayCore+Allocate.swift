@@ -69,7 +69,7 @@ extension RelayCore {
         }
         let request = AllocateRequest(
             origin: origin, reply: ReplyTarget(message), auth: auth,
-            userID: String(context.credentials.userID(of: auth.username)), tcp: tcp,
+            userID: quotaUser(of: auth.username, tenant: auth.tenant), tcp: tcp,
             family: requestedFamily?.family ?? .ipv4, dual: dual,
             draftAddressError: message.contains(.additionalAddressFamilyDraft)
                 && !message.contains(.additionalAddressFamily),
@@ -118,6 +118,8 @@ extension RelayCore {
         }
         if request.tcp { allocation.tcpRelay = TCPRelayState() }
         allocation.credentials = request.auth.credentials
+        allocation.tenant = request.auth.tenant
+        noteTenant(of: allocation)
         counters.allocationsByCredentials[request.auth.credentials.index] &+= 1
         if lease.bytesPerSecond > 0 { allocation.bandwidth = BandwidthBudget(bytesPerSecond: lease.bytesPerSecond) }
         if request.dontFragment {

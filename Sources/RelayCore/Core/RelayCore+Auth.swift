@@ -7,6 +7,8 @@ extension RelayCore {
         var key: IntegrityKey
         /// How the key was derived and which integrity attribute verified (for allocations).
         var credentials = CredentialAlgorithms()
+        /// The tenant whose credentials verified (docs/tenants.md); 0 for the default one.
+        var tenant = 0
     }
 
     /// The long-term credential mechanism (RFC 8489 §9.2.4), in its order: 400 for missing or
@@ -17,15 +19,25 @@ extension RelayCore {
     /// and is checked with its stored key, so a rotated REST secret does not break refreshes of
     /// calls in progress (RFC 8656 §8).
     ///
+    /// With tenants (docs/tenants.md), the request's tenant is the one its address, TLS server
+    /// name or ORIGIN names, whose realm its 401 carried and whose credentials alone are tried;
+    /// on an address tenants share it is the tenant whose REST secret verifies the credential,
+    /// the default tenant's users and secrets tried first.
+    ///
     /// Per source address (docs/rate-limits.md): a 401 to a request without credentials is
     /// charged to `unauth-rate-limit`; the answers to failed credentials (400, 401, 441) to
     /// `auth-failure-rate-limit`. A request whose credentials verify is never limited: its 438
     /// is not charged, and its success gives the source back one challenge.
     func authenticate(_ message: StunMessage, origin: ClientOrigin, existing: Allocation?, now: Int64) -> Authenticated? {
-        if settings.noAuth { return Authenticated(username: "", key: IntegrityKey(bytes: [], sha256: false)) }
+        if settings.noAuth {
+            let tenant = existing?.tenant ?? tenantHint(for: message, origin: origin) ?? 0
+            return Authenticated(username: "", key: IntegrityKey(bytes: [], sha256: false), tenant: tenant)
+        }
+        let hint = existing?.tenant ?? tenantHint(for: message, origin: origin)
+        let realmToName = hint.map { credentials(ofTenant: $0).realm } ?? context.credentials.realm
         guard message.integrityOffset != nil || message.integritySHA256Offset != nil else {
             counters.auth[AuthOutcome.challenged.rawValue] += 1
-            sendChallenge(.unauthorized, to: message, origin: origin, charging: .challenge, now: now)
+            sendChallenge(.unauthorized, to: message, origin: origin, charging: .challenge, realm: realmToName, now: now)
             return nil
         }
         // Exactly one of USERNAME and USERHASH, a REALM and a NONCE; a USERNAME that is not
@@ -46,11 +58,13 @@ extension RelayCore {
                 return refuseMalformed(message, origin: origin, now: now)
             }
             username = name
-        } else if let userhashAttribute, let name = context.credentials.username(forUserhash: Array(userhashAttribute.value)) {
+        } else if let userhashAttribute,
+            let name = credentials(ofTenant: hint ?? 0).username(forUserhash: Array(userhashAttribute.value))
+        {
             username = name
         } else {
             counters.auth[AuthOutcome.unknownUser.rawValue] += 1
-            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
+            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, realm: realmToName, now: now)
             return nil
         }
         if let existing, username != existing.username {
@@ -61,17 +75,19 @@ extension RelayCore {
             return nil
         }
         let key: [UInt8]
-        switch verifiedKey(of: message, username: username, algorithm: algorithm, existing: existing, now: now) {
+        let tenant: Int
+        switch verifiedKey(of: message, username: username, algorithm: algorithm, existing: existing, hint: hint, now: now) {
         case .failed(let outcome):
             counters.auth[outcome.rawValue] += 1
-            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, now: now)
+            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, realm: realmToName, now: now)
             return nil
-        case .verified(let verified):
+        case .verified(let verified, let verifiedTenant):
             key = verified
+            tenant = verifiedTenant
         }
         guard context.nonces.check(nonce.value, client: origin.fiveTuple.client.ip, now: wallTime(now)) == .fresh else {
             counters.auth[AuthOutcome.staleNonce.rawValue] += 1
-            sendChallenge(.staleNonce, to: message, origin: origin, charging: nil, now: now)
+            sendChallenge(.staleNonce, to: message, origin: origin, charging: nil, realm: realmToName, now: now)
             return nil
         }
         counters.auth[AuthOutcome.ok.rawValue] += 1
@@ -82,7 +98,8 @@ extension RelayCore {
         return Authenticated(
             username: username, key: IntegrityKey(bytes: key, sha256: sha256),
             credentials: CredentialAlgorithms(
-                passwordAlgorithm: algorithm, integritySHA256: message.integritySHA256Offset != nil))
+                passwordAlgorithm: algorithm, integritySHA256: message.integritySHA256Offset != nil),
+            tenant: tenant)
     }
 
     /// 400 (counted as malformed), within the source's failure budget; always nil.
@@ -113,23 +130,50 @@ extension RelayCore {
     }
 
     private enum KeyCheck {
-        case verified([UInt8])
+        case verified([UInt8], tenant: Int)
         case failed(AuthOutcome)
     }
 
-    /// The key `message`'s MESSAGE-INTEGRITY(-SHA256) verifies with: the existing allocation's,
-    /// else one of the user's (a static user's, or one per REST secret) for `algorithm`.
+    /// The key `message`'s MESSAGE-INTEGRITY(-SHA256) verifies with, and its tenant: the existing
+    /// allocation's; else one of the user's (a static user's, or one per REST secret) for
+    /// `algorithm` in the tenant `hint` names; else, on an address tenants share, the default
+    /// tenant's, then each tenant's REST secrets under the default realm, in order
+    /// (docs/tenants.md). A secret belongs to one tenant only, so at most one tenant verifies.
     private func verifiedKey(
-        of message: StunMessage, username: String, algorithm: PasswordAlgorithm, existing: Allocation?, now: Int64
+        of message: StunMessage, username: String, algorithm: PasswordAlgorithm, existing: Allocation?, hint: Int?,
+        now: Int64
     ) -> KeyCheck {
         if let existing {
-            return message.verifyIntegrity(key: existing.key) == .valid ? .verified(existing.key) : .failed(.badIntegrity)
+            return message.verifyIntegrity(key: existing.key) == .valid
+                ? .verified(existing.key, tenant: existing.tenant) : .failed(.badIntegrity)
         }
-        switch context.credentials.candidateKeys(for: username, algorithm: algorithm, now: wallTime(now)) {
+        let first = verifiedKey(
+            of: message, in: credentials(ofTenant: hint ?? 0), tenant: hint ?? 0, username: username,
+            algorithm: algorithm, now: now)
+        guard case .failed(var outcome) = first, hint == nil, context.tenants.isMultiTenant else { return first }
+        for (i, tenant) in context.tenants.tenants.enumerated() where !tenant.sharedCredentials.restSecrets.isEmpty {
+            let check = verifiedKey(
+                of: message, in: tenant.sharedCredentials, tenant: i + 1, username: username, algorithm: algorithm,
+                now: now)
+            switch check {
+            case .verified: return check
+            case .failed(let failure):
+                // The most telling failure: a bad integrity over an unknown user, expiry over both.
+                if failure == .expired || (failure == .badIntegrity && outcome == .unknownUser) { outcome = failure }
+            }
+        }
+        return .failed(outcome)
+    }
+
+    private func verifiedKey(
+        of message: StunMessage, in store: CredentialStore, tenant: Int, username: String,
+        algorithm: PasswordAlgorithm, now: Int64
+    ) -> KeyCheck {
+        switch store.candidateKeys(for: username, algorithm: algorithm, now: wallTime(now)) {
         case .failure(let failure):
             return .failed(failure == .expired ? .expired : .unknownUser)
         case .success(let keys):
-            for key in keys where message.verifyIntegrity(key: key) == .valid { return .verified(key) }
+            for key in keys where message.verifyIntegrity(key: key) == .valid { return .verified(key, tenant: tenant) }
             return .failed(.badIntegrity)
         }
     }

@@ -26,12 +26,17 @@ extension RelayCore {
         guard context.threadCount > 1 else { return false }
         guard let copy = copyToScratch(payload) else { return false }
         let relayed = from.relayed(for: peer.ip.family)
+        // Two tenants' allocations relay to each other only when both allow it (docs/tenants.md).
+        guard tenantMayReach(bound, from: from.tenant, tcp: false) else {
+            counters.drop(.policy)
+            return true
+        }
         // The sender's own relayed address: a live allocation holds it.
-        let advertisedAllowed = context.policy.allowsLiveRelayed(relayed.advertised)
+        let advertisedAllowed = allowsLiveRelayed(relayed.advertised, tenant: from.tenant)
         let forms = RelayedAddressDirectory.SourceForms(
             advertised: relayed.advertised, bound: relayed.bound, advertisedAllowed: advertisedAllowed,
             boundAllowed: relayed.advertised == relayed.bound
-                ? advertisedAllowed : context.policy.allowsLiveRelayed(relayed.bound))
+                ? advertisedAllowed : allowsLiveRelayed(relayed.bound, tenant: from.tenant))
         let delivery: RelayedAddressDirectory.Delivery
         switch tables.directory.deliver(to: bound, from: forms, bytes: payload.count, now: now) {
         case .notFound:

@@ -14,7 +14,7 @@ extension RelayCore {
         else { return counters.drop(.malformed) }
         // One of relayd's own relayed addresses passes here; `sendToPeer` delivers it only to a
         // live allocation.
-        guard allocation.serves(peer.address.ip.family), context.policy.allowsLiveRelayed(peer.address)
+        guard allocation.serves(peer.address.ip.family), allowsLiveRelayed(peer.address, tenant: allocation.tenant)
         else { return counters.drop(.policy) }
         guard allocation.hasPermission(for: peer.address.ip, now: now) else { return counters.drop(.noPermission) }
         // DONT-FRAGMENT on the indication (RFC 8656 §11.2): DF on this datagram, unless the
@@ -101,6 +101,11 @@ extension RelayCore {
         -> Bool
     {
         guard let target = table.allocation(atRelayed: peer), target !== from else { return false }
+        // Two tenants' allocations relay to each other only when both allow it (docs/tenants.md).
+        guard context.tenants.mayRelay(between: from.tenant, and: target.tenant) else {
+            counters.drop(.policy)
+            return true
+        }
         let relayed = from.relayed(for: peer.ip.family)
         let source = target.permissions.knownForm(advertised: relayed.advertised, bound: relayed.bound, now: now)
         guard let copy = copyToScratch(payload) else { return false }
@@ -168,7 +173,10 @@ extension RelayCore {
         // A permission is per IP (RFC 8656 §9), but the policy judges the whole transport address:
         // e.g. a permission for a relay address must not let the host's other ports in, nor a
         // socket on a relay port no live allocation holds.
-        guard liveSource ? context.policy.allowsLiveRelayed(peer) : peerAllowed(peer) else {
+        guard
+            liveSource
+                ? allowsLiveRelayed(peer, tenant: allocation.tenant) : peerAllowed(peer, tenant: allocation.tenant)
+        else {
             counters.drop(.policy)
             return false
         }

@@ -5,11 +5,13 @@ extension RelayCore {
     /// resolved: one is reachable only while a live allocation of this relay holds its port, of
     /// the same transport (a UDP allocation for datagrams, a TCP allocation for RFC 6062
     /// connections). Any other socket on the relay's address, an SFU or a game server whose port
-    /// falls in the relay port range, stays out of reach (docs/peer-policy.md).
-    func peerAllowed(_ peer: TransportAddress, tcp: Bool = false) -> Bool {
-        switch context.policy.verdict(for: peer) {
+    /// falls in the relay port range, stays out of reach (docs/peer-policy.md). The policy is
+    /// that of the allocation's tenant, and another tenant's relayed address is reachable only
+    /// when both tenants allow it (docs/tenants.md).
+    func peerAllowed(_ peer: TransportAddress, tcp: Bool = false, tenant: Int) -> Bool {
+        switch peerVerdict(peer, tenant: tenant) {
         case .allowed: return true
-        case .relayedAddress: return holdsRelayedAddress(peer, tcp: tcp)
+        case .relayedAddress: return holdsRelayedAddress(peer, tcp: tcp) && tenantMayReach(peer, from: tenant, tcp: tcp)
         default: return false
         }
     }

@@ -40,7 +40,7 @@ extension RelayCore {
     /// transport holds it.
     func checkPeer(_ peer: TransportAddress, for allocation: Allocation) -> RelayError? {
         if !allocation.serves(peer.ip.family) { return .peerAddressFamilyMismatch }
-        if !peerAllowed(peer, tcp: allocation.tcpRelay != nil) { return .forbidden }
+        if !peerAllowed(peer, tcp: allocation.tcpRelay != nil, tenant: allocation.tenant) { return .forbidden }
         return nil
     }
 }

@@ -80,7 +80,8 @@ extension RelayCore {
     /// the request is dropped (counted), so relayd is no use as a reflector; nil charges nothing
     /// (a 438 to credentials that verified).
     func sendChallenge(
-        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, charging charge: ChallengeCharge?, now: Int64
+        _ error: RelayError, to request: StunMessage, origin: ClientOrigin, charging charge: ChallengeCharge?,
+        realm: String? = nil, now: Int64
     ) {
         switch charge {
         case .challenge:
@@ -96,7 +97,7 @@ extension RelayCore {
             for: origin.fiveTuple.client.ip, now: wallTime(now),
             features: settings.offersPasswordAlgorithms ? .passwordAlgorithms : [])
         sendError(error, to: request, origin: origin, key: nil) { w throws(StunEncodeError) in
-            try w.append(Realm(value: context.credentials.realm))
+            try w.append(Realm(value: realm ?? context.credentials.realm))
             try w.append(Nonce(value: nonce))
             if settings.offersPasswordAlgorithms {
                 try w.append(PasswordAlgorithms(algorithms: settings.passwordAlgorithms))

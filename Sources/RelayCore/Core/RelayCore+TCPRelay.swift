@@ -92,7 +92,7 @@ extension RelayCore {
         }
         // Another allocation of this server is seen in the form its clients know.
         let seen = context.advertisedForm(of: peer) ?? peer
-        guard peerAllowed(seen, tcp: true), allocation.hasPermission(for: seen.ip, now: now) else {
+        guard peerAllowed(seen, tcp: true, tenant: allocation.tenant), allocation.hasPermission(for: seen.ip, now: now) else {
             counters.drop(.noPermission)
             counters.tcpConnections[TCPConnectionOutcome.refused.rawValue] &+= 1
             return nil

@@ -84,7 +84,9 @@ public final class RelayCore {
     /// The new context's `tables` are not taken: the core keeps the ones it was made with.
     public func update(context newContext: CoreContext) {
         assertOwned()
-        let policyChanged = newContext.policy != context.policy
+        // Tenants' policies are not compared: with tenants, every reload checks the channels.
+        let policyChanged =
+            newContext.policy != context.policy || newContext.tenants.isMultiTenant || context.tenants.isMultiTenant
         context = newContext
         logger.logLevel = newContext.settings.logLevel
         if policyChanged { unbindDeniedChannels() }
@@ -92,8 +94,9 @@ public final class RelayCore {
 
     private func unbindDeniedChannels() {
         // A channel to a relayed address stays: its packets are judged one by one.
-        let denied = { (channel: ChannelBinding) in !self.context.policy.allowsLiveRelayed(channel.peer) }
         for allocation in table.all {
+            let policy = policy(ofTenant: allocation.tenant)
+            let denied = { (channel: ChannelBinding) in !policy.allowsLiveRelayed(channel.peer) }
             guard allocation.channels.contains(where: denied) else { continue }
             withdrawChannelRoutes(of: allocation, where: denied)
             allocation.unbindChannels(where: denied)

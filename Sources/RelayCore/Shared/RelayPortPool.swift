@@ -30,6 +30,9 @@ public final class RelayPortPool: Sendable {
     /// The ports of one relay address.
     struct Table {
         var holders: [Holder]
+        /// The tenant of each port's allocation (docs/tenants.md); empty until a tenant other
+        /// than the default one holds a port.
+        var tenants: [UInt16] = []
         var used = 0
         var cursor: Int
 
@@ -78,6 +81,10 @@ public final class RelayPortPool: Sendable {
                         guard range.contains(UInt16(port)) else { continue }
                         table.holders[port - Int(range.lowerBound)] = holder
                         table.used += 1
+                        if !old.tenants.isEmpty && old.tenants[i] != 0 {
+                            if table.tenants.isEmpty { table.tenants = Array(repeating: 0, count: range.count) }
+                            table.tenants[port - Int(range.lowerBound)] = old.tenants[i]
+                        }
                     }
                 }
                 fresh[ip] = table
@@ -150,7 +157,38 @@ public final class RelayPortPool: Sendable {
             let i = Int(port - state.range.lowerBound)
             guard state.tables[ip]!.holders[i] != .free else { return }
             state.tables[ip]!.holders[i] = .free
+            if !state.tables[ip]!.tenants.isEmpty { state.tables[ip]!.tenants[i] = 0 }
             state.tables[ip]!.used -= 1
+        }
+    }
+
+    /// The tenant `tenant(holding:on:by:)` answers for a port the other side of a live upgrade
+    /// may hold: not known to this process.
+    public static let unknownTenant = UInt16.max
+
+    /// Records which tenant's allocation holds `port` on `ip` (docs/tenants.md), so a peer
+    /// check can tell two tenants' relayed addresses apart; `release` forgets it.
+    public func setTenant(_ tenant: Int, of port: UInt16, on ip: IPAddress) {
+        state.withLock { state in
+            guard state.range.contains(port), state.tables[ip] != nil else { return }
+            let i = Int(port - state.range.lowerBound)
+            if state.tables[ip]!.tenants.isEmpty {
+                guard tenant != 0 else { return }
+                state.tables[ip]!.tenants = Array(repeating: 0, count: state.tables[ip]!.holders.count)
+            }
+            state.tables[ip]!.tenants[i] = UInt16(clamping: tenant)
+        }
+    }
+
+    /// The tenant of the live allocation of the given kind that holds `port` on relay address
+    /// `ip` (bound form); nil when none holds it, `unknownTenant` when the other side of a live
+    /// upgrade may.
+    public func tenant(holding port: UInt16, on ip: IPAddress, by holder: Holder) -> UInt16? {
+        state.withLock { state in
+            guard state.range.contains(port), let table = state.tables[ip] else { return nil }
+            let i = Int(port - state.range.lowerBound)
+            guard table.holders[i] == holder else { return state.sibling ? Self.unknownTenant : nil }
+            return table.tenants.isEmpty ? 0 : table.tenants[i]
         }
     }
 

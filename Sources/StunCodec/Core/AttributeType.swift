@@ -55,6 +55,9 @@ public struct AttributeType: RawRepresentable, Hashable, Sendable {
     public static let responsePort = AttributeType(rawValue: 0x0027)
     public static let responseOrigin = AttributeType(rawValue: 0x802B)
     public static let otherAddress = AttributeType(rawValue: 0x802C)
+    /// ORIGIN (draft-ietf-tram-stun-origin §3, comprehension-optional): the web origin of the
+    /// page that made the request, as browsers once sent it and coturn maps to a realm.
+    public static let origin = AttributeType(rawValue: 0x802F)
     // RFC 3489 §11.2 (classic STUN, answered with `rfc3489-compatibility`)
     public static let sourceAddress = AttributeType(rawValue: 0x0004)
     public static let changedAddress = AttributeType(rawValue: 0x0005)

@@ -90,9 +90,10 @@ struct AdmissionAnswer: Sendable {
 
 /// What the admin API asks every loop thread (docs/admin.md).
 enum AdminOperation: Sendable {
-    /// One page: at most `limit` allocations after session `after`.
-    case list(AllocationSelector, after: String?, limit: Int)
-    case terminate(AllocationSelector)
+    /// One page: at most `limit` allocations after session `after`; `tenant`: only that
+    /// tenant's (a tenant's admin key, docs/tenants.md), nil: all.
+    case list(AllocationSelector, tenant: String?, after: String?, limit: Int)
+    case terminate(AllocationSelector, tenant: String?)
     /// Live allocations summed by user (the status page).
     case userTraffic
 }

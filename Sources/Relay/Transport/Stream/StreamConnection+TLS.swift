@@ -74,6 +74,7 @@ extension StreamConnection {
         owner.handshakeCompleted()
         readyAt = EventLoop.now()
         lastInputAt = readyAt
+        noteServerNameTenant()
         guard owner.logger.logLevel <= .debug, let ssl else { return }
         let sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { LogSafe.text(String(cString: $0)) }
         var alpn: UnsafePointer<UInt8>? = nil
@@ -90,6 +91,16 @@ extension StreamConnection {
                 "alpn": "\(protocolID ?? "-")", "version": "\(String(cString: SSL_get_version(ssl)))",
                 "cipher": "\(cipher ?? "-")",
             ])
+    }
+
+    /// The tenant the client's server name (SNI, RFC 6066 §3) names goes with every message of
+    /// the connection (docs/tenants.md).
+    private func noteServerNameTenant() {
+        guard let ssl, let tenants = owner.loop.core?.context.tenants, tenants.isMultiTenant,
+            let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name),
+            let index = tenants.tenant(serverName: String(cString: name))
+        else { return }
+        origin.serverNameTenant = UInt16(clamping: index)
     }
 
     /// OpenSSL's reasons for the failed call (this thread's error queue), or the socket error.

@@ -35,7 +35,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     }
 
     let socket: Int32
-    let origin: ClientOrigin
+    /// Set once, when a TLS handshake names a tenant's server name (docs/tenants.md).
+    var origin: ClientOrigin
     /// The transport of the loop that owns the connection. A strong reference: other loops hold
     /// the connection (through the relayed-address directory) and compare owners, so the owner
     /// must outlive every such holder; the transport drops the connection when it closes.

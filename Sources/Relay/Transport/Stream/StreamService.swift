@@ -64,6 +64,7 @@ final class StreamService: Sendable {
         }
         do {
             let context = try TLSContext(configuration: configuration, ticketKeys: inherited(Self.tlsTicketKeysName))
+            context.serve(tenants: try TLSContext.tenantContexts(configuration, ticketKeys: context.ticketKeys))
             tls.withLock { $0 = context }
             logger.info(
                 "TLS certificate loaded",
@@ -88,6 +89,7 @@ final class StreamService: Sendable {
         }
         do {
             let context = try TLSContext(configuration: configuration)
+            context.serve(tenants: try TLSContext.tenantContexts(configuration, ticketKeys: context.ticketKeys))
             tls.withLock { $0 = context }
             logger.info(
                 "TLS certificate reloaded",

@@ -69,7 +69,10 @@ final class TLSContext: @unchecked Sendable {
         context = ctx
     }
 
-    deinit { SSL_CTX_free(context) }
+    deinit {
+        forgetTenants()
+        SSL_CTX_free(context)
+    }
 
     private static func setTicketKeys(_ ctx: OpaquePointer, _ given: [UInt8]?) throws(LoadError) -> [UInt8] {
         var keys = given ?? []
