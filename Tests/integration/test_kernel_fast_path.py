@@ -214,3 +214,33 @@ def test_offloaded_channels_keep_relaying_through_a_live_upgrade(tmp_path):
             peer.close()
         problems = stop_both(server, heir)
     assert not problems, problems
+
+
+def test_usage_counts_what_the_kernel_relayed(tmp_path):
+    """Usage accounting (docs/usage.md) with the fast path on: the kernel's share is in it."""
+    from test_usage import OPERATOR, by_user, exchange_udp, udp_echo_peer, usage
+    from stunclient import TurnClient
+    server = RelayServer("relayd", tmp_path, extra_args=[
+        "--kernel-offload=on", "--kernel-offload-interface=lo", f"--api-key=ops:{OPERATOR}:admin"])
+    peer, stop = udp_echo_peer()
+    try:
+        with running(server) as s:
+            with TurnClient(s.address, bind_host="127.0.0.1") as client:
+                client.allocate(*s.credentials("kim"))
+                assert exchange_udp(client, peer.getsockname(), 60, 200) == 60
+                time.sleep(1.5)
+                c = counters(s)
+                assert c[("relayd_offloaded_packets_total", "client_to_peer")] >= 59, c
+                client.refresh(0)
+            want = {"packets_to_peer": 60, "bytes_to_peer": 12_000, "packets_to_client": 60,
+                    "bytes_to_client": 12_000, "allocations": 1, "unused_allocations": 0}
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                got = by_user(usage(s)).get(("default", "kim"), {})
+                if all(got.get(k) == v for k, v in want.items()):
+                    break
+                time.sleep(0.1)
+            assert all(got.get(k) == v for k, v in want.items()), got
+    finally:
+        stop.set()
+        peer.close()

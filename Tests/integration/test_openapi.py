@@ -44,13 +44,13 @@ def schemathesis(server: RelayServer, *extra: str) -> str:
 
 def test_the_api_conforms_to_its_spec_with_a_token(server):
     out = schemathesis(server, "-H", f"Authorization: Bearer {server.api_token}")
-    assert "Collected API operations: 16" in out
+    assert "Collected API operations: 17" in out
     assert "not_a_server_error" in out and "FAILED" not in out
 
 
 def test_the_admin_api_conforms_to_its_spec_with_an_admin_token(server):
     out = schemathesis(server, "-H", f"Authorization: Bearer {ADMIN_TOKEN}")
-    assert "Collected API operations: 16" in out
+    assert "Collected API operations: 17" in out
     assert "FAILED" not in out
     assert server.is_running()
 

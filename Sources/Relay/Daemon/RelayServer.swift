@@ -82,6 +82,11 @@ public final class RelayServer {
     let clusterLedger: ClusterAdmissionLedger?
     var clusterAgent: ClusterAgent?
     let startedAt = Int64(time(nil))
+    /// Usage per tenant, user and hour (docs/usage.md), its journal in `state-dir`, and the
+    /// main loop's timer that feeds both.
+    let usage = UsageBook()
+    var usageJournal: UsageJournal?
+    var usageTimer: LoopEvent?
     /// Users the admin API blocked (docs/admin.md); outlives reloads.
     public var blocklist: UserBlocklist { admission.blocklist }
     /// What the cores ask before they allocate: the cluster's ledger in a cluster, else the node's.
@@ -235,6 +240,9 @@ public final class RelayServer {
         let fastPath = fastPath
         startUserDatabase()
         defer { stopUserDatabase() }
+        openUsageJournal()
+        // Whatever ends, its usage is written once the loops are done.
+        defer { flushUsage() }
         let started = SharedState<StartState>(StartState())
         let threads = threadCount
         let finished = DispatchGroup()
@@ -245,7 +253,7 @@ public final class RelayServer {
             let logger = logger
             let loops = loops
             let streams = streams
-            let wiring = LoopWiring(
+            var wiring = LoopWiring(
                 index: LoopIndex(index), mailboxes: mailboxes, streams: streams, fastPath: fastPath,
                 metrics: metrics.slots[index],
                 journal: stateDirectory.map {
@@ -255,8 +263,11 @@ public final class RelayServer {
                         refusedJournals: index == 0 ? refusedJournals : 0)
                 }, inheritance: inheritance, restore: restored[index],
                 reservations: index == 0 ? restoredReservations : [:])
+            let usage = usage
+            wiring.sessionObservers = { [UsageRecorder(book: usage)] }
+            let loopWiring = wiring
             let thread = Thread {
-                let loop = EventLoop(context: context, logger: logger, wiring: wiring)
+                let loop = EventLoop(context: context, logger: logger, wiring: loopWiring)
                 // Loop i's listener must be member i of each SO_REUSEPORT group: the selector
                 // picks members by index (`ListenerSelector`), so the loops bind in turn.
                 while started.withLock({ $0.listening }) < index { usleep(200) }
@@ -314,6 +325,7 @@ public final class RelayServer {
         let streams = streams
         let userDatabaseWatcher = userDatabase?.watcher
         let admission = admission
+        let usage = usage
         let tenantNames = { [unowned self] in configuration.tenants.map(\.name) }
         http.router.server = {
             var server = ServerMetrics(
@@ -321,9 +333,13 @@ public final class RelayServer {
                 certificateExpiry: streams.tls.value?.notAfter)
             server.userDatabase = userDatabaseWatcher?.metrics
             server.tenants = ServerMetrics.tenantRows(names: tenantNames(), counts: admission.tenantCounts)
+            server.usageRecords = usage.totals
             return server
         }
         watchUserDatabase(base: base)
+        watchUsage(base: base)
+        defer { usageTimer?.cancel() }
+        http.router.usage = usage
         http.router.admin = self
         startCluster(base: base, http: http)
         defer { stopCluster() }

@@ -48,6 +48,11 @@ extension APIRouter {
                 }
             }
         }
+        if path == Self.usagePath {
+            return authorizedAdmin(request, monotonic: monotonic, allow: [.get]) { key, _ in
+                usageAnswer(request, key: key, now: now)
+            }
+        }
         if path == Self.blocksPath {
             return authorizedAdmin(request, monotonic: monotonic, allow: [.get]) { key, admin in
                 let blocks = admin.blocklist.list(now: now).compactMap { entry in

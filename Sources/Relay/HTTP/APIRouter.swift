@@ -34,6 +34,8 @@ public final class APIRouter {
     var cluster: (() -> ClusterSnapshot)?
     /// The process and listener metrics (`ServerMetrics`), read at scrape time.
     var server: (() -> ServerMetrics)?
+    /// Usage per tenant, user and hour (docs/usage.md), for `GET /api/v1/usage`.
+    var usage: UsageBook?
     /// The running server's allocations and blocklist, for the admin API (docs/admin.md).
     public weak var admin: (any AdminControl)?
     /// Relayed totals sampled once a second, for the status page's rates.

@@ -1,5 +1,6 @@
 import Logging
 import RelayCore
+import StunCodec
 
 /// Sessions in the log: one `allocation_created` (or `allocation_restored`, from the state
 /// journal), `allocation_moved` and `allocation_deleted` line each (docs/operations.md), and a
@@ -39,7 +40,15 @@ final class SessionLog: SessionObserver {
                 "relayed": "\(s.relayed)", "bound": "\(s.bound)", "user": "\(LogSafe.text(s.user))",
                 "lifetime_s": "\(s.lifetimeSeconds)", "password_algorithm": "\(s.credentials.passwordLabel)",
                 "integrity": "\(s.credentials.integrityLabel)",
-            ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
+            ].merging(Self.extra(relayedAdditional: s.additionalRelayed, tenant: s.tenant)) { a, _ in a })
+    }
+
+    /// A dual allocation's second relayed address and a tenant's name, when there are.
+    private static func extra(relayedAdditional: TransportAddress?, tenant: String) -> Logger.Metadata {
+        var extra: Logger.Metadata = [:]
+        if let relayedAdditional { extra["relayed_additional"] = "\(relayedAdditional)" }
+        if !tenant.isEmpty { extra["tenant"] = "\(tenant)" }
+        return extra
     }
 
     /// With what it relayed, in the core and in the kernel after the last collection.
@@ -55,6 +64,6 @@ final class SessionLog: SessionObserver {
                 "packets_to_client": "\(t.packetsToClient)", "bytes_to_client": "\(t.bytesToClient)",
                 "permissions": "\(s.permissionsUsed)", "channels": "\(s.channelsUsed)",
                 "password_algorithm": "\(s.credentials.passwordLabel)", "integrity": "\(s.credentials.integrityLabel)",
-            ].merging(s.additionalRelayed.map { ["relayed_additional": "\($0)"] } ?? [:]) { a, _ in a })
+            ].merging(Self.extra(relayedAdditional: s.additionalRelayed, tenant: s.tenant)) { a, _ in a })
     }
 }

@@ -12,6 +12,8 @@ public struct ServerMetrics: Sendable {
     /// Each tenant's allocations (docs/tenants.md), when tenants are configured: its label
     /// (`default` for the default tenant), allocations now and granted since the start.
     public var tenants: [(label: String, live: Int, granted: UInt64)] = []
+    /// Usage records counted in the usage book, and dropped (docs/usage.md).
+    public var usageRecords: (applied: UInt64, dropped: UInt64) = (0, 0)
 
     public init(process: ProcessMetrics, openStreamConnections: Int, certificateExpiry: Int64?) {
         self.process = process
@@ -40,6 +42,11 @@ public struct ServerMetrics: Sendable {
                 help: "Reads of the user database that failed (the last good view stayed in use).")
             p.sample("relayd_userdb_read_failures_total", [], userDatabase.failures)
         }
+        p.family(
+            "relayd_usage_records_total", .counter,
+            help: "Usage records counted in the usage book, and dropped for want of room (docs/usage.md).")
+        p.sample("relayd_usage_records_total", [("result", "applied")], usageRecords.applied)
+        p.sample("relayd_usage_records_total", [("result", "dropped")], usageRecords.dropped)
         if !tenants.isEmpty {
             p.family("relayd_tenant_allocations", .gauge, help: "Allocations this node holds now, by tenant.")
             for t in tenants { p.sample("relayd_tenant_allocations", [("tenant", t.label)], UInt64(max(0, t.live))) }

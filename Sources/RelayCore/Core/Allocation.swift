@@ -61,6 +61,11 @@ public final class Allocation {
     /// The tenant it belongs to (docs/tenants.md): an index of `CoreContext.tenants`, 0 for the
     /// default tenant.
     public internal(set) var tenant = 0
+    /// Adopted by this process with its sockets open (a live upgrade, a restore), and the
+    /// traffic it carried from the process before (an RFC 6062 allocation's piped bytes), which
+    /// usage accounting does not count twice (docs/usage.md).
+    public internal(set) var adopted = false
+    public internal(set) var carried = TrafficCounters()
     /// A random id that ties the allocation's log lines together (`session` in the logs).
     public var sessionID: UInt64 = 0
 

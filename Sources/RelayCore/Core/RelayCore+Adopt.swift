@@ -43,10 +43,12 @@ extension RelayCore {
         allocation.credentials = adopted.credentials
         allocation.dontFragment = adopted.dontFragment
         allocation.tenant = tenant
+        allocation.adopted = true
         noteTenant(of: allocation)
         if let tcpRelay = adopted.tcpRelay {
             allocation.bandwidth = tcpRelay.account.budget
             allocation.tcpRelay = adoptConnections(tcpRelay, of: allocation, username: adopted.username)
+            allocation.carried = tcpRelay.account.traffic.current
         } else if lease.bytesPerSecond > 0 {
             allocation.bandwidth = BandwidthBudget(bytesPerSecond: lease.bytesPerSecond)
         }
@@ -68,7 +70,8 @@ extension RelayCore {
                     session: allocation.session, fiveTuple: fiveTuple, clientSocket: allocation.origin.socket,
                     relayed: allocation.advertisedAddress, bound: allocation.relayedAddress,
                     additionalRelayed: allocation.additional?.advertisedAddress, user: adopted.user,
-                    credentials: adopted.credentials, lifetimeSeconds: adopted.main.secondsLeft, adopted: true))))
+                    credentials: adopted.credentials, lifetimeSeconds: adopted.main.secondsLeft, adopted: true,
+                    tenant: allocation.lease.tenant))))
     }
 
     /// A handed-over TCP allocation's peer connections, listed in the node's shared table as

@@ -171,7 +171,8 @@ extension RelayCore {
                 SessionStart(
                     session: allocation.session, fiveTuple: fiveTuple, clientSocket: allocation.origin.socket, relayed: advertised, bound: relay,
                     additionalRelayed: allocation.additional?.advertisedAddress, user: request.userID,
-                    credentials: request.auth.credentials, lifetimeSeconds: lifetime))))
+                    credentials: request.auth.credentials, lifetimeSeconds: lifetime,
+                    tenant: lease.tenant))))
     }
 
     /// ADDITIONAL-ADDRESS-FAMILY under coturn's draft code point (`AttributeType

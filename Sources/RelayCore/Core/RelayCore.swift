@@ -307,6 +307,7 @@ public final class RelayCore {
                     credentials: allocation.credentials,
                     durationSeconds: now - allocation.created,
                     traffic: reason == .handedOver ? allocation.relayedTraffic : allocation.endTraffic(),
-                    permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed))))
+                    permissionsUsed: allocation.permissionsUsed, channelsUsed: allocation.channelsUsed,
+                    tenant: allocation.lease.tenant, adopted: allocation.adopted, carried: allocation.carried))))
     }
 }

@@ -33,6 +33,8 @@ public struct SessionStart: Sendable {
     /// Adopted with its sockets open (restored from the state journal, or handed over), not
     /// made by an Allocate.
     public var adopted = false
+    /// Its tenant's name (docs/tenants.md); empty for the default tenant.
+    public var tenant = ""
 }
 
 /// Why an allocation ended and what it carried (RFC 8656 §7.3, §8), logged as one
@@ -59,6 +61,12 @@ public struct SessionSummary: Sendable {
     /// What a data plane outside the core relayed for it (the kernel fast path), which the I/O
     /// layer adds before observers see the summary; nil when none did.
     public var relayedOutside: TrafficCounters? = nil
+    /// Its tenant's name (docs/tenants.md); empty for the default tenant.
+    public var tenant = ""
+    /// Adopted by this process (a live upgrade or a restore): `durationSeconds` runs from the
+    /// adoption, and `carried` is what `traffic` holds from before it (docs/usage.md).
+    public var adopted = false
+    public var carried = TrafficCounters()
 }
 
 /// A Refresh that extended an allocation (RFC 8656 §7.3).

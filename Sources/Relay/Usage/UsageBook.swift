@@ -1,0 +1,137 @@
+import RelayCore
+
+/// Usage per tenant, user and hour (docs/usage.md): what `GET /api/v1/usage` answers from. Loop
+/// threads hand it records (`add`); the main thread takes them once a second, writes them to
+/// the usage journal and Redis, and applies them (`apply`), so every count here is one a record
+/// holds. Bounded: hours older than `retentionHours` are dropped, and past `maxRows` rows a new
+/// tenant, user and hour is counted in `droppedRecords` instead.
+public final class UsageBook: Sendable {
+    /// One row's key.
+    public struct Key: Hashable, Sendable {
+        public var hour: Int64
+        public var tenant: String
+        public var user: String
+    }
+
+    /// What one user of one tenant did in one hour.
+    public struct Counts: Sendable, Equatable {
+        public var allocations: UInt64 = 0
+        public var unusedAllocations: UInt64 = 0
+        public var allocationSeconds: UInt64 = 0
+        public var traffic = TrafficCounters()
+
+        public init() {}
+
+        static func += (a: inout Counts, b: Counts) {
+            a.allocations &+= b.allocations
+            a.unusedAllocations &+= b.unusedAllocations
+            a.allocationSeconds &+= b.allocationSeconds
+            a.traffic += b.traffic
+        }
+    }
+
+    private struct State {
+        var pending: [UsageRecord] = []
+        var rows: [Key: Counts] = [:]
+        /// Sessions that relayed in a process before the one they end in (a live upgrade): not
+        /// unused, whatever the last process saw.
+        var relayedBefore: Set<String> = []
+        var droppedRecords: UInt64 = 0
+        var appliedRecords: UInt64 = 0
+    }
+
+    public static let hour: Int64 = 3600
+    let retentionHours: Int64
+    let maxRows: Int
+    /// Records waiting for the main thread at most; past it a loop's record is dropped (counted).
+    static let maxPending = 1 << 20
+    private let state = Locked(State())
+
+    public init(retentionHours: Int64 = 24 * 31, maxRows: Int = 1_000_000) {
+        self.retentionHours = max(1, retentionHours)
+        self.maxRows = max(1, maxRows)
+    }
+
+    /// A loop's record, for the main thread's next `takePending`.
+    func add(_ record: UsageRecord) {
+        state.withLock { s in
+            guard s.pending.count < Self.maxPending else {
+                s.droppedRecords &+= 1
+                return
+            }
+            s.pending.append(record)
+        }
+    }
+
+    func takePending() -> [UsageRecord] {
+        state.withLock { s in
+            defer { s.pending = [] }
+            return s.pending
+        }
+    }
+
+    /// Counts `record` in its hour's row.
+    func apply(_ record: UsageRecord) {
+        state.withLock { s in
+            let key = Key(hour: record.time - record.time % Self.hour, tenant: record.tenant, user: record.user)
+            var counts = Counts()
+            switch record.kind {
+            case .made:
+                counts.allocations = 1
+            case .ended:
+                counts.traffic = record.traffic
+                counts.allocationSeconds = UInt64(max(0, record.seconds))
+                let relayed = record.traffic.bytesToPeer > 0 || record.traffic.bytesToClient > 0
+                if record.final {
+                    if !relayed && !s.relayedBefore.contains(record.session) { counts.unusedAllocations = 1 }
+                    s.relayedBefore.remove(record.session)
+                } else if relayed {
+                    s.relayedBefore.insert(record.session)
+                }
+            }
+            guard s.rows[key] != nil || s.rows.count < maxRows else {
+                s.droppedRecords &+= 1
+                return
+            }
+            s.rows[key, default: Counts()] += counts
+            s.appliedRecords &+= 1
+        }
+    }
+
+    /// Drops the hours older than the retention.
+    func expire(now: Int64) {
+        let oldest = now - now % Self.hour - (retentionHours - 1) * Self.hour
+        state.withLock { s in s.rows = s.rows.filter { $0.key.hour >= oldest } }
+    }
+
+    /// The rows of hours that overlap `from..<to` (unix seconds), of `tenant` (nil: every
+    /// tenant) and `user` (nil: every user), in hour, tenant and user order.
+    public func rows(tenant: String?, user: String?, from: Int64, to: Int64) -> [(key: Key, counts: Counts)] {
+        let first = from - from % Self.hour
+        return state.withLock { s in
+            s.rows.filter { key, _ in
+                key.hour >= first && key.hour < to && (tenant == nil || key.tenant == tenant)
+                    && (user == nil || key.user == user)
+            }
+        }
+        .map { (key: $0.key, counts: $0.value) }
+        .sorted { ($0.key.hour, $0.key.tenant, $0.key.user) < ($1.key.hour, $1.key.tenant, $1.key.user) }
+    }
+
+    /// Every row, for a compacted journal.
+    var allRows: [Key: Counts] { state.withLock { $0.rows } }
+
+    /// Rows put back from a compacted journal (docs/usage.md).
+    func restore(_ key: Key, _ counts: Counts) {
+        state.withLock { s in
+            guard s.rows[key] != nil || s.rows.count < maxRows else {
+                s.droppedRecords &+= 1
+                return
+            }
+            s.rows[key, default: Counts()] += counts
+        }
+    }
+
+    /// Records applied, and records dropped (a full book or queue).
+    public var totals: (applied: UInt64, dropped: UInt64) { state.withLock { ($0.appliedRecords, $0.droppedRecords) } }
+}
