@@ -99,8 +99,8 @@ enum CoreFixture {
                 crossTenantRelay: t.crossTenantRelay)
         }
         return TenantTable(
-            tenants: tenants, byListener: byListener, byOrigin: byOrigin, byServerName: [:],
-            defaultCrossTenantRelay: options.defaultCrossTenantRelay)
+            slots: tenants, order: Array(tenants.indices.map { $0 + 1 }), byListener: byListener, byOrigin: byOrigin,
+            byServerName: [:], defaultCrossTenantRelay: options.defaultCrossTenantRelay)
     }
 
     /// The fixture's options, changed by `adjust`.

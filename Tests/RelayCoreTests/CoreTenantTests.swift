@@ -1,4 +1,4 @@
-import RelayCore
+@testable import RelayCore
 import StunCodec
 import Testing
 
@@ -158,6 +158,55 @@ import Testing
         #expect(harness.core.terminateAllocations(.user("chat/alice"), tenant: "voice", now: harness.now) == 0)
         #expect(harness.core.terminateAllocations(.all, tenant: "chat", now: harness.now) == 1)
         #expect(harness.core.allocationRecords(.all, now: harness.now).map(\.user) == ["voice/alice"])
+    }
+
+    @Test("A tenant allocation made on the shared address keeps the default realm through a stale nonce")
+    func staleNonceOnSharedAddress() throws {
+        let harness = CoreHarness(options: Self.options())
+        let voice = harness.restClient(at: CoreFixture.clientA, user: "alice", secret: "voice-secret")
+        #expect(try voice.allocate().isSuccess)
+        harness.advance(by: 700)
+        // The 438 names the realm the key was derived with, and the retry with it succeeds.
+        let stale = try #require(try voice.send(try voice.signedRequest(.refresh)))
+        #expect(stale.errorCode == 438)
+        #expect(stale.realm == CoreFixture.realm)
+        voice.learn(from: stale)
+        #expect(try voice.refresh().isSuccess)
+        #expect(try voice.createPermission([CoreFixture.peer1]).isSuccess)
+    }
+
+    @Test("A default-tenant user id that reads as a tenant's quota user is refused")
+    func defaultUserLikeATenantUser() throws {
+        let harness = CoreHarness(options: Self.options())
+        #expect(try harness.restClient(at: CoreFixture.clientA, user: "voice/alice").allocate().errorCode == 401)
+        #expect(try harness.restClient(at: CoreFixture.clientB, user: "nobody/alice").allocate().isSuccess)
+        #expect(harness.core.allocationRecords(.all, now: harness.now).map(\.user) == ["nobody/alice"])
+    }
+
+    @Test("An RFC 6062 peer connection is bound only by its own tenant's user of that USERNAME")
+    func bindIdentity() throws {
+        let harness = CoreHarness(options: Self.options())
+        #expect(harness.core.bindIdentity(username: "1:alice", tenant: 0) == "1:alice")
+        #expect(harness.core.bindIdentity(username: "1:alice", tenant: 1) != harness.core.bindIdentity(username: "1:alice", tenant: 2))
+        #expect(harness.core.bindIdentity(username: "1:alice", tenant: 1) != "1:alice")
+    }
+
+    @Test("An empty slot (a tenant a reload removed) verifies nothing and relays nothing")
+    func emptySlot() throws {
+        var options = Self.options()
+        let harness = CoreHarness(options: options)
+        #expect(try harness.restClient(at: CoreFixture.clientA, user: "a", secret: "voice-secret").allocate().isSuccess)
+        options.tenants[0].name = "gone"
+        var table = CoreFixture.tenants(options)
+        table = TenantTable(
+            slots: [nil, table.configured(2)], order: [2], byListener: [:], byOrigin: [:], byServerName: [:],
+            defaultCrossTenantRelay: false)
+        var context = harness.core.context
+        context.tenants = table
+        harness.core.update(context: context)
+        #expect(try harness.restClient(at: CoreFixture.clientB, user: "b", secret: "voice-secret").allocate().errorCode == 401)
+        #expect(try harness.restClient(at: .literal("192.0.2.3:40003"), user: "c", secret: "chat-secret").allocate().isSuccess)
+        #expect(!harness.core.allowsLiveRelayed(CoreFixture.peer1, tenant: 1))
     }
 
     @Test("Without tenants, quota users, realms and records are what they always were")

@@ -341,3 +341,42 @@ def test_two_tenants_with_one_secret_are_refused(tmp_path):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode != 0
     assert "tenant 'b' shares a static-auth-secret with tenant 'a'" in result.stderr, result.stderr
+
+
+def test_a_binding_over_tls_with_a_tenant_server_name_is_answered(fleet):
+    server, _ = fleet
+    with StreamTurnClient(server.tls_address, tls=True, server_hostname=IDENT_SNI) as client:
+        answer = client.binding()
+        assert answer.xor_address(Attr.XOR_MAPPED_ADDRESS) is not None
+
+
+def test_a_reload_adds_and_reorders_tenants_and_live_allocations_keep_theirs(tmp_path):
+    from lifecycle import FileServer, wait_for_log
+    a, b, c = (Tenant(name, tmp_path) for name in ("alpha", "beta", "gamma"))
+    for t in (a, b, c):
+        t.write()
+    base = f"realm=example.org\nuse-auth-secret\nstatic-auth-secret=main-secret\napi-key=ops:{OPERATOR_TOKEN}:admin\n"
+    server = FileServer(tmp_path / "srv", base + f"tenant={a.file}\ntenant={b.file}\n", extra_args=["--drain-timeout=0"])
+    with running(server) as s:
+        # gamma is not configured yet: its credential verifies nowhere.
+        assert allocation_error(lambda: TurnClient(s.address, bind_host="127.0.0.1"),
+                                *rest_credentials(c.secret, "zoe")) == 401
+        held = allocate_udp(s.address, *b.credentials(s, "yan"))
+        try:
+            server.rewrite(base + f"tenant={c.file}\ntenant={b.file}\ntenant={a.file}\n")
+            s.proc.send_signal(__import__("signal").SIGHUP)
+            wait_for_log(s, r"configuration reloaded")
+            assert allocation_error(lambda: TurnClient(s.address, bind_host="127.0.0.1"),
+                                    *c.credentials(s, "zoe")) is None
+            # beta's allocation is still beta's, and its refreshes still verify.
+            assert [x["user"] for x in sessions(s, b)] == ["yan"]
+            held.refresh(600)
+            # Dropping alpha: its credentials verify no more.
+            server.rewrite(base + f"tenant={c.file}\ntenant={b.file}\n")
+            s.proc.send_signal(__import__("signal").SIGHUP)
+            wait_for_log(s, r"configuration reloaded", count=2)
+            assert allocation_error(lambda: TurnClient(s.address, bind_host="127.0.0.1"),
+                                    *rest_credentials(a.secret, "ann")) == 401
+            assert [x["user"] for x in sessions(s, b)] == ["yan"]
+        finally:
+            held.close()

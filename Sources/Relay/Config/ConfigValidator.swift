@@ -78,6 +78,10 @@ enum ConfigValidator {
             throw .conflict(
                 "needs at least one 'static-auth-secret'", key: "use-auth-secret", at: sources.last("use-auth-secret"))
         }
+        if config.noAuth, let first = sources.last("tenant") {
+            // Without credentials a client would pick its tenant by ORIGIN or server name.
+            throw .conflict("tenants need credentials; 'no-auth' cannot be combined with 'tenant'", key: "no-auth", at: first)
+        }
         if config.noAuth, config.ltCredMech || config.useAuthSecret {
             let other = config.useAuthSecret ? "use-auth-secret" : "lt-cred-mech"
             throw .conflict("cannot be combined with '\(other)'", key: "no-auth", at: sources.last("no-auth"))

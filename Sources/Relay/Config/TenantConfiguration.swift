@@ -30,6 +30,8 @@ public struct TenantConfiguration: Sendable, Equatable {
     public var configuration: RelayConfiguration
     /// The keys the file set.
     public var keys: Set<String>
+    /// Where each key was set, for errors that name the file and line.
+    public var sources: [String: [ConfigSource]] = [:]
 
     /// The keys a tenant file may hold; any other is an error naming its file and line.
     public static let allowedKeys: Set<String> = [

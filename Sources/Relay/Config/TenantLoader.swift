@@ -31,10 +31,17 @@ enum TenantLoader {
             }
         }
         try checkDistinct(tenants, main: main)
+        // A tenant's certificate is served by the TLS listeners, which need the node's own.
+        if main.cert == nil, let tenant = tenants.first(where: { $0.configuration.cert != nil }) {
+            throw .conflict(
+                "a tenant's certificate needs the main file's cert and pkey (the TLS listeners serve with them)",
+                key: "cert", at: tenant.sources["cert"]?.first)
+        }
         var names = Set(main.apiKeys.map(\.name))
         for tenant in tenants {
             for key in tenant.configuration.apiKeys where !names.insert(key.name).inserted {
-                throw .conflict("API key name '\(key.name)' is defined twice", key: "api-key", at: nil)
+                throw .conflict(
+                    "API key name '\(key.name)' is defined twice", key: "api-key", at: tenant.sources["api-key"]?.first)
             }
         }
         main.tenants = tenants
@@ -53,7 +60,8 @@ enum TenantLoader {
         }
         let output = try ConfigAssembler.assemble(file: entries, commandLine: [])
         let tenant = TenantConfiguration(
-            name: name, file: path, configuration: output.configuration, keys: Set(output.sources.keys))
+            name: name, file: path, configuration: output.configuration, keys: Set(output.sources.keys),
+            sources: output.sources)
         if (tenant.configuration.cert == nil) != (tenant.configuration.pkey == nil) {
             let key = tenant.configuration.cert == nil ? "pkey" : "cert"
             throw .conflict("a tenant's certificate needs both cert and pkey", key: key, at: output.sources[key]?.first)
@@ -77,29 +85,36 @@ enum TenantLoader {
         var listeners: [IPAddress: String] = [:]
         var serverNames: [String: String] = [:]
         var origins: [String: String] = [:]
-        func claim<Key: Hashable>(_ table: inout [Key: String], _ key: Key, _ tenant: TenantConfiguration, what: String)
-            throws(ConfigError)
-        {
-            if let other = table[key] {
-                throw .conflict("tenant '\(tenant.name)' shares \(what) with \(other)", key: "tenant", at: nil)
+        func claim<Key: Hashable>(
+            _ table: inout [Key: String], _ key: Key, _ tenant: TenantConfiguration, what: String, configKey: String
+        ) throws(ConfigError) {
+            let owner = "tenant '\(tenant.name)'"
+            if let other = table[key], other != owner {
+                // Named at the tenant file's line for the key (the realm: the file itself).
+                let at = tenant.sources[configKey]?.first ?? .file(path: tenant.file, line: 1)
+                throw .conflict("\(owner) shares \(what) with \(other)", key: configKey, at: at)
             }
-            table[key] = "tenant '\(tenant.name)'"
+            table[key] = owner
         }
         for tenant in tenants {
-            try claim(&realms, tenant.realm, tenant, what: "its realm")
-            for secret in tenant.restSecrets { try claim(&secrets, secret, tenant, what: "a static-auth-secret") }
+            try claim(&realms, tenant.realm, tenant, what: "its realm", configKey: "realm")
+            for secret in tenant.restSecrets {
+                try claim(&secrets, secret, tenant, what: "a static-auth-secret", configKey: "static-auth-secret")
+            }
             for ip in tenant.configuration.listeningIPs {
-                try claim(&listeners, ip.reducedToIPv4, tenant, what: "listening-ip \(ip)")
+                try claim(&listeners, ip.reducedToIPv4, tenant, what: "listening-ip \(ip)", configKey: "listening-ip")
                 if !main.listeningIPs.isEmpty && !main.listeningIPs.contains(ip) {
                     throw .conflict(
                         "tenant '\(tenant.name)': listening-ip \(ip) is not one the main file listens on", key: "listening-ip",
-                        at: nil)
+                        at: tenant.sources["listening-ip"]?.first)
                 }
             }
             for name in tenant.configuration.serverNames {
-                try claim(&serverNames, name, tenant, what: "tls-server-name \(name)")
+                try claim(&serverNames, name, tenant, what: "tls-server-name \(name)", configKey: "tls-server-name")
             }
-            for origin in tenant.configuration.origins { try claim(&origins, origin, tenant, what: "origin \(origin)") }
+            for origin in tenant.configuration.origins {
+                try claim(&origins, origin, tenant, what: "origin \(origin)", configKey: "origin")
+            }
         }
     }
 }

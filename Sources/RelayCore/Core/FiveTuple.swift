@@ -25,7 +25,8 @@ public struct ClientOrigin: Hashable, Sendable {
     /// The listener (UDP) or connection (TCP/TLS).
     public var socket: ClientSocket
     /// The tenant the TLS server name named (SNI, RFC 6066 §3; docs/tenants.md), as its index;
-    /// 0 when the connection named none, or is not TLS.
+    /// 0 when the connection named none, or is not TLS. Not part of the origin's identity: an
+    /// answer built from the 5-tuple and socket alone goes to the same connection.
     public var serverNameTenant: UInt16
 
     @inlinable
@@ -33,5 +34,16 @@ public struct ClientOrigin: Hashable, Sendable {
         self.fiveTuple = fiveTuple
         self.socket = socket
         self.serverNameTenant = serverNameTenant
+    }
+
+    @inlinable
+    public static func == (a: ClientOrigin, b: ClientOrigin) -> Bool {
+        a.fiveTuple == b.fiveTuple && a.socket == b.socket
+    }
+
+    @inlinable
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(fiveTuple)
+        hasher.combine(socket)
     }
 }

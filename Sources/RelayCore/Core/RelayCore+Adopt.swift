@@ -47,7 +47,7 @@ extension RelayCore {
         noteTenant(of: allocation)
         if let tcpRelay = adopted.tcpRelay {
             allocation.bandwidth = tcpRelay.account.budget
-            allocation.tcpRelay = adoptConnections(tcpRelay, of: allocation, username: adopted.username)
+            allocation.tcpRelay = adoptConnections(tcpRelay, of: allocation, username: bindIdentity(of: allocation))
             allocation.carried = tcpRelay.account.traffic.current
         } else if lease.bytesPerSecond > 0 {
             allocation.bandwidth = BandwidthBudget(bytesPerSecond: lease.bytesPerSecond)

@@ -33,8 +33,12 @@ extension RelayCore {
             let tenant = existing?.tenant ?? tenantHint(for: message, origin: origin) ?? 0
             return Authenticated(username: "", key: IntegrityKey(bytes: [], sha256: false), tenant: tenant)
         }
-        let hint = existing?.tenant ?? tenantHint(for: message, origin: origin)
-        let realmToName = hint.map { credentials(ofTenant: $0).realm } ?? context.credentials.realm
+        // The realm a 401 or 438 names is the one the request's address, server name or ORIGIN
+        // names, as it was for the Allocate: an allocation its REST secret placed in a tenant on
+        // a shared address keeps the default realm its key was derived with.
+        let requestHint = tenantHint(for: message, origin: origin)
+        let hint = existing?.tenant ?? requestHint
+        let realmToName = requestHint.map { credentials(ofTenant: $0).realm } ?? context.credentials.realm
         guard message.integrityOffset != nil || message.integritySHA256Offset != nil else {
             counters.auth[AuthOutcome.challenged.rawValue] += 1
             sendChallenge(.unauthorized, to: message, origin: origin, charging: .challenge, realm: realmToName, now: now)
@@ -84,6 +88,15 @@ extension RelayCore {
         case .verified(let verified, let verifiedTenant):
             key = verified
             tenant = verifiedTenant
+        }
+        // A default-tenant user id that reads as another tenant's quota user (`<tenant>/…`)
+        // would share that user's quota and blocks: refused (docs/tenants.md).
+        if existing == nil, tenant == 0, context.tenants.isMultiTenant,
+            context.tenants.index(ofQuotaUser: String(context.credentials.userID(of: username))) != 0
+        {
+            counters.auth[AuthOutcome.unknownUser.rawValue] += 1
+            sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, realm: realmToName, now: now)
+            return nil
         }
         guard context.nonces.check(nonce.value, client: origin.fiveTuple.client.ip, now: wallTime(now)) == .fresh else {
             counters.auth[AuthOutcome.staleNonce.rawValue] += 1
@@ -151,9 +164,12 @@ extension RelayCore {
             of: message, in: credentials(ofTenant: hint ?? 0), tenant: hint ?? 0, username: username,
             algorithm: algorithm, now: now)
         guard case .failed(var outcome) = first, hint == nil, context.tenants.isMultiTenant else { return first }
-        for (i, tenant) in context.tenants.tenants.enumerated() where !tenant.sharedCredentials.restSecrets.isEmpty {
+        for index in context.tenants.order {
+            guard let tenant = context.tenants.configured(index), !tenant.sharedCredentials.restSecrets.isEmpty else {
+                continue
+            }
             let check = verifiedKey(
-                of: message, in: tenant.sharedCredentials, tenant: i + 1, username: username, algorithm: algorithm,
+                of: message, in: tenant.sharedCredentials, tenant: index, username: username, algorithm: algorithm,
                 now: now)
             switch check {
             case .verified: return check

@@ -33,7 +33,7 @@ extension RelayCore {
             reply(refusal.error)
         case .reserve(let deadline):
             let id = connections.reserve(
-                thread: context.loop, relaySocket: allocation.relaySocket, username: allocation.username,
+                thread: context.loop, relaySocket: allocation.relaySocket, username: bindIdentity(of: allocation),
                 peer: peer.address, account: state.account(budget: allocation.bandwidth), deadline: deadline,
                 random: &random)
             state.connecting(id, to: peer.address, answer: PendingConnect(request: ReplyTarget(message), key: auth.key))
@@ -107,7 +107,7 @@ extension RelayCore {
             return nil
         case .reserve(let deadline):
             let id = connections.reserve(
-                thread: context.loop, relaySocket: relaySocket, username: allocation.username, peer: seen,
+                thread: context.loop, relaySocket: relaySocket, username: bindIdentity(of: allocation), peer: seen,
                 account: state.account(budget: allocation.bandwidth), deadline: deadline, random: &random)
             state.accepted(id, from: seen)
             counters.tcpConnections[TCPConnectionOutcome.accepted.rawValue] &+= 1
@@ -148,7 +148,8 @@ extension RelayCore {
             return sendError(.badRequest, to: message, origin: origin, key: auth.key)
         }
         let claim = tables.tcpConnections.claim(
-            PeerConnectionID(id.value), username: auth.username, thread: context.loop)
+            PeerConnectionID(id.value), username: bindIdentity(username: auth.username, tenant: auth.tenant),
+            thread: context.loop)
         switch TCPRelayState.connectionBind(claim) {
         case .refuse(let error):
             sendError(error, to: message, origin: origin, key: auth.key)

@@ -95,8 +95,13 @@ public final class RelayCore {
     private func unbindDeniedChannels() {
         // A channel to a relayed address stays: its packets are judged one by one.
         for allocation in table.all {
-            let policy = policy(ofTenant: allocation.tenant)
-            let denied = { (channel: ChannelBinding) in !policy.allowsLiveRelayed(channel.peer) }
+            // And with tenants, a channel to another tenant's relayed address that the new
+            // configuration no longer lets it reach: its route in the kernel checks nothing.
+            let tenant = allocation.tenant
+            let denied = { (channel: ChannelBinding) in
+                !self.allowsLiveRelayed(channel.peer, tenant: tenant)
+                    || !self.tenantMayReach(channel.peer, from: tenant, tcp: false)
+            }
             guard allocation.channels.contains(where: denied) else { continue }
             withdrawChannelRoutes(of: allocation, where: denied)
             allocation.unbindChannels(where: denied)

@@ -21,14 +21,14 @@ extension RelayCore {
     @inline(__always)
     func allowsLiveRelayed(_ peer: TransportAddress, tenant index: Int) -> Bool {
         if index == 0 { return context.policy.allowsLiveRelayed(peer) }
-        return context.tenants.configured(index)?.policy.allowsLiveRelayed(peer) ?? false
+        return context.tenants.allowsLiveRelayed(peer, tenant: index)
     }
 
     /// `PeerPolicy.verdict` under tenant `index`'s policy, read in place.
     @inline(__always)
     func peerVerdict(_ peer: TransportAddress, tenant index: Int) -> PeerPolicy.Verdict {
         if index == 0 { return context.policy.verdict(for: peer) }
-        return context.tenants.configured(index)?.policy.verdict(for: peer) ?? .deniedByConfiguration
+        return context.tenants.verdict(for: peer, tenant: index)
     }
 
     /// Tenant `index`'s `max-bps` per allocation.
@@ -83,5 +83,15 @@ extension RelayCore {
         for relay in [allocation.main] + (allocation.additional.map { [$0] } ?? []) {
             tables.ports.setTenant(allocation.tenant, of: relay.relayedAddress.port, on: relay.relayedAddress.ip)
         }
+    }
+
+    /// Who may bind an allocation's peer connections (RFC 6062 §5.4: the ConnectionBind's
+    /// USERNAME), with its tenant: a REST username is unique within a tenant only.
+    func bindIdentity(username: String, tenant: Int) -> String {
+        tenant == 0 ? username : context.tenants.name(of: tenant) + "\u{0}" + username
+    }
+
+    func bindIdentity(of allocation: Allocation) -> String {
+        bindIdentity(username: allocation.username, tenant: allocation.tenant)
     }
 }

@@ -5,8 +5,16 @@ import StunCodec
 /// by ORIGIN (coturn's `turn_origin_to_realm`), or, on an address tenants share, by which
 /// tenant's secret verifies its REST credential. Index 0 is the default tenant, whose
 /// credentials, policy and `max-bps` the core takes from `CoreContext` itself.
+///
+/// A tenant keeps its index for the life of the process: allocations, TLS connections and the
+/// relay port pool hold indexes, and a reload that adds, reorders or removes tenants must not
+/// make them name another tenant. So the table is sparse: a removed tenant leaves an empty
+/// slot, whose allocations relay nothing more and whose credentials verify nothing.
 public struct TenantTable: Sendable {
-    public private(set) var tenants: [Tenant]
+    /// `slots[i - 1]` is tenant `i`; nil for a tenant a reload removed.
+    public private(set) var slots: [Tenant?]
+    /// Each slot's peer policy, apart, so the data path reads it in place.
+    private var policies: [PeerPolicy?]
     /// Local (listener) addresses that belong to one tenant.
     public private(set) var byListener: [IPAddress: Int]
     /// ORIGIN values (RFC 6454 serializations, compared as given) that name a tenant.
@@ -15,43 +23,59 @@ public struct TenantTable: Sendable {
     public private(set) var byServerName: [String: Int]
     /// Whether the default tenant may relay to tenants that allow it too.
     public var defaultCrossTenantRelay: Bool
+    /// The configured tenants' indexes, in the configuration's order (the order REST secrets
+    /// are tried on a shared address).
+    public private(set) var order: [Int]
+    /// Whether any tenant besides the default one is configured.
+    public let isMultiTenant: Bool
 
     /// Only the default tenant: a configuration without tenants.
     public static let single = TenantTable(
-        tenants: [], byListener: [:], byOrigin: [:], byServerName: [:], defaultCrossTenantRelay: false)
+        slots: [], order: [], byListener: [:], byOrigin: [:], byServerName: [:], defaultCrossTenantRelay: false)
 
-    /// `tenants` are the configured ones, in order; they get indexes 1, 2, … (0 is the
-    /// default tenant, which is not in the list).
+    /// `slots[i - 1]` is tenant `i`; `order` lists the configured ones' indexes as the
+    /// configuration orders them.
     public init(
-        tenants: [Tenant], byListener: [IPAddress: Int], byOrigin: [String: Int], byServerName: [String: Int],
-        defaultCrossTenantRelay: Bool
+        slots: [Tenant?], order: [Int], byListener: [IPAddress: Int], byOrigin: [String: Int],
+        byServerName: [String: Int], defaultCrossTenantRelay: Bool
     ) {
-        self.tenants = tenants
+        self.slots = slots
+        policies = slots.map { $0?.policy }
+        self.order = order.filter { $0 >= 1 && $0 <= slots.count && slots[$0 - 1] != nil }
         self.byListener = byListener
         self.byOrigin = byOrigin
         self.byServerName = byServerName
         self.defaultCrossTenantRelay = defaultCrossTenantRelay
+        isMultiTenant = !self.order.isEmpty
     }
 
-    /// Whether any tenant besides the default one is configured.
-    @inline(__always)
-    public var isMultiTenant: Bool { !tenants.isEmpty }
-
-    /// Tenants, default one included.
-    public var count: Int { tenants.count + 1 }
-
-    /// The configured tenant at `index` (1...); nil for 0 and anything out of range.
+    /// The configured tenant at `index` (1...); nil for 0, an empty slot and anything out of range.
     @inline(__always)
     public func configured(_ index: Int) -> Tenant? {
-        index >= 1 && index <= tenants.count ? tenants[index - 1] : nil
+        index >= 1 && index <= slots.count ? slots[index - 1] : nil
     }
 
-    /// The name of tenant `index`: empty for the default tenant.
+    /// Tenant `index`'s policy allows `peer` outright or as a live relayed address; false for
+    /// an empty slot (`PeerPolicy.allowsLiveRelayed`, read in place).
+    @inline(__always)
+    func allowsLiveRelayed(_ peer: TransportAddress, tenant index: Int) -> Bool {
+        guard index >= 1 && index <= policies.count else { return false }
+        return policies[index - 1]?.allowsLiveRelayed(peer) ?? false
+    }
+
+    /// Tenant `index`'s verdict on `peer`; denied for an empty slot.
+    @inline(__always)
+    func verdict(for peer: TransportAddress, tenant index: Int) -> PeerPolicy.Verdict {
+        guard index >= 1 && index <= policies.count else { return .deniedByConfiguration }
+        return policies[index - 1]?.verdict(for: peer) ?? .deniedByConfiguration
+    }
+
+    /// The name of tenant `index`: empty for the default tenant (and an empty slot).
     public func name(of index: Int) -> String { configured(index)?.name ?? "" }
 
     /// The index of the tenant named `name`; 0 for an empty or unknown name.
     public func index(named name: String) -> Int {
-        guard !name.isEmpty, let i = tenants.firstIndex(where: { $0.name == name }) else { return 0 }
+        guard !name.isEmpty, let i = slots.firstIndex(where: { $0?.name == name }) else { return 0 }
         return i + 1
     }
 
