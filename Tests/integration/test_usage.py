@@ -171,6 +171,9 @@ def test_usage_equals_what_the_generator_sent_and_received(setup):
             got = by_user(usage(s))
             assert set(got) == set(expected), got
             assert got[("voice", "alice")]["allocation_seconds"] >= 0
+            metrics = s.http("GET", "/metrics").body.decode()
+            assert 'relayd_tenant_relayed_bytes_total{tenant="voice",direction="client_to_peer"} 204000' in metrics
+            assert 'relayd_tenant_unused_allocations_total{tenant="default"} 2' in metrics
             # A tenant's admin key sees its own tenant only, and is refused another's.
             mine = by_user(usage(s, voice.admin))
             assert set(mine) == {("voice", "alice"), ("voice", "bob")}, mine
@@ -215,3 +218,87 @@ def test_usage_api_refuses_bad_windows_and_keys(setup):
         # A credentials key is no admin key.
         assert s.http("GET", "/api/v1/usage", headers={"Authorization": f"Bearer {voice.token}"}).status == 403
         assert usage(s)["rows"] == []
+
+
+def test_usage_goes_on_through_a_live_upgrade_without_counting_twice(setup):
+    """One allocation relays before and after a live upgrade: one allocation made, not unused,
+    and the traffic of both processes in the heir's book (the shared usage journal)."""
+    from test_live_upgrade import heir_pid, stop_both
+    import signal
+    server, voice, _, tmp_path = setup
+    peer, stop = udp_echo_peer()
+    heir = None
+    server.start()
+    try:
+        with TurnClient(server.address, bind_host="127.0.0.1") as client:
+            client.allocate(*voice.credentials(server, "uma"))
+            assert exchange_udp(client, peer.getsockname(), 10, 50) == 10
+            with TurnClient(server.address, bind_host="127.0.0.1") as idle:
+                idle.allocate(*voice.credentials(server, "ivo"))
+                server.proc.send_signal(signal.SIGUSR2)
+                heir = heir_pid(server)
+                # After the upgrade: 15 more each way through the same channel, in the heir.
+                back = 0
+                for i in range(15):
+                    client.send_channel_data(0x4001, b"x" * 50)
+                    got = client.receive(2.0)
+                    back += got is not None and got.kind == "channel"
+                assert back == 15
+                client.refresh(0)
+                idle.refresh(0)
+            want = {"allocations": 1, "unused_allocations": 0, "packets_to_peer": 25, "bytes_to_peer": 1250,
+                    "packets_to_client": 25, "bytes_to_client": 1250}
+            idle_want = {"allocations": 1, "unused_allocations": 1, "bytes_to_peer": 0}
+
+            def settled():
+                got = by_user(usage(server))
+                return all(got.get(("voice", "uma"), {}).get(k) == v for k, v in want.items()) and all(
+                    got.get(("voice", "ivo"), {}).get(k) == v for k, v in idle_want.items())
+            assert eventually(settled, timeout=8), by_user(usage(server))
+    finally:
+        stop.set()
+        peer.close()
+        problems = stop_both(server, heir)
+    assert not problems, problems
+
+
+def test_the_redis_stream_holds_every_record_of_a_cluster_node(tmp_path):
+    """In a cluster, each record goes to the `relayd:usage` stream with the node's name; the
+    stream's sums equal the generator's counts."""
+    from cluster_support import ClusterNode
+    from redis_support import RedisServer
+    redis = RedisServer(tmp_path / "redis")
+    redis.start()
+    voice = Tenant("voice", tmp_path)
+    node = ClusterNode(tmp_path / "node", "billing-n1", redis, "s3cret",
+                       extra=[f"--tenant={voice.file}", f"--api-key=ops:{OPERATOR}:admin"])
+    peer, stop = udp_echo_peer()
+    try:
+        node.start()
+        assert eventually(lambda: node.metric("relayd_cluster_redis_up") == 1)
+        with TurnClient(node.address, bind_host="127.0.0.1") as client:
+            client.allocate(*voice.credentials(node, "vic"))
+            assert exchange_udp(client, peer.getsockname(), 12, 80) == 12
+            client.refresh(0)
+
+        def entries():
+            raw = redis.command("XRANGE", "relayd:usage", "-", "+")
+            out = []
+            for _, fields in raw or []:
+                fields = [f.decode() if isinstance(f, bytes) else f for f in fields]
+                out.append(dict(zip(fields[::2], fields[1::2])))
+            return out
+        assert eventually(lambda: any(e.get("kind") == "end" for e in entries()), timeout=5), entries()
+        got = entries()
+        assert {e["node"] for e in got} == {"billing-n1"}
+        assert [e["kind"] for e in got] == ["start", "end"]
+        end = got[1]
+        assert (end["tenant"], end["user"], end["final"]) == ("voice", "vic", "1")
+        assert (int(end["packets_to_peer"]), int(end["bytes_to_peer"])) == (12, 960)
+        assert (int(end["packets_to_client"]), int(end["bytes_to_client"])) == (12, 960)
+    finally:
+        stop.set()
+        peer.close()
+        problems = node.stop()
+        redis.stop()
+    assert not problems, problems

@@ -334,6 +334,11 @@ public final class RelayServer {
             server.userDatabase = userDatabaseWatcher?.metrics
             server.tenants = ServerMetrics.tenantRows(names: tenantNames(), counts: admission.tenantCounts)
             server.usageRecords = usage.totals
+            let names = tenantNames()
+            if !names.isEmpty {
+                let totals = usage.tenantTotals
+                server.tenantUsage = ([""] + names).map { ($0.isEmpty ? "default" : $0, totals[$0] ?? UsageBook.Counts()) }
+            }
             return server
         }
         watchUserDatabase(base: base)

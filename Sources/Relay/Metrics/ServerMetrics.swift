@@ -12,6 +12,8 @@ public struct ServerMetrics: Sendable {
     /// Each tenant's allocations (docs/tenants.md), when tenants are configured: its label
     /// (`default` for the default tenant), allocations now and granted since the start.
     public var tenants: [(label: String, live: Int, granted: UInt64)] = []
+    /// Each tenant's usage totals (docs/usage.md), labelled as `tenants` is.
+    public var tenantUsage: [(label: String, counts: UsageBook.Counts)] = []
     /// Usage records counted in the usage book, and dropped (docs/usage.md).
     public var usageRecords: (applied: UInt64, dropped: UInt64) = (0, 0)
 
@@ -54,6 +56,23 @@ public struct ServerMetrics: Sendable {
                 "relayd_tenant_allocations_granted_total", .counter,
                 help: "Allocations admission granted on this node since it started, by tenant.")
             for t in tenants { p.sample("relayd_tenant_allocations_granted_total", [("tenant", t.label)], t.granted) }
+        }
+        if !tenantUsage.isEmpty {
+            p.family(
+                "relayd_tenant_relayed_bytes_total", .counter,
+                help: "Payload bytes relayed for allocations that ended, by tenant and direction (docs/usage.md).")
+            for t in tenantUsage {
+                p.sample("relayd_tenant_relayed_bytes_total", [("tenant", t.label), ("direction", "client_to_peer")], t.counts.traffic.bytesToPeer)
+                p.sample("relayd_tenant_relayed_bytes_total", [("tenant", t.label), ("direction", "peer_to_client")], t.counts.traffic.bytesToClient)
+            }
+            p.family(
+                "relayd_tenant_allocation_seconds_total", .counter,
+                help: "Seconds allocations that ended held their relayed address, by tenant (docs/usage.md).")
+            for t in tenantUsage { p.sample("relayd_tenant_allocation_seconds_total", [("tenant", t.label)], t.counts.allocationSeconds) }
+            p.family(
+                "relayd_tenant_unused_allocations_total", .counter,
+                help: "Allocations that ended without relaying a byte, by tenant (docs/usage.md).")
+            for t in tenantUsage { p.sample("relayd_tenant_unused_allocations_total", [("tenant", t.label)], t.counts.unusedAllocations) }
         }
         return p.text
     }

@@ -38,6 +38,8 @@ public final class UsageBook: Sendable {
         var relayedBefore: Set<String> = []
         var droppedRecords: UInt64 = 0
         var appliedRecords: UInt64 = 0
+        /// Every tenant's sum since the journal began (or the start, without one).
+        var perTenant: [String: Counts] = [:]
     }
 
     public static let hour: Int64 = 3600
@@ -94,6 +96,7 @@ public final class UsageBook: Sendable {
                 return
             }
             s.rows[key, default: Counts()] += counts
+            s.perTenant[record.tenant, default: Counts()] += counts
             s.appliedRecords &+= 1
         }
     }
@@ -129,8 +132,12 @@ public final class UsageBook: Sendable {
                 return
             }
             s.rows[key, default: Counts()] += counts
+            s.perTenant[key.tenant, default: Counts()] += counts
         }
     }
+
+    /// Each tenant's sums, "" the default tenant (`/metrics`, docs/usage.md).
+    public var tenantTotals: [String: Counts] { state.withLock { $0.perTenant } }
 
     /// Records applied, and records dropped (a full book or queue).
     public var totals: (applied: UInt64, dropped: UInt64) { state.withLock { ($0.appliedRecords, $0.droppedRecords) } }
