@@ -220,3 +220,19 @@ import Testing
         #expect(try harness.restClient(at: CoreFixture.clientB, user: "x", secret: "voice-secret").allocate().errorCode == 401)
     }
 }
+
+@Suite struct WebOriginTests {
+    @Test("ORIGIN values are compared as coturn stores them: lower case, the port written")
+    func normalized() {
+        #expect(WebOrigin.normalized("https://App.Example") == "https://app.example:443")
+        #expect(WebOrigin.normalized("https://app.example:443") == "https://app.example:443")
+        #expect(WebOrigin.normalized("http://app.example/") == "http://app.example:80")
+        #expect(WebOrigin.normalized("HTTPS://app.example:8443") == "https://app.example:8443")
+        #expect(WebOrigin.normalized("https://[2001:DB8::1]") == "https://[2001:db8::1]:443")
+        #expect(WebOrigin.normalized("https://[2001:db8::1]:444") == "https://[2001:db8::1]:444")
+        #expect(WebOrigin.normalized("null") == "null")
+        #expect(WebOrigin.normalized("https://a.example/path") == "https://a.example/path")
+        #expect(WebOrigin.normalized("https://a.example:x") == "https://a.example:x")
+        #expect(WebOrigin.normalized("ftp://a.example") == "ftp://a.example")
+    }
+}

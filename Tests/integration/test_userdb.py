@@ -309,3 +309,36 @@ def test_postgresql_uri_and_truncate(tmp_path, postgres):
         postgres.sql("TRUNCATE turnusers_lt")
         assert eventually(lambda: not allocates(s, "alice", "alice-password"), timeout=LIVE), \
             "a truncated table's users still authenticate"
+
+
+def test_a_tenant_gets_the_users_secrets_and_origins_of_its_realm(tmp_path, database):
+    """A tenant whose realm is a realm of the database (docs/tenants.md): turnadmin's users of that
+    realm authenticate where the tenant is named (its listener address, an ORIGIN the database
+    maps to its realm), never on the default tenant's address; its realm options are its own."""
+    from test_tenants import allocate_with_origin
+    turnadmin(database, "-O", "-o", "https://other.example", "-r", "other.example")
+    turnadmin(database, "-g", "-r", "other.example", "--user-quota", "1")
+    tenant = tmp_path / "other.conf"
+    tenant.write_text("realm=other.example\nlistening-ip=127.0.0.3\n")
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[
+        f"--userdb={database}", f"--realm={REALM}", "--listening-ip=127.0.0.3", f"--tenant={tenant}"])
+    with running(server) as s:
+        tenant_address = ("127.0.0.3", s.port)
+        # mallory is other.example's: not on the shared address, yes on the tenant's.
+        assert not allocates(s, "mallory", "mallory-password")
+        with TurnClient(tenant_address, bind_host="127.0.0.1") as client:
+            client.allocate("mallory", "mallory-password")
+            assert client.realm == "other.example"
+            # The realm's user-quota of 1, from turn_realm_option, is the tenant's.
+            with TurnClient(tenant_address, bind_host="127.0.0.1") as second:
+                with pytest.raises(TurnError) as refused:
+                    second.allocate("mallory", "mallory-password")
+                assert refused.value.code == 486
+            client.refresh(0)
+        # alice is the main realm's: refused at the tenant's address.
+        with TurnClient(tenant_address, bind_host="127.0.0.1") as client:
+            with pytest.raises(TurnError) as refused:
+                client.allocate("alice", "alice-password")
+            assert refused.value.code == 401
+        # turn_origin_to_realm: the ORIGIN names the tenant on the shared address too.
+        assert allocate_with_origin(s, b"https://other.example", "mallory", "mallory-password") == "other.example"

@@ -52,7 +52,7 @@ extension RelayCore {
         if origin.serverNameTenant != 0 { return Int(origin.serverNameTenant) }
         if !tenants.byOrigin.isEmpty, let attribute = message.attribute(.origin),
             let text = String(validating: attribute.value, as: UTF8.self),
-            let index = tenants.byOrigin[text]
+            let index = tenants.byOrigin[WebOrigin.normalized(text)]
         {
             return index
         }

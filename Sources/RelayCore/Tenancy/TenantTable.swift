@@ -17,7 +17,7 @@ public struct TenantTable: Sendable {
     private var policies: [PeerPolicy?]
     /// Local (listener) addresses that belong to one tenant.
     public private(set) var byListener: [IPAddress: Int]
-    /// ORIGIN values (RFC 6454 serializations, compared as given) that name a tenant.
+    /// ORIGIN values (`WebOrigin.normalized`) that name a tenant.
     public private(set) var byOrigin: [String: Int]
     /// TLS server names (lower case) that name a tenant.
     public private(set) var byServerName: [String: Int]
@@ -43,7 +43,7 @@ public struct TenantTable: Sendable {
         policies = slots.map { $0?.policy }
         self.order = order.filter { $0 >= 1 && $0 <= slots.count && slots[$0 - 1] != nil }
         self.byListener = byListener
-        self.byOrigin = byOrigin
+        self.byOrigin = Dictionary(byOrigin.map { (WebOrigin.normalized($0.key), $0.value) }) { first, _ in first }
         self.byServerName = byServerName
         self.defaultCrossTenantRelay = defaultCrossTenantRelay
         isMultiTenant = !self.order.isEmpty
