@@ -514,7 +514,7 @@ public final class FuzzSession {
                 require(bind.origin.fiveTuple.transport.isStream, "a data connection over UDP")
                 require(!allocations.contains { $0.origin == bind.origin }, "a data connection that holds an allocation")
                 require(sockets.parked.remove(bind.peerSocket) != nil, "binding a peer socket that was not parked")
-            case .removeChannel, .deliverToStream, .session:
+            case .removeChannel, .deliverToStream, .session, .lookUpUser:
                 break
             }
         }

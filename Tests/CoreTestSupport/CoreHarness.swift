@@ -365,6 +365,8 @@ final class CoreHarness {
                 connects.append(request)
             case .bindDataConnection(let bind):
                 dataBinds.append(bind)
+            case .lookUpUser(let lookup):
+                userLookups.append(lookup)
             }
         }
         core.outbox.reset()
@@ -427,8 +429,12 @@ final class CoreHarness {
         case .steerClient: "steerClient"
         case .connectPeer: "connectPeer"
         case .bindDataConnection: "bindDataConnection"
+        case .lookUpUser: "lookUpUser"
         }
     }
+
+    /// Users the core asked to look up in the user database, in order.
+    var userLookups: [UserLookup] = []
 
     /// Every session event the core emitted, in order.
     var sessionEvents: [SessionEvent] = []

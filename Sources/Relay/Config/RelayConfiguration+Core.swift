@@ -31,6 +31,7 @@ extension CoreSettings {
         passwordAlgorithms =
             !c.hasUserDatabase || !c.passwordAlgorithms.contains(.md5)
             ? c.passwordAlgorithms : [.md5] + c.passwordAlgorithms.filter { $0 != .md5 }
+        lookUpUnknownUsers = c.hasUserDatabase
         softwareAttribute = c.softwareAttribute
         alternateServers = c.alternateServers
         logLevel = c.logLevel

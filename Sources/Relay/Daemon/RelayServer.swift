@@ -265,6 +265,15 @@ public final class RelayServer {
                 reservations: index == 0 ? restoredReservations : [:])
             let usage = usage
             wiring.sessionObservers = { [UsageRecorder(book: usage)] }
+            if let watcher = userDatabase?.watcher {
+                let mailboxes = mailboxes
+                wiring.lookUpUser = { lookup in
+                    watcher.lookUp(lookup) { md5 in
+                        guard mailboxes.indices.contains(lookup.loop.value) else { return }
+                        mailboxes[lookup.loop.value].post(.userLookedUp(lookup, md5: md5))
+                    }
+                }
+            }
             let loopWiring = wiring
             let thread = Thread {
                 let loop = EventLoop(context: context, logger: logger, wiring: loopWiring)

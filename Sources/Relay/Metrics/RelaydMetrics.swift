@@ -52,6 +52,10 @@ public enum RelaydMetrics {
             "relayd_blocked_user_allocates_total", .counter,
             help: "Allocate requests refused with 403 because an operator blocked their user.")
         p.sample("relayd_blocked_user_allocates_total", [], c.allocatesOfBlockedUsers)
+        p.family(
+            "relayd_userdb_lookups_total", .counter,
+            help: "Allocate requests held while the user database was asked for a user its in-memory view lacked.")
+        p.sample("relayd_userdb_lookups_total", [], c.userLookupsHeld)
         p.family("relayd_permissions_active", .gauge, help: "Live permissions over all allocations.")
         p.sample("relayd_permissions_active", [], m.permissionsActive)
         p.family("relayd_channels_active", .gauge, help: "Live channel bindings over all allocations.")

@@ -43,6 +43,9 @@ public enum CoreCommand {
     /// A ConnectionBind succeeded (RFC 6062 §5.4): the data connection becomes a pipe to the
     /// peer connection (docs/tcp-relay.md).
     case bindDataConnection(DataConnectionBind)
+    /// An Allocate names a user the user database's view does not have: look it up off the
+    /// loop and answer with `RelayCore.userLookedUp` (docs/userdb.md).
+    case lookUpUser(UserLookup)
 }
 
 /// A client's request handed from the loop thread that received it to the one that holds the

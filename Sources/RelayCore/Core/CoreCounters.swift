@@ -130,6 +130,8 @@ public struct CoreCounters: Sendable {
     public var allocationsTerminated: UInt64 = 0
     /// Allocates refused with 403 because their user is blocked (docs/admin.md).
     public var allocatesOfBlockedUsers: UInt64 = 0
+    /// Allocates held while a user the user database's view lacked was looked up (docs/userdb.md).
+    public var userLookupsHeld: UInt64 = 0
     public var packetsToPeer: UInt64 = 0
     public var bytesToPeer: UInt64 = 0
     public var packetsToClient: UInt64 = 0
@@ -173,6 +175,7 @@ public struct CoreCounters: Sendable {
         allocationsDeleted &+= other.allocationsDeleted
         allocationsTerminated &+= other.allocationsTerminated
         allocatesOfBlockedUsers &+= other.allocatesOfBlockedUsers
+        userLookupsHeld &+= other.userLookupsHeld
         packetsToPeer &+= other.packetsToPeer
         bytesToPeer &+= other.bytesToPeer
         packetsToClient &+= other.packetsToClient

@@ -42,6 +42,9 @@ public struct CoreSettings: Sendable, Equatable {
     public var fingerprint = false
     /// Mobility (RFC 8016): MOBILITY-TICKET on Allocate is granted (UDP clients), else 405.
     public var mobility = true
+    /// Users come from a user database: an Allocate of a user its in-memory view lacks waits
+    /// for a lookup (docs/userdb.md).
+    public var lookUpUnknownUsers = false
     /// SOFTWARE on responses (RFC 8489 §14.14), nil to leave it out.
     public var softwareAttribute: String?
     /// ALTERNATE-SERVER offered while draining (RFC 8489 §10).

@@ -81,6 +81,11 @@ extension RelayCore {
         let key: [UInt8]
         let tenant: Int
         switch verifiedKey(of: message, username: username, algorithm: algorithm, existing: existing, hint: hint, now: now) {
+        case .failed(.unknownUser)
+        where existing == nil
+            && holdForLookup(
+                message, origin: origin, username: username, realm: credentials(ofTenant: hint ?? 0).realm, now: now):
+            return nil
         case .failed(let outcome):
             counters.auth[outcome.rawValue] += 1
             sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, realm: realmToName, now: now)
@@ -186,6 +191,10 @@ extension RelayCore {
         algorithm: PasswordAlgorithm, now: Int64
     ) -> KeyCheck {
         switch store.candidateKeys(for: username, algorithm: algorithm, now: wallTime(now)) {
+        case .failure(.unknownUser) where algorithm == .md5:
+            // A user the database's view did not have yet, found by a lookup (docs/userdb.md).
+            guard let key = lateUserKey(username, realm: store.realm, now: now) else { return .failed(.unknownUser) }
+            return message.verifyIntegrity(key: key) == .valid ? .verified(key, tenant: tenant) : .failed(.badIntegrity)
         case .failure(let failure):
             return .failed(failure == .expired ? .expired : .unknownUser)
         case .success(let keys):

@@ -45,6 +45,8 @@ public final class RelayCore {
     var pendingAllocates = PendingAllocates()
     /// Granted Allocates waiting for their relay sockets (`openRelays`).
     var relayOpenings = RelayOpenings()
+    /// Allocates of users the user database's view did not have yet, waiting for a lookup.
+    var lateUsers = LateUsers()
     /// Whether the I/O layer keeps a state journal (docs/state-journal.md): the core then notes
     /// which UDP allocations changed and ended (`takeJournalRecords`).
     public var journaling = false
@@ -226,6 +228,7 @@ public final class RelayCore {
     public func sweep(now: Int64) {
         assertOwned()
         pendingAllocates.sweep(now: now)
+        sweepLateUsers(now: now)
         var expired: [Allocation] = []
         for allocation in table.all {
             // A dual allocation's two relayed addresses expire each on its own (RFC 8656 §8.1).

@@ -111,6 +111,26 @@ final class PostgresUserDatabase: UserDatabaseSource {
         return rows.finish()
     }
 
+    func hmackey(name: String, realm: String) throws(Failure) -> String? {
+        let connection = try connect()
+        let sql = "SELECT hmackey FROM turnusers_lt WHERE name = $1 AND coalesce(realm, '') = $2"
+        let result: OpaquePointer? = name.withCString { n in
+            realm.withCString { r in
+                var values: [UnsafePointer<CChar>?] = [n, r]
+                return PQexecParams(connection, sql, 2, nil, &values, nil, nil, 0)
+            }
+        }
+        guard let result else {
+            throw Failure(description: "PostgreSQL: \(String(cString: PQerrorMessage(connection)).trimmingTrailingNewlines)")
+        }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_TUPLES_OK else {
+            throw Failure(description: "PostgreSQL: \(String(cString: PQresultErrorMessage(result)).trimmingTrailingNewlines)")
+        }
+        guard PQntuples(result) > 0, PQgetisnull(result, 0, 0) == 0 else { return nil }
+        return String(cString: PQgetvalue(result, 0, 0))
+    }
+
     private func token() throws(Failure) -> String {
         let names = UserDatabaseRows.tables.map { "'\($0)'" }.joined(separator: ",")
         var token = ""

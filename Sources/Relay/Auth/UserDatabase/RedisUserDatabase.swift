@@ -84,6 +84,10 @@ final class RedisUserDatabase: UserDatabaseSource {
         return (String(tail[..<slash]), tail[tail.index(after: slash)...])
     }
 
+    func hmackey(name: String, realm: String) throws(Failure) -> String? {
+        try command(["GET", "turn/realm/\(realm)/user/\(name)/key"]).text
+    }
+
     private func token() throws(Failure) -> String {
         let info = try command(["INFO", "persistence"]).text ?? ""
         let size = try command(["DBSIZE"]).integer ?? -1

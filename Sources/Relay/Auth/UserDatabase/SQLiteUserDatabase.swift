@@ -53,6 +53,39 @@ final class SQLiteUserDatabase: UserDatabaseSource {
         return view
     }
 
+    func hmackey(name: String, realm: String) throws(Failure) -> String? {
+        // The file as it is now: a connection of its own when the one `read` keeps is to a
+        // file since replaced (or none is open), which `read` then opens anew itself.
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw Failure(description: "\(path): \(String(cString: strerror(errno)))") }
+        if let db, info.st_ino == inode { return try hmackey(name: name, realm: realm, in: db) }
+        let fresh = try Self.open(path, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, busyMilliseconds: 500)
+        defer { sqlite3_close_v2(fresh) }
+        return try hmackey(name: name, realm: realm, in: fresh)
+    }
+
+    private func hmackey(name: String, realm: String, in db: OpaquePointer) throws(Failure) -> String? {
+        var statement: OpaquePointer?
+        let sql = "SELECT hmackey FROM turnusers_lt WHERE name = ?1 AND coalesce(realm, '') = ?2"
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db)))")
+        }
+        defer { sqlite3_finalize(statement) }
+        // SQLITE_TRANSIENT: SQLite copies the text.
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        sqlite3_bind_text(statement, 1, name, -1, transient)
+        sqlite3_bind_text(statement, 2, realm, -1, transient)
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW:
+            guard let text = sqlite3_column_text(statement, 0) else { return nil }
+            return String(cString: text)
+        case SQLITE_DONE:
+            return nil
+        default:
+            throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db)))")
+        }
+    }
+
     private func open() throws(Failure) {
         if let db { sqlite3_close_v2(db) }
         db = nil

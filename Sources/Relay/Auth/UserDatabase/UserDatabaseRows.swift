@@ -98,7 +98,7 @@ struct UserDatabaseRows {
         return view
     }
 
-    private static func unpadded(_ text: String) -> String {
+    static func unpadded(_ text: String) -> String {
         var text = Substring(text)
         while text.last == " " { text.removeLast() }
         return String(text)
@@ -119,6 +119,20 @@ protocol UserDatabaseSource: AnyObject {
     func changed() throws(UserDatabaseFailure) -> Bool
     /// Everything relayd reads, afresh.
     func read() throws(UserDatabaseFailure) -> UserDatabaseView
+    /// One user's `hmackey` as the database holds it (hex), nil when it has no such user: the
+    /// lookup of a user the view does not have yet.
+    func hmackey(name: String, realm: String) throws(UserDatabaseFailure) -> String?
+}
+
+extension UserDatabaseSource {
+    /// The MD5 key of `name` in `realm` (RFC 8489 §9.2.2), nil when the database has none or
+    /// holds something that is not one.
+    func md5Key(name: String, realm: String) throws(UserDatabaseFailure) -> [UInt8]? {
+        guard let text = try hmackey(name: name, realm: realm),
+            let key = UserDatabaseRows.hexKey(UserDatabaseRows.unpadded(text)), key.count == 16
+        else { return nil }
+        return key
+    }
 }
 
 /// Why a user database could not be read or written.

@@ -27,6 +27,10 @@ final class UserDatabaseWatcher: Sendable {
     private let failing = Atomic<Bool>(false)
     /// Users in the last view read, all realms.
     private let users = Atomic<Int>(0)
+    /// Lookups of users the view lacks (docs/userdb.md), answered on the watcher's thread.
+    private let lookups = Mutex<[(UserLookup, @Sendable ([UInt8]?) -> Void)]>([])
+    /// Lookups waiting at most; past it a lookup is answered "none" at once.
+    static let lookupLimit = 1024
 
     init(name: String, interval: Double = 1.0, open: @escaping @Sendable () -> any UserDatabaseSource) {
         self.name = name
@@ -58,6 +62,27 @@ final class UserDatabaseWatcher: Sendable {
     }
 
     func stop() { stopped.store(true, ordering: .relaxed) }
+
+    /// Asks the database for one user off the loop; `reply` gets its MD5 key (nil: none, or the
+    /// database could not be asked) on the watcher's thread, within about 20 ms of asking.
+    func lookUp(_ lookup: UserLookup, reply: @escaping @Sendable ([UInt8]?) -> Void) {
+        let queued = lookups.withLock { queue -> Bool in
+            guard queue.count < Self.lookupLimit else { return false }
+            queue.append((lookup, reply))
+            return true
+        }
+        if !queued { reply(nil) }
+    }
+
+    private func answerLookups(_ database: any UserDatabaseSource) {
+        let asked = lookups.withLock { queue in
+            defer { queue = [] }
+            return queue
+        }
+        for (lookup, reply) in asked {
+            reply((try? database.md5Key(name: lookup.name, realm: lookup.realm)) ?? nil)
+        }
+    }
 
     /// What was found since the last call, oldest first.
     func take() -> [Report] { pending.withLock { reports in defer { reports = [] }; return reports } }
@@ -99,8 +124,9 @@ final class UserDatabaseWatcher: Sendable {
             }
             var left = interval
             while left > 0 && !stopped.load(ordering: .relaxed) {
-                Thread.sleep(forTimeInterval: min(left, 0.2))
-                left -= 0.2
+                answerLookups(database)
+                Thread.sleep(forTimeInterval: min(left, 0.02))
+                left -= 0.02
             }
         }
     }

@@ -31,6 +31,8 @@ extension EventLoop {
             steer(from: from, to: to)
         case .connectPeer(let request):
             tcpRelay.connect(request)
+        case .lookUpUser(let lookup):
+            lookUpUser(lookup)
         case .bindDataConnection(let bind):
             if !stream.startPipe(bind) {
                 close(bind.peerSocket.descriptor)
@@ -71,5 +73,14 @@ extension EventLoop {
         } else {
             stream.connectionAllocated(socket: start.clientSocket, fiveTuple: start.fiveTuple)
         }
+    }
+}
+
+extension EventLoop {
+    /// Hands a user lookup to the user database's thread (docs/userdb.md); without one, the
+    /// answer is "no such user" at once.
+    func lookUpUser(_ lookup: UserLookup) {
+        guard let ask = wiring.lookUpUser else { return post(.userLookedUp(lookup, md5: nil), to: lookup.loop) }
+        ask(lookup)
     }
 }

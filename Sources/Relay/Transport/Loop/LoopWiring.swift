@@ -28,6 +28,9 @@ struct LoopWiring {
     /// Makes, on the loop's thread, who follows its sessions besides the log and the metrics
     /// (accounting, tests): observers belong to one loop and are never shared.
     var sessionObservers: @Sendable () -> [any SessionObserver] = { [] }
+    /// Asks the user database for a user its view lacks (docs/userdb.md); the answer comes back
+    /// as `LoopMail.userLookedUp`. Nil without a user database: the answer is "none" at once.
+    var lookUpUser: (@Sendable (UserLookup) -> Void)? = nil
 
     struct Journal: Sendable {
         var path: String
