@@ -8,9 +8,10 @@ struct Users: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add, delete and list the users, REST secrets and realm options of coturn's user database.",
         discussion: """
-            Writes coturn's schema (SQLite with --userdb, PostgreSQL with --psql-userdb, or the one -c's \
-            configuration names), so coturn and turnadmin read what it writes. A user's MD5 key goes where \
-            turnadmin puts it; its SHA-256 key goes beside it, for clients that choose SHA-256.
+            Writes coturn's schema (SQLite with --userdb, PostgreSQL with --psql-userdb, coturn's Redis key \
+            layout with --redis-userdb, or the one -c's configuration names), so coturn and turnadmin read \
+            what it writes. A user's MD5 key goes where turnadmin puts it; in SQLite and PostgreSQL its \
+            SHA-256 key goes beside it, for clients that choose SHA-256.
             """,
         subcommands: [Add.self, Delete.self, List.self, AddSecret.self, DeleteSecret.self, ListSecrets.self, SetOption.self, Options.self])
 
@@ -27,24 +28,32 @@ struct Users: ParsableCommand {
         @Option(name: [.customShort("r"), .customLong("realm")], help: "The realm (default: the configuration's).")
         var realm: String?
 
+        @Option(name: [.customShort("N"), .customLong("redis-userdb")], help: "coturn's Redis: a redis:// URL or 'ip=… port=… dbname=… password=…'.")
+        var redisUserdb: String?
+
         func editor() throws -> UserDatabaseEditor {
             var sqlite = userdb
             var postgres = psqlUserdb
+            var redis: RedisEndpoint? = nil
+            if let text = redisUserdb {
+                guard let endpoint = RedisEndpoint.parseURL(text) ?? RedisEndpoint.parseStatsDB(text) else {
+                    throw ValidationError("--redis-userdb: not a redis:// URL nor coturn's 'ip=… port=…' form")
+                }
+                redis = endpoint
+            }
             var realm = realm
             if let config {
                 let loaded = try LoadedConfiguration.load(["-c", config]).configuration
-                if sqlite == nil && postgres == nil {
+                if sqlite == nil && postgres == nil && redis == nil {
                     sqlite = loaded.userDatabase
                     postgres = loaded.postgresUserDatabase
-                    if loaded.redisUserDatabase != nil {
-                        throw ValidationError("relayd users writes SQLite and PostgreSQL; for redis-userdb use turnadmin -N")
-                    }
+                    redis = loaded.redisUserDatabase
                 }
                 if realm == nil { realm = loaded.realm }
             }
             guard let realm else { throw ValidationError("no realm: give --realm, or -c with a configuration") }
             do {
-                return try UserDatabaseEditor(sqlite: sqlite, postgres: postgres, realm: realm)
+                return try UserDatabaseEditor(sqlite: sqlite, postgres: postgres, redis: redis, realm: realm)
             } catch {
                 throw Users.fail(error)
             }

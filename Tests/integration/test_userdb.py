@@ -368,3 +368,33 @@ def test_a_user_added_a_moment_ago_is_looked_up_at_once(tmp_path, database):
         assert metric(s, "relayd_userdb_lookups_total") >= 1
         # A name the database does not have either: 401, and it is not asked for again at once.
         assert allocation_error(s, "nobody-at-all", "x") == 401
+
+
+def test_relayd_users_writes_coturns_redis_layout(tmp_path):
+    """`relayd users -N` writes coturn's Redis key layout: turnadmin lists what it wrote, and a
+    running relayd takes its users, secrets and options live."""
+    from redis_support import RedisServer
+
+    redis = RedisServer(tmp_path / "redis")
+    redis.start()
+    try:
+        where = f"ip=127.0.0.1 port={redis.port} dbname=3"
+        cli = ["-N", where, "-r", REALM]
+        made = relayd_users("add", "gwen", "-p", "gwen-password", *cli)
+        assert made.returncode == 0, made.stderr
+        listed = subprocess.run(["turnadmin", "-N", where, "-l", "-r", REALM], capture_output=True, text=True,
+                                timeout=30)
+        assert "gwen" in listed.stdout, listed.stdout + listed.stderr
+        server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--redis-userdb={where}", f"--realm={REALM}"])
+        with running(server) as s:
+            assert allocates(s, "gwen", "gwen-password")
+            assert relayd_users("add-secret", "redis-cli-secret", *cli).returncode == 0
+            assert relayd_users("set-option", "user-quota", "7", *cli).returncode == 0
+            assert eventually(lambda: allocates(s, *rest_credentials("redis-cli-secret", "hal")), timeout=LIVE)
+            assert relayd_users("list-secrets", *cli).stdout.split() == ["redis-cli-secret"]
+            assert relayd_users("options", *cli).stdout.split() == ["user-quota=7"]
+            assert relayd_users("delete", "gwen", *cli).returncode == 0
+            assert relayd_users("list", *cli).stdout.split() == []
+            assert eventually(lambda: not allocates(s, "gwen", "gwen-password"), timeout=LIVE)
+    finally:
+        redis.kill()

@@ -27,7 +27,7 @@ struct LateUsers {
     private var serial: UInt64 = 0
 
     /// Seconds a found user's key, and a missing user's absence, are kept.
-    static let foundSeconds: Int64 = 60
+    static let foundSeconds: Int64 = 5
     static let missingSeconds: Int64 = 10
     /// Seconds after which a lookup that never came back is forgotten.
     static let giveUp: Int64 = 10

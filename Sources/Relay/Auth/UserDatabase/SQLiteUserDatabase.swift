@@ -71,10 +71,8 @@ final class SQLiteUserDatabase: UserDatabaseSource {
             throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db)))")
         }
         defer { sqlite3_finalize(statement) }
-        // SQLITE_TRANSIENT: SQLite copies the text.
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        sqlite3_bind_text(statement, 1, name, -1, transient)
-        sqlite3_bind_text(statement, 2, realm, -1, transient)
+        sqlite3_bind_text(statement, 1, name, -1, relayd_sqlite_transient())
+        sqlite3_bind_text(statement, 2, realm, -1, relayd_sqlite_transient())
         switch sqlite3_step(statement) {
         case SQLITE_ROW:
             guard let text = sqlite3_column_text(statement, 0) else { return nil }

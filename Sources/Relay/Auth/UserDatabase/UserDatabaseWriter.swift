@@ -89,13 +89,18 @@ public final class UserDatabaseEditor {
 
     /// The SQLite file (created if missing) or the PostgreSQL database, with coturn's tables
     /// (and relayd's `relayd_sha256_keys`) created where missing.
-    public init(sqlite path: String?, postgres conninfo: String?, realm: String) throws(UserDatabaseFailure) {
+    public init(sqlite path: String?, postgres conninfo: String?, redis: RedisEndpoint? = nil, realm: String)
+        throws(UserDatabaseFailure)
+    {
         if let path {
             db = try SQLiteUserDatabaseWriter(path: path)
         } else if let conninfo {
             db = try PostgresUserDatabaseWriter(conninfo: conninfo)
+        } else if let redis {
+            db = try RedisUserDatabaseWriter(endpoint: redis)
         } else {
-            throw UserDatabaseFailure(description: "no user database: give --userdb or --psql-userdb, or -c with one")
+            throw UserDatabaseFailure(
+                description: "no user database: give --userdb, --psql-userdb or --redis-userdb, or -c with one")
         }
         self.realm = realm
         for statement in UserDatabaseStatement.schema { try db.execute(statement, []) }
