@@ -57,3 +57,28 @@ import Testing
         #expect(harness.userLookups.isEmpty)
     }
 }
+
+@Suite struct CoreLateUserStreamTests {
+    @Test("A held Allocate of a stream connection that closed is forgotten: nothing is allocated for it")
+    func closedConnection() throws {
+        let harness = CoreHarness(options: CoreFixture.options { $0.settings.lookUpUnknownUsers = true })
+        let late = harness.client(at: CoreFixture.clientA, username: "late", password: "pw", transport: .tcp)
+        #expect(throws: TurnTestClient.NoAnswer.self) { try late.allocate() }
+        #expect(!harness.core.streamClientCanMove(harness.origin(CoreFixture.clientA, transport: .tcp).fiveTuple))
+        harness.core.connectionClosed(harness.origin(CoreFixture.clientA, transport: .tcp), now: harness.now)
+        let key = KeyDerivation.longTermKeyMD5(username: "late", realm: CoreFixture.realm, password: "pw")
+        harness.core.userLookedUp(try #require(harness.userLookups.first), md5: key, now: harness.now)
+        #expect(harness.drainOutbox().isEmpty)
+        #expect(harness.core.allocationRecords(.all, now: harness.now).isEmpty)
+    }
+
+    @Test("A SHA-256 Allocate is not held: a database holds MD5 keys only")
+    func sha256NotHeld() throws {
+        let harness = CoreHarness(options: CoreFixture.options { $0.settings.lookUpUnknownUsers = true })
+        let late = harness.client(at: CoreFixture.clientA, username: "late", password: "pw")
+        _ = try late.challenge()
+        late.algorithm = .sha256
+        #expect(try late.allocate().errorCode == 401)
+        #expect(harness.userLookups.isEmpty)
+    }
+}

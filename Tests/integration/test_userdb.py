@@ -345,19 +345,32 @@ def test_a_tenant_gets_the_users_secrets_and_origins_of_its_realm(tmp_path, data
         assert allocate_with_origin(s, b"https://other.example", "mallory", "mallory-password") == "other.example"
 
 
-def test_a_user_added_a_moment_ago_is_looked_up_at_once(tmp_path, database):
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_user_added_a_moment_ago_is_looked_up_at_once(tmp_path, database, request, kind):
     """A user written to the database after the last read is not in relayd's view: its Allocate
     is held while the user is looked up off the loop, and succeeds at once (docs/userdb.md)."""
     import sqlite3
     from stunclient import long_term_key
-    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--userdb={database}", f"--realm={REALM}"])
+    if kind == "sqlite":
+        served = f"--userdb={database}"
+
+        def add(name: str) -> None:
+            with sqlite3.connect(database) as db:
+                db.execute("INSERT INTO turnusers_lt (realm, name, hmackey) VALUES (?, ?, ?)",
+                           (REALM, name, long_term_key(name, REALM, "fresh-password").hex()))
+    else:
+        postgres = request.getfixturevalue("postgres")
+        served = f"--psql-userdb={postgres.conninfo}"
+        turnadmin_pg(postgres, "-a", "-u", "alice", "-r", REALM, "-p", "alice-password")
+
+        def add(name: str) -> None:
+            turnadmin_pg(postgres, "-a", "-u", name, "-r", REALM, "-p", "fresh-password")
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[served, f"--realm={REALM}"])
     with running(server) as s:
         assert allocates(s, "alice", "alice-password")
         for i in range(3):
             name = f"newcomer{i}"
-            with sqlite3.connect(database) as db:
-                db.execute("INSERT INTO turnusers_lt (realm, name, hmackey) VALUES (?, ?, ?)",
-                           (REALM, name, long_term_key(name, REALM, "fresh-password").hex()))
+            add(name)
             # At once: no wait for the watcher's next read.
             assert allocation_error(s, name, "fresh-password") is None
             # Loops publish their counters every 250 ms.

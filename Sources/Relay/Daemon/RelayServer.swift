@@ -268,9 +268,9 @@ public final class RelayServer {
             if let watcher = userDatabase?.watcher {
                 let mailboxes = mailboxes
                 wiring.lookUpUser = { lookup in
-                    watcher.lookUp(lookup) { md5 in
+                    watcher.lookUp(lookup) { result in
                         guard mailboxes.indices.contains(lookup.loop.value) else { return }
-                        mailboxes[lookup.loop.value].post(.userLookedUp(lookup, md5: md5))
+                        mailboxes[lookup.loop.value].post(.userLookedUp(lookup, result))
                     }
                 }
             }
@@ -357,6 +357,8 @@ public final class RelayServer {
         http.router.admin = self
         startCluster(base: base, http: http)
         defer { stopCluster() }
+        // Runs before the cluster stops: the last records reach the Redis stream too.
+        defer { finishUsage(base: base) }
         health.markListening()
         logStartup(http: http)
         serveSignals(on: base)

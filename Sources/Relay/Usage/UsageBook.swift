@@ -31,13 +31,14 @@ public final class UsageBook: Sendable {
     }
 
     private struct State {
-        var pending: [UsageRecord] = []
         var rows: [Key: Counts] = [:]
         /// Sessions that relayed in a process before the one they end in (a live upgrade): not
         /// unused, whatever the last process saw.
         var relayedBefore: Set<String> = []
         var droppedRecords: UInt64 = 0
         var appliedRecords: UInt64 = 0
+        /// The first hour kept (`retentionHours` before the newest seen); older rows go.
+        var oldestHour: Int64 = 0
         /// Every tenant's sum since the journal began (or the start, without one).
         var perTenant: [String: Counts] = [:]
     }
@@ -48,6 +49,9 @@ public final class UsageBook: Sendable {
     /// Records waiting for the main thread at most; past it a loop's record is dropped (counted).
     static let maxPending = 1 << 20
     private let state = Locked(State())
+    /// The loops' records for the main thread, under a lock of their own: a loop never waits
+    /// for the main thread's work on the rows.
+    private let pending = Locked<(records: [UsageRecord], dropped: UInt64)>(([], 0))
 
     public init(retentionHours: Int64 = 24 * 31, maxRows: Int = 1_000_000) {
         self.retentionHours = max(1, retentionHours)
@@ -56,26 +60,36 @@ public final class UsageBook: Sendable {
 
     /// A loop's record, for the main thread's next `takePending`.
     func add(_ record: UsageRecord) {
-        state.withLock { s in
-            guard s.pending.count < Self.maxPending else {
-                s.droppedRecords &+= 1
+        pending.withLock { p in
+            guard p.records.count < Self.maxPending else {
+                p.dropped &+= 1
                 return
             }
-            s.pending.append(record)
+            p.records.append(record)
         }
     }
 
     func takePending() -> [UsageRecord] {
-        state.withLock { s in
-            defer { s.pending = [] }
-            return s.pending
+        let (records, dropped) = pending.withLock { p in
+            defer { p = ([], 0) }
+            return p
         }
+        if dropped > 0 { state.withLock { $0.droppedRecords &+= dropped } }
+        return records
+    }
+
+    /// Puts records back at the head of the queue (a journal write that failed).
+    func requeue(_ records: [UsageRecord]) {
+        guard !records.isEmpty else { return }
+        pending.withLock { p in p.records = Array((records + p.records).prefix(Self.maxPending)) }
     }
 
     /// Counts `record` in its hour's row.
     func apply(_ record: UsageRecord) {
         state.withLock { s in
             let key = Key(hour: record.time - record.time % Self.hour, tenant: record.tenant, user: record.user)
+            // Older than the retention: not kept (a journal read at start holds such records).
+            guard key.hour >= s.oldestHour else { return }
             var counts = Counts()
             switch record.kind {
             case .made:
@@ -101,10 +115,14 @@ public final class UsageBook: Sendable {
         }
     }
 
-    /// Drops the hours older than the retention.
+    /// Drops the hours older than the retention; the rows are walked only when the hour turns.
     func expire(now: Int64) {
         let oldest = now - now % Self.hour - (retentionHours - 1) * Self.hour
-        state.withLock { s in s.rows = s.rows.filter { $0.key.hour >= oldest } }
+        state.withLock { s in
+            guard oldest > s.oldestHour else { return }
+            s.oldestHour = oldest
+            s.rows = s.rows.filter { $0.key.hour >= oldest }
+        }
     }
 
     /// The rows of hours that overlap `from..<to` (unix seconds), of `tenant` (nil: every
@@ -127,6 +145,7 @@ public final class UsageBook: Sendable {
     /// Rows put back from a compacted journal (docs/usage.md).
     func restore(_ key: Key, _ counts: Counts) {
         state.withLock { s in
+            guard key.hour >= s.oldestHour else { return }
             guard s.rows[key] != nil || s.rows.count < maxRows else {
                 s.droppedRecords &+= 1
                 return

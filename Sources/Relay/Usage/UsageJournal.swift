@@ -19,32 +19,57 @@ final class UsageJournal {
     private(set) var badLines: UInt64 = 0
     /// Read at most this much per call; the rest waits for the next.
     static let readChunk = 16 << 20
+    /// The longest line read: a run of bytes with no newline past it is skipped as one bad line.
+    static let maxLine = 64 << 10
+    /// The last append wrote part of its lines: the next one starts with a newline, so the
+    /// torn line stays one bad line instead of spoiling the next record.
+    private var torn = false
     static let compactBytes: Int64 = 64 << 20
 
     init?(directory: String) {
         path = directory + "/usage.jsonl"
         descriptor = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return nil }
+        // A file cut short mid-line (a crash, a full disk) gets its line ended before ours.
+        var last: UInt8 = 0x0A
+        let size = self.size
+        if size > 0 && pread(descriptor, &last, 1, off_t(size - 1)) == 1 && last != 0x0A { torn = true }
     }
 
     deinit { close(descriptor) }
 
     /// Appends `records`, whole lines in one write (retried for what a short write left).
-    @discardableResult
-    func append(_ records: [UsageRecord]) -> Bool {
-        guard !records.isEmpty else { return true }
-        var bytes = Array(records.map(\.line).joined().utf8)
+    /// Returns how many of them reached the file whole; the rest are the caller's to try again.
+    func append(_ records: [UsageRecord]) -> Int {
+        guard !records.isEmpty else { return 0 }
+        let lines = records.map { Array($0.line.utf8) }
+        var bytes = (torn ? [0x0A] : []) + lines.joined()
+        let lead = torn ? 1 : 0
         var start = 0
         while start < bytes.count {
             let written = bytes.withUnsafeMutableBytes { write(descriptor, $0.baseAddress! + start, $0.count - start) }
             if written < 0 {
                 if errno == EINTR { continue }
-                return false
+                break
             }
             start += written
         }
         bytes.removeAll()
-        return true
+        // Which lines were written whole.
+        var whole = 0
+        var end = lead
+        for line in lines {
+            end += line.count
+            guard end <= start else { break }
+            whole += 1
+        }
+        let total = lead + lines.reduce(0) { $0 + $1.count }
+        if start == total {
+            torn = false
+        } else if start > 0 {
+            torn = true
+        }
+        return whole
     }
 
     /// The records appended since the last call (every process's), and compacted rows.
@@ -59,7 +84,13 @@ final class UsageJournal {
             offset += Int64(n)
             budget -= n
             partial += buffer[0..<n]
-            guard let last = partial.lastIndex(of: 0x0A) else { continue }
+            guard let last = partial.lastIndex(of: 0x0A) else {
+                if partial.count > Self.maxLine {
+                    partial = []
+                    badLines &+= 1
+                }
+                continue
+            }
             let text = String(decoding: partial[..<last], as: UTF8.self)
             partial.removeSubrange(...last)
             for line in text.split(separator: "\n", omittingEmptySubsequences: true) {

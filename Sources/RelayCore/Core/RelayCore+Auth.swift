@@ -84,7 +84,8 @@ extension RelayCore {
         case .failed(.unknownUser)
         where existing == nil
             && holdForLookup(
-                message, origin: origin, username: username, realm: credentials(ofTenant: hint ?? 0).realm, now: now):
+                message, origin: origin, username: username, realm: credentials(ofTenant: hint ?? 0).realm,
+                algorithm: algorithm, now: now):
             return nil
         case .failed(let outcome):
             counters.auth[outcome.rawValue] += 1
@@ -167,7 +168,7 @@ extension RelayCore {
         }
         let first = verifiedKey(
             of: message, in: credentials(ofTenant: hint ?? 0), tenant: hint ?? 0, username: username,
-            algorithm: algorithm, now: now)
+            algorithm: algorithm, lateUsers: true, now: now)
         guard case .failed(var outcome) = first, hint == nil, context.tenants.isMultiTenant else { return first }
         for index in context.tenants.order {
             guard let tenant = context.tenants.configured(index), !tenant.sharedCredentials.restSecrets.isEmpty else {
@@ -175,7 +176,7 @@ extension RelayCore {
             }
             let check = verifiedKey(
                 of: message, in: tenant.sharedCredentials, tenant: index, username: username, algorithm: algorithm,
-                now: now)
+                lateUsers: false, now: now)
             switch check {
             case .verified: return check
             case .failed(let failure):
@@ -188,10 +189,10 @@ extension RelayCore {
 
     private func verifiedKey(
         of message: StunMessage, in store: CredentialStore, tenant: Int, username: String,
-        algorithm: PasswordAlgorithm, now: Int64
+        algorithm: PasswordAlgorithm, lateUsers: Bool, now: Int64
     ) -> KeyCheck {
         switch store.candidateKeys(for: username, algorithm: algorithm, now: wallTime(now)) {
-        case .failure(.unknownUser) where algorithm == .md5:
+        case .failure(.unknownUser) where algorithm == .md5 && lateUsers:
             // A user the database's view did not have yet, found by a lookup (docs/userdb.md).
             guard let key = lateUserKey(username, realm: store.realm, now: now) else { return .failed(.unknownUser) }
             return message.verifyIntegrity(key: key) == .valid ? .verified(key, tenant: tenant) : .failed(.badIntegrity)

@@ -46,7 +46,8 @@ extension RelayCore {
     /// that and it has at most `TCPRelaySnapshot.maxConnections` peer connections.
     public func streamClientCanMove(_ fiveTuple: FiveTuple, tcpRelays: Bool = false) -> Bool {
         assertOwned()
-        guard fiveTuple.transport == .tcp, !pendingAllocates.contains(fiveTuple), !relayOpenings.contains(fiveTuple)
+        guard fiveTuple.transport == .tcp, !pendingAllocates.contains(fiveTuple), !relayOpenings.contains(fiveTuple),
+            !lateUsers.holds(fiveTuple)
         else { return false }
         guard let allocation = table[fiveTuple], let state = allocation.tcpRelay else { return true }
         return tcpRelays && state.peers.count <= TCPRelaySnapshot.maxConnections

@@ -262,6 +262,7 @@ public final class RelayCore {
         // answer comes (a granted lease then goes straight back).
         pendingAllocates.forget(origin.fiveTuple)
         relayOpenings.cancel(origin.fiveTuple)
+        lateUsers.forget(origin.fiveTuple)
     }
 
     /// Ends every allocation (process exit).

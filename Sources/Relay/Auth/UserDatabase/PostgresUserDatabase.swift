@@ -113,7 +113,8 @@ final class PostgresUserDatabase: UserDatabaseSource {
 
     func hmackey(name: String, realm: String) throws(Failure) -> String? {
         let connection = try connect()
-        let sql = "SELECT hmackey FROM turnusers_lt WHERE name = $1 AND coalesce(realm, '') = $2"
+        // coturn's index is (realm, name): a plain equality uses it; NULL is coturn's empty realm.
+        let sql = "SELECT hmackey FROM turnusers_lt WHERE name = $1 AND (realm = $2 OR ($2 = '' AND realm IS NULL))"
         let result: OpaquePointer? = name.withCString { n in
             realm.withCString { r in
                 var values: [UnsafePointer<CChar>?] = [n, r]

@@ -66,7 +66,8 @@ final class SQLiteUserDatabase: UserDatabaseSource {
 
     private func hmackey(name: String, realm: String, in db: OpaquePointer) throws(Failure) -> String? {
         var statement: OpaquePointer?
-        let sql = "SELECT hmackey FROM turnusers_lt WHERE name = ?1 AND coalesce(realm, '') = ?2"
+        // coturn's index is (realm, name): a plain equality uses it; NULL is coturn's empty realm.
+        let sql = "SELECT hmackey FROM turnusers_lt WHERE name = ?1 AND (realm = ?2 OR (?2 = '' AND realm IS NULL))"
         guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
             throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db)))")
         }

@@ -27,10 +27,22 @@ final class UserDatabaseWatcher: Sendable {
     private let failing = Atomic<Bool>(false)
     /// Users in the last view read, all realms.
     private let users = Atomic<Int>(0)
-    /// Lookups of users the view lacks (docs/userdb.md), answered on the watcher's thread.
-    private let lookups = Mutex<[(UserLookup, @Sendable ([UInt8]?) -> Void)]>([])
-    /// Lookups waiting at most; past it a lookup is answered "none" at once.
+    /// Lookups of users the view lacks (docs/userdb.md), answered on a thread of their own with
+    /// a connection of their own, so a long read of the whole database holds none up.
+    private let lookups = Mutex<[(UserLookup, @Sendable (LookupResult) -> Void)]>([])
+    private let lookupsWaiting = DispatchSemaphore(value: 0)
+    /// Lookups waiting at most; past it a lookup is answered `.failed` at once.
     static let lookupLimit = 1024
+    /// After a lookup fails to reach the database, the next second's lookups are answered
+    /// `.failed` without trying: a database that is down costs no connect timeout per user.
+    static let lookupBackoff = 1.0
+
+    /// What a lookup found.
+    enum LookupResult: Sendable {
+        case found([UInt8])
+        case missing
+        case failed
+    }
 
     init(name: String, interval: Double = 1.0, open: @escaping @Sendable () -> any UserDatabaseSource) {
         self.name = name
@@ -54,33 +66,53 @@ final class UserDatabaseWatcher: Sendable {
         return nil
     }
 
-    /// Starts the thread; the first read happens at once.
+    /// Starts the threads; the first read happens at once.
     func start() {
         let thread = Thread { [self] in run() }
         thread.name = "relayd-userdb"
         thread.start()
+        let lookupThread = Thread { [self] in answerLookups() }
+        lookupThread.name = "relayd-userdb-lookup"
+        lookupThread.start()
     }
 
-    func stop() { stopped.store(true, ordering: .relaxed) }
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        lookupsWaiting.signal()
+    }
 
-    /// Asks the database for one user off the loop; `reply` gets its MD5 key (nil: none, or the
-    /// database could not be asked) on the watcher's thread, within about 20 ms of asking.
-    func lookUp(_ lookup: UserLookup, reply: @escaping @Sendable ([UInt8]?) -> Void) {
+    /// Asks the database for one user off the loop; `reply` gets the answer on the lookup thread.
+    func lookUp(_ lookup: UserLookup, reply: @escaping @Sendable (LookupResult) -> Void) {
         let queued = lookups.withLock { queue -> Bool in
             guard queue.count < Self.lookupLimit else { return false }
             queue.append((lookup, reply))
             return true
         }
-        if !queued { reply(nil) }
+        if queued { lookupsWaiting.signal() } else { reply(.failed) }
     }
 
-    private func answerLookups(_ database: any UserDatabaseSource) {
-        let asked = lookups.withLock { queue in
-            defer { queue = [] }
-            return queue
-        }
-        for (lookup, reply) in asked {
-            reply((try? database.md5Key(name: lookup.name, realm: lookup.realm)) ?? nil)
+    private func answerLookups() {
+        let database = open()
+        var failedAt = Date.distantPast
+        while !stopped.load(ordering: .relaxed) {
+            lookupsWaiting.wait()
+            let asked = lookups.withLock { queue in
+                defer { queue = [] }
+                return queue
+            }
+            for (lookup, reply) in asked {
+                guard Date().timeIntervalSince(failedAt) >= Self.lookupBackoff else {
+                    reply(.failed)
+                    continue
+                }
+                do {
+                    let key = try database.md5Key(name: lookup.name, realm: lookup.realm)
+                    reply(key.map { .found($0) } ?? .missing)
+                } catch {
+                    failedAt = Date()
+                    reply(.failed)
+                }
+            }
         }
     }
 
@@ -124,9 +156,8 @@ final class UserDatabaseWatcher: Sendable {
             }
             var left = interval
             while left > 0 && !stopped.load(ordering: .relaxed) {
-                answerLookups(database)
-                Thread.sleep(forTimeInterval: min(left, 0.02))
-                left -= 0.02
+                Thread.sleep(forTimeInterval: min(left, 0.2))
+                left -= 0.2
             }
         }
     }

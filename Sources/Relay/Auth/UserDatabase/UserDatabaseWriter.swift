@@ -19,7 +19,7 @@ enum UserDatabaseStatement: CaseIterable {
     case createUsers, createSecrets, createOptions, createAllowed, createDenied, createOrigins, createSHA256
     case upsertUser, upsertSHA256, deleteUser, deleteSHA256, listUsers
     case insertSecret, deleteSecret, listSecrets
-    case upsertOption, listOptions
+    case upsertOption, deleteOption, listOptions
 
     /// The SQL, with parameters written `?` (SQLite) or `$n` (PostgreSQL).
     func sql(postgres: Bool) -> String {
@@ -69,6 +69,8 @@ enum UserDatabaseStatement: CaseIterable {
             return "SELECT value FROM turn_secret WHERE realm = ? ORDER BY value"
         case .upsertOption:
             return "INSERT INTO turn_realm_option (realm, opt, value) VALUES (?, ?, ?) ON CONFLICT (realm, opt) DO UPDATE SET value = excluded.value"
+        case .deleteOption:
+            return "DELETE FROM turn_realm_option WHERE realm = ? AND opt = ?"
         case .listOptions:
             return "SELECT opt, value FROM turn_realm_option WHERE realm = ? ORDER BY opt"
         }
@@ -140,12 +142,17 @@ public final class UserDatabaseEditor {
         try db.rows(.listSecrets, [realm]).compactMap { $0.first ?? nil }
     }
 
-    /// Sets one of `options` to a whole number, as `turnadmin -g` does.
+    /// Sets one of `options` to a whole number, as `turnadmin -g` does: 0 removes the option,
+    /// so the realm falls back to the configured value (coturn reads a stored 0 as "unlimited").
     public func setOption(_ option: String, _ value: Int) throws(UserDatabaseFailure) {
         guard Self.options.contains(option), value >= 0 else {
             throw UserDatabaseFailure(description: "realm options are \(Self.options.joined(separator: ", ")), each 0 or more")
         }
-        try db.execute(.upsertOption, [realm, option, String(value)])
+        if value == 0 {
+            try db.execute(.deleteOption, [realm, option])
+        } else {
+            try db.execute(.upsertOption, [realm, option, String(value)])
+        }
     }
 
     public func realmOptions() throws(UserDatabaseFailure) -> [(String, String)] {

@@ -80,7 +80,7 @@ extension EventLoop {
     /// Hands a user lookup to the user database's thread (docs/userdb.md); without one, the
     /// answer is "no such user" at once.
     func lookUpUser(_ lookup: UserLookup) {
-        guard let ask = wiring.lookUpUser else { return post(.userLookedUp(lookup, md5: nil), to: lookup.loop) }
+        guard let ask = wiring.lookUpUser else { return post(.userLookedUp(lookup, .missing), to: lookup.loop) }
         ask(lookup)
     }
 }

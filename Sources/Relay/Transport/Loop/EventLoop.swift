@@ -225,7 +225,12 @@ final class EventLoop {
                 readClientSockets()
                 core.handleForwardedRequest(request.bytes, from: request.origin, now: now)
             case .admission(let answer): core.resumeAllocate(answer.ticket, decision: answer.decision, now: now)
-            case .userLookedUp(let lookup, let md5): core.userLookedUp(lookup, md5: md5, now: now)
+            case .userLookedUp(let lookup, let result):
+                switch result {
+                case .found(let md5): core.userLookedUp(lookup, md5: md5, now: now)
+                case .missing: core.userLookedUp(lookup, md5: nil, now: now)
+                case .failed: core.userLookedUp(lookup, md5: nil, failed: true, now: now)
+                }
             case .admin(let task): serve(task)
             case .closePipe(let id): stream.endPipe(id)
             case .handover(let step): handover(step)

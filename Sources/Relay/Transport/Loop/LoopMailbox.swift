@@ -12,9 +12,8 @@ enum LoopMail: Sendable {
     case forwarded(ForwardedRequest)
     /// The admission ledger's decision on an Allocate this loop holds as pending.
     case admission(AdmissionAnswer)
-    /// The user database's answer to a lookup this loop asked for (docs/userdb.md): the
-    /// user's MD5 key, nil when it has none.
-    case userLookedUp(UserLookup, md5: [UInt8]?)
+    /// The user database's answer to a lookup this loop asked for (docs/userdb.md).
+    case userLookedUp(UserLookup, UserDatabaseWatcher.LookupResult)
     /// An admin request this loop answers through the task's reply (docs/admin.md).
     case admin(AdminTask)
     /// A TCP allocation that another loop ended had its peer connection `id` piped here
