@@ -92,7 +92,16 @@ def log_in(driver, server: RelayServer, token: str, expect: str) -> None:
     form = driver.find_element(By.ID, "token")
     form.send_keys(token)
     driver.find_element(By.ID, "login").click()
-    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(form))
+
+    def form_gone(_driver) -> bool:
+        # Stale, or (Chromium, mid-navigation) an inspector error: the login page is gone.
+        try:
+            form.is_enabled()
+            return False
+        except Exception:
+            return True
+
+    WebDriverWait(driver, 10).until(form_gone)
     WebDriverWait(driver, 10).until(expected_conditions.presence_of_element_located((By.ID, expect)))
 
 
@@ -136,7 +145,9 @@ def test_status_page_numbers_match_metrics_under_known_load(server, browser, tmp
 
         settled = wait_for(server, lambda v: total(v, "relayd_relayed_bytes_total", direction="peer_to_client")
                            == SENT_TO_CLIENT * REPLY and total(v, "relayd_allocations_active") == 6
-                           and total(v, "relayd_tls_handshakes_total", result="failed") == 1)
+                           and total(v, "relayd_tls_handshakes_total", result="failed") == 1
+                           # The six allocations' usage records, which a 1 s timer counts.
+                           and total(v, "relayd_usage_records_total", result="applied") == 6)
 
         # The login form, then the page; the cookie is HttpOnly and SameSite=Strict.
         log_in(driver, server, "wrong-token", "login-message")

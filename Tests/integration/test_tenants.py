@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RelayServer, make_test_cert, running, server_kind
+from lifecycle import eventually
 from streamclient import StreamTurnClient, client_tls_context
 from stunclient import Attr, Class, Method, StunMessage, TurnClient, TurnError, long_term_key, rest_credentials
 
@@ -138,6 +139,18 @@ def test_five_tenants_share_one_udp_address_and_one_tls_port(fleet):
         assert 'relayd_tenant_allocations{tenant="default"} 0' in metrics
         labels = set(re.findall(r'relayd_tenant_allocations\{tenant="([^"]+)"\}', metrics))
         assert labels == set(NAMES) | {"default"}
+        # Each tenant's usage: its two allocations, ended without relaying, and nobody else's.
+        for client in held:
+            client.refresh(0)
+
+        def counted(tenant: Tenant):
+            resp = tenant.admin(server, "GET", "/api/v1/usage")
+            assert resp.status == 200, resp
+            return resp.json()["total"]
+        for tenant in tenants.values():
+            assert eventually(lambda: counted(tenant)["allocations"] == 2, timeout=5), counted(tenant)
+            assert counted(tenant)["unused_allocations"] == 2
+            assert counted(tenant)["bytes_to_peer"] == 0
     finally:
         for client in held:
             client.close()

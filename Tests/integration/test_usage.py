@@ -140,6 +140,19 @@ def test_usage_equals_what_the_generator_sent_and_received(setup):
             expected[("chat", "carol")] = {"packets_to_peer": 25, "bytes_to_peer": 7500,
                                            "packets_to_client": 25, "bytes_to_client": 7500,
                                            "allocations": 1, "unused_allocations": 0}
+            # DTLS, chat's dina: 15 datagrams of 120 bytes each way.
+            from dtlsclient import DTLSTurnClient
+            dtls = DTLSTurnClient(s.tls_address)
+            try:
+                dtls.handshake()
+                dtls.allocate(*chat.credentials(s, "dina"))
+                assert exchange_udp(dtls, peer.getsockname(), 15, 120) == 15
+                dtls.refresh(0)
+            finally:
+                dtls.close()
+            expected[("chat", "dina")] = {"packets_to_peer": 15, "bytes_to_peer": 1800,
+                                          "packets_to_client": 15, "bytes_to_client": 1800,
+                                          "allocations": 1, "unused_allocations": 0}
             # An RFC 6062 pipe, voice's bob: 200,000 bytes each way through a TCP echo server.
             control = TCPRelayClient(s.address)
             try:
