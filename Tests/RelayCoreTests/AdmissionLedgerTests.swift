@@ -11,15 +11,9 @@ import Testing
             ticket: AdmissionTicket(loop: LoopIndex(0), serial: 1))
     }
 
-    private func lease(_ decision: AdmissionDecision) -> AdmissionLease? {
-        if case .granted(let lease) = decision { return lease }
-        return nil
-    }
+    private func lease(_ decision: AdmissionDecision) -> AdmissionLease? { decision.grantedLease }
 
-    private func reason(_ decision: AdmissionDecision) -> AdmissionRefusal.Reason? {
-        if case .refused(let refusal) = decision { return refusal.reason }
-        return nil
-    }
+    private func reason(_ decision: AdmissionDecision) -> AdmissionRefusal.Reason? { decision.refusalReason }
 
     @Test("bps-capacity grants max-bps while it lasts, then what is left, then nothing; releases make room")
     func capacityReservations() throws {

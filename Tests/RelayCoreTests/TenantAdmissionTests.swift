@@ -11,15 +11,9 @@ import Testing
             wallTime: 1_000, ticket: AdmissionTicket(loop: LoopIndex(0), serial: 1), tenant: tenant)
     }
 
-    private func lease(_ decision: AdmissionDecision) -> AdmissionLease? {
-        if case .granted(let lease) = decision { return lease }
-        return nil
-    }
+    private func lease(_ decision: AdmissionDecision) -> AdmissionLease? { decision.grantedLease }
 
-    private func reason(_ decision: AdmissionDecision) -> AdmissionRefusal.Reason? {
-        if case .refused(let refusal) = decision { return refusal.reason }
-        return nil
-    }
+    private func reason(_ decision: AdmissionDecision) -> AdmissionRefusal.Reason? { decision.refusalReason }
 
     @Test("reserve-bps holds bps-capacity back from other tenants until the reserving tenant uses it")
     func bandwidthReservation() throws {

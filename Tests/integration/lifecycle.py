@@ -110,18 +110,22 @@ def round_trip(client, peer, channel: int, payload: bytes) -> None:
     pytest.fail("the client got nothing back through its channel")
 
 
-def error_code_of_allocate(server: RelayServer, secret: str, user: str = "late") -> int | None:
-    """Allocate with fresh credentials: None on success, else the error code."""
+def allocate_outcome(make_client, username: str, password: str) -> int | None:
+    """Allocates on a client `make_client` makes and releases: None on success, else the error code."""
     from stunclient import TurnError
 
-    with TurnClient(server.address) as client:
-        username, password = rest_credentials(secret, user)
+    with make_client() as client:
         try:
             client.allocate(username, password)
         except TurnError as e:
             return e.code
         client.refresh(0)
         return None
+
+
+def error_code_of_allocate(server: RelayServer, secret: str, user: str = "late") -> int | None:
+    """Allocate with fresh credentials: None on success, else the error code."""
+    return allocate_outcome(lambda: TurnClient(server.address), *rest_credentials(secret, user))
 
 
 def challenged_allocate(server: RelayServer, secret: str, user: str):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RelayServer, make_test_cert, running, server_kind
-from lifecycle import eventually
+from lifecycle import allocate_outcome, eventually
 from streamclient import StreamTurnClient, client_tls_context
 from stunclient import Attr, Class, Method, StunMessage, TurnClient, TurnError, long_term_key, rest_credentials
 
@@ -95,13 +95,7 @@ def allocate_udp(server_address, username: str, password: str) -> TurnClient:
 
 
 def allocation_error(client_factory, username: str, password: str) -> int | None:
-    with client_factory() as client:
-        try:
-            client.allocate(username, password)
-        except TurnError as e:
-            return e.code
-        client.refresh(0)
-        return None
+    return allocate_outcome(client_factory, username, password)
 
 
 def sessions(server: RelayServer, tenant: Tenant) -> list[dict]:

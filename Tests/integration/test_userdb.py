@@ -40,16 +40,15 @@ def turnadmin(db, *args: str) -> None:
 
 def allocation_error(server: RelayServer, username: str, password: str, sha256: bool = False) -> int | None:
     """Allocates and releases as `username`: None on success, else the error code."""
-    with TurnClient(server.address) as client:
+    from lifecycle import allocate_outcome
+
+    def client() -> TurnClient:
+        made = TurnClient(server.address)
         if sha256:
-            client.password_algorithm = 2  # SHA-256 (RFC 8489 §18.5.1)
-            client.integrity = "sha256"
-        try:
-            client.allocate(username, password)
-        except TurnError as e:
-            return e.code
-        client.refresh(0)
-        return None
+            made.password_algorithm = 2  # SHA-256 (RFC 8489 §18.5.1)
+            made.integrity = "sha256"
+        return made
+    return allocate_outcome(client, username, password)
 
 
 def allocates(server: RelayServer, username: str, password: str) -> bool:
