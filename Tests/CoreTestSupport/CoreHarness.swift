@@ -82,6 +82,8 @@ enum CoreFixture {
         var crossTenantRelay = false
         var maxBPS = 0
         var limits = TenantLimits()
+        /// Its `denied-peer-ip`, added to the node's.
+        var deniedPeerIPs: [IPRange] = []
     }
 
     /// The tenant table `options` describes, built as `Relay` builds it from tenant files.
@@ -95,7 +97,11 @@ enum CoreFixture {
                 name: t.name,
                 credentials: CredentialStore(realm: t.realm, users: [:], restSecrets: [t.secret], separator: ":"),
                 sharedCredentials: CredentialStore(realm: options.realm, users: [:], restSecrets: [t.secret], separator: ":"),
-                policy: policy(options, interfaceAddresses: interfaceAddresses), maxBPS: t.maxBPS,
+                policy: policy(
+                    CoreFixture.options {
+                        $0 = options
+                        $0.deniedPeerIPs += t.deniedPeerIPs
+                    }, interfaceAddresses: interfaceAddresses), maxBPS: t.maxBPS,
                 crossTenantRelay: t.crossTenantRelay)
         }
         return TenantTable(

@@ -209,6 +209,25 @@ import Testing
         #expect(!harness.core.allowsLiveRelayed(CoreFixture.peer1, tenant: 1))
     }
 
+    @Test("A tenant's own peer ranges and max-bps apply to its allocations only")
+    func tenantPolicyAndBandwidth() throws {
+        let harness = CoreHarness(
+            options: Self.options {
+                $0.tenants[0].deniedPeerIPs = [IPRange("1.2.3.0/24")!]
+                $0.tenants[0].maxBPS = 1000
+            })
+        let voice = harness.restClient(at: CoreFixture.clientA, user: "alice", secret: "voice-secret")
+        let chat = harness.restClient(at: CoreFixture.clientB, user: "bob", secret: "chat-secret")
+        #expect(try voice.allocate().isSuccess)
+        #expect(try chat.allocate().isSuccess)
+        #expect(try voice.createPermission([CoreFixture.peer1]).errorCode == 403)
+        #expect(try chat.createPermission([CoreFixture.peer1]).isSuccess)
+        let leases = harness.core.allocationRecords(.all, now: harness.now).map(\.user).sorted()
+        #expect(leases == ["chat/bob", "voice/alice"])
+        let budgets = harness.core.table.all.map { ($0.lease.user, $0.lease.bytesPerSecond) }.sorted { $0.0 < $1.0 }
+        #expect(budgets.map(\.1) == [0, 1000])
+    }
+
     @Test("Without tenants, quota users, realms and records are what they always were")
     func noTenants() throws {
         let harness = CoreHarness()
