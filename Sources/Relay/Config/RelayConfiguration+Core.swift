@@ -69,7 +69,7 @@ extension LocalAdmissionLedger.Limits {
         for tenant in c.tenants {
             let t = tenant.configuration
             tenants[tenant.name] = TenantLimits(
-                userQuota: tenant.userQuota(main: c), totalQuota: t.totalQuota, bpsCapacity: t.bpsCapacity,
+                userQuota: tenant.userQuota, totalQuota: t.totalQuota, bpsCapacity: t.bpsCapacity,
                 reservedAllocations: t.reserveAllocations, reservedBPS: t.reserveBPS)
         }
         self.init(userQuota: c.userQuota, totalQuota: c.totalQuota, bpsCapacity: c.bpsCapacity, tenants: tenants)

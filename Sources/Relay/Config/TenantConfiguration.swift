@@ -51,7 +51,7 @@ public struct TenantConfiguration: Sendable, Equatable {
 
     /// `user-quota` and `max-bps` fall back to the main file's; `total-quota` and `bps-capacity`
     /// are the tenant's own caps (0: none beyond the node's).
-    public func userQuota(main: RelayConfiguration) -> Int? {
+    public var userQuota: Int? {
         keys.contains("user-quota") ? configuration.userQuota : nil
     }
 

@@ -343,11 +343,7 @@ public final class RelayServer {
             server.userDatabase = userDatabaseWatcher?.metrics
             server.tenants = ServerMetrics.tenantRows(names: tenantNames(), counts: admission.tenantCounts)
             server.usageRecords = usage.totals
-            let names = tenantNames()
-            if !names.isEmpty {
-                let totals = usage.tenantTotals
-                server.tenantUsage = ([""] + names).map { ($0.isEmpty ? "default" : $0, totals[$0] ?? UsageBook.Counts()) }
-            }
+            server.tenantUsage = ServerMetrics.tenantUsageRows(names: tenantNames(), totals: usage.tenantTotals)
             return server
         }
         watchUserDatabase(base: base)

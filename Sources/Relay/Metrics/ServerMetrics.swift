@@ -79,17 +79,29 @@ public struct ServerMetrics: Sendable {
 }
 
 extension ServerMetrics {
-    /// One row per configured tenant and the default one (labelled `default`), in the
-    /// configuration's order: the label's values are bounded by the configured tenants; a
-    /// tenant a reload removed drops out. None without tenants.
+    /// Each configured tenant and the default one, in the configuration's order, with its label
+    /// (`default` for the default tenant): the label's values are bounded by the configured
+    /// tenants, and a tenant a reload removed drops out. None without tenants.
+    static func tenantLabels(_ names: [String]) -> [(name: String, label: String)] {
+        guard !names.isEmpty else { return [] }
+        return ([""] + names).map { ($0, $0.isEmpty ? "default" : $0) }
+    }
+
+    /// `relayd_tenant_allocations` and its counter's rows.
     static func tenantRows(names: [String], counts: [String: (live: Int, granted: UInt64)])
         -> [(label: String, live: Int, granted: UInt64)]
     {
-        guard !names.isEmpty else { return [] }
-        return ([""] + names).map { name in
-            let count = counts[name] ?? (0, 0)
-            return (name.isEmpty ? "default" : name, count.live, count.granted)
+        tenantLabels(names).map { tenant in
+            let count = counts[tenant.name] ?? (0, 0)
+            return (tenant.label, count.live, count.granted)
         }
+    }
+
+    /// The per-tenant usage counters' rows (docs/usage.md).
+    static func tenantUsageRows(names: [String], totals: [String: UsageBook.Counts])
+        -> [(label: String, counts: UsageBook.Counts)]
+    {
+        tenantLabels(names).map { ($0.label, totals[$0.name] ?? UsageBook.Counts()) }
     }
 }
 

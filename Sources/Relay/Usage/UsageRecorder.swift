@@ -15,11 +15,11 @@ final class UsageRecorder: SessionObserver {
         case .started(let start) where !start.adopted:
             book.add(
                 UsageRecord(
-                    kind: .made, time: Self.wallTime(), tenant: start.tenant,
+                    kind: .made, time: Int64(time(nil)), tenant: start.tenant,
                     user: UsageRecord.plainUser(start.user, tenant: start.tenant), session: start.session))
         case .ended(let summary):
             var record = UsageRecord(
-                kind: .ended, time: Self.wallTime(), tenant: summary.tenant,
+                kind: .ended, time: Int64(time(nil)), tenant: summary.tenant,
                 user: UsageRecord.plainUser(summary.user, tenant: summary.tenant), session: summary.session)
             let total = summary.traffic + (summary.relayedOutside ?? TrafficCounters())
             record.traffic = total.subtracting(summary.carried)
@@ -31,11 +31,6 @@ final class UsageRecorder: SessionObserver {
         }
     }
 
-    static func wallTime() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec)
-    }
 }
 
 extension TrafficCounters {

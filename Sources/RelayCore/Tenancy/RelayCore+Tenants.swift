@@ -10,12 +10,6 @@ extension RelayCore {
         context.tenants.configured(index)?.credentials ?? context.credentials
     }
 
-    /// Tenant `index`'s peer policy (RFC 8656 §21.3).
-    @inline(__always)
-    func policy(ofTenant index: Int) -> PeerPolicy {
-        context.tenants.configured(index)?.policy ?? context.policy
-    }
-
     /// `PeerPolicy.allowsLiveRelayed` under tenant `index`'s policy, read in place: the data
     /// path calls it per packet, and the default tenant's is the context's own.
     @inline(__always)
