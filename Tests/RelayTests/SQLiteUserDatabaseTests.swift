@@ -109,6 +109,37 @@ import Testing
         #expect(try !reader.changed())
     }
 
+    /// `PRAGMA data_version` counts per connection: a new connection's numbers say nothing
+    /// against the old one's, whatever commits each has seen.
+    @Test(
+        "A file replaced by garbage, then by a good database and changed, is read again",
+        arguments: 0..<4)
+    func replacedThenRestored(commitsBefore: Int) throws {
+        let path = try database("INSERT INTO turn_secret VALUES ('r', 'one');")
+        defer { unlink(path) }
+        let saved = try Data(contentsOf: URL(fileURLWithPath: path))
+        let reader = SQLiteUserDatabase(path: path)
+        _ = try reader.read()
+        for n in 0..<commitsBefore {
+            try write(path, "INSERT INTO turn_secret VALUES ('r', 'extra\(n)');")
+            _ = try reader.read()
+        }
+        // A new file (a new inode) that is not a database: the read fails after opening it.
+        unlink(path)
+        try Data([UInt8]("SQLite format 3\0".utf8) + [UInt8](repeating: 0x5a, count: 4096))
+            .write(to: URL(fileURLWithPath: path))
+        #expect(throws: SQLiteUserDatabase.Failure.self) { try reader.read() }
+        // The good bytes back, rewritten in place (the same inode, as `cp` does), and changed.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: saved)
+        try handle.close()
+        _ = try reader.changed()
+        try write(path, "INSERT INTO turn_secret VALUES ('r', 'two');")
+        #expect(try reader.changed())
+        #expect(try reader.read().realms["r"]?.secrets == ["one", "two"])
+    }
+
     @Test("A missing, foreign or cut file is an error, never a crash")
     func damagedFiles() throws {
         #expect(throws: SQLiteUserDatabase.Failure.self) { try SQLiteUserDatabase(path: "/nonexistent/turndb").read() }

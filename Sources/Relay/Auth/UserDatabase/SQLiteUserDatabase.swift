@@ -88,6 +88,10 @@ final class SQLiteUserDatabase: UserDatabaseSource {
     private func open() throws(Failure) {
         if let db { sqlite3_close_v2(db) }
         db = nil
+        // `PRAGMA data_version` counts per connection: the last read's number says nothing of a
+        // new connection's, so the file counts as changed until a read through this one succeeds
+        // (a file replaced by one that failed to read, then by a good one, is read again).
+        dataVersion = -1
         // A writer holding the lock briefly (turnadmin) is waited for, a little.
         db = try Self.open(path, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, busyMilliseconds: 500)
     }
