@@ -16,6 +16,7 @@ APT_PACKAGES+=(curl)  # the docs' curl commands, run by Tests/integration/test_d
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
 APT_PACKAGES+=(chromium chromium-driver)  # a real WebRTC stack (Tests/integration/test_browser.py)
 APT_PACKAGES+=(nftables)  # NATs between network namespaces (Tests/integration/test_nat.py)
+APT_PACKAGES+=(haproxy)  # a load balancer sending PROXY protocol v2 headers (Tests/integration/test_shared_port.py)
 # The Debian package's build and checks (scripts/package-deb.sh, Tests/integration/test_package.py):
 # dpkg-shlibdeps, lintian, systemd-analyze, and man to render the generated pages.
 APT_PACKAGES+=(dpkg-dev lintian systemd man-db)

@@ -34,6 +34,7 @@ enum ConfigKeyTable {
         .flag("no-tls", \.noTLS).needsRestart(),
         .flag("no-tcp-relay", \.noTCPRelay),
         .flag("no-dtls", \.noDTLS).needsRestart(),
+        .list("proxy-protocol-from", .ipRange, \.proxyProtocolFrom, parse: ConfigValueParser.ipRange).needsRestart(),
     ]
 
     private static let relay: [ConfigKey] = [

@@ -49,6 +49,10 @@ public struct RelayConfiguration: Sendable, Equatable {
 
     // Peer policy.
     public var deniedPeerIPs: [IPRange] = []
+    /// Sources whose TCP and TLS connections may start with a PROXY protocol v2 header naming
+    /// the real client (`proxy-protocol-from`, docs/tls.md "Behind a load balancer"); a header
+    /// from any other source closes its connection.
+    public var proxyProtocolFrom: [IPRange] = []
     public var allowedPeerIPs: [IPRange] = []
     public var allowLoopbackPeers = false
     public var noMulticastPeers = false

@@ -201,7 +201,8 @@ public final class RelayServer {
             // Listeners are restart-only: an heir that would open others is refused, and the
             // running relayd serves on (docs/live-upgrade.md).
             let wanted = Inheritance.describe(
-                udp: listenAddresses, dtls: streams.dtlsAddresses, tcp: streams.tcpAddresses, tls: streams.tlsAddresses,
+                udp: listenAddresses, dtls: streams.dtlsAddresses, tcp: streams.tcpAddresses,
+                tls: streams.tlsOnlyAddresses,
                 loops: threadCount)
             let handed = inheritance.turnListeners()
             guard wanted == handed else {

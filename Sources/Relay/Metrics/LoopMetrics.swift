@@ -28,6 +28,10 @@ public struct LoopMetrics: Sendable {
     public var dtlsSessionDrops: UInt64 = 0
     /// TCP/TLS connections closed at accept, by `StreamRefusal`; the stream transport fills these in.
     public var connectionsRefused = [UInt64](repeating: 0, count: StreamRefusal.allCases.count)
+    /// TCP/TLS connections accepted, by `TransportProtocol.rawValue` (on a shared port, once the
+    /// first byte said which), and closed, by `StreamCloseReason`.
+    public var connectionsAccepted = [UInt64](repeating: 0, count: TransportProtocol.allCases.count)
+    public var connectionsClosed = [UInt64](repeating: 0, count: StreamCloseReason.allCases.count)
     /// What the kernel fast path relayed for this loop's allocations (also in `counters`); the
     /// fast path fills it in.
     public var kernelRelayed = TrafficCounters()
@@ -98,6 +102,8 @@ public struct LoopMetrics: Sendable {
         dtlsSessionHelloVerifyRequests &+= other.dtlsSessionHelloVerifyRequests
         dtlsSessionDrops &+= other.dtlsSessionDrops
         for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
+        for i in connectionsAccepted.indices { connectionsAccepted[i] &+= other.connectionsAccepted[i] }
+        for i in connectionsClosed.indices { connectionsClosed[i] &+= other.connectionsClosed[i] }
         kernelRelayed += other.kernelRelayed
         kernelRoutes &+= other.kernelRoutes
         offloadEnabled &+= other.offloadEnabled

@@ -189,6 +189,19 @@ public enum RelaydMetrics {
         }
 
         p.family(
+            "relayd_stream_connections_accepted_total", .counter,
+            help: "TCP/TLS client connections accepted, by transport (on a shared port, once the first byte said which).")
+        for transport in [TransportProtocol.tcp, .tls] {
+            p.sample(
+                "relayd_stream_connections_accepted_total", [("transport", transport.label)],
+                m.connectionsAccepted[Int(transport.rawValue)])
+        }
+        p.family("relayd_stream_connections_closed_total", .counter, help: "TCP/TLS client connections closed, by reason.")
+        for reason in StreamCloseReason.allCases {
+            p.sample("relayd_stream_connections_closed_total", [("reason", reason.label)], m.connectionsClosed[reason.rawValue])
+        }
+
+        p.family(
             "relayd_allocation_lifetime_seconds", .histogram,
             help: "How long TURN allocations lived, observed when they end.")
         p.histogram(

@@ -13,6 +13,7 @@ extension StreamConnection {
     /// One read(2) of what the socket holds; for TLS, the handshake or decryption of it; then
     /// every whole frame to the core.
     func readable() {
+        if state == .sniffing { return readOpening() }
         guard state == .open || state == .handshaking else { return }
         let buffer = ssl == nil ? owner.frameBuffer : owner.cipherBuffer
         // TCP reads behind the kept part frame, which is copied in front once the read succeeded.

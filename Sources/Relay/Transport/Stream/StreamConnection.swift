@@ -26,6 +26,10 @@ import StunCodec
 /// `event_base` lock (docs/architecture.md).
 final class StreamConnection: StreamSink, @unchecked Sendable {
     enum State {
+        /// Waiting for the first bytes, which say what the connection speaks (a port shared by
+        /// TLS and TCP) or whose it is (a PROXY protocol header); `tls-handshake-timeout` runs
+        /// (docs/tls.md, "One port for everything").
+        case sniffing
         /// TLS handshake in progress (`tls-handshake-timeout` runs).
         case handshaking
         case open
@@ -55,6 +59,11 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     var hasAllocated = false
     /// True once the TLS handshake completed (always for TCP).
     var handshakeDone: Bool
+    /// Whether the connection holds a slot of the connection limits, under its origin's client
+    /// address (false until a listed balancer's connection said whose it is).
+    var holdsLimiterSlot = true
+    /// What the connection's first bytes may be, while `sniffing`.
+    var opening = StreamOpening.Expected(tls: false, plain: false, proxyHeader: false)
     private(set) var closeReason: StreamCloseReason?
     /// The TLS session; nil for TCP, and once freed.
     var ssl: OpaquePointer?
@@ -87,30 +96,40 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// itself refuses appends only past this (one more message and its TLS record overhead).
     static let outputLimit = StreamTransport.maxOutputBytes + maxFrameLength + 1024
 
-    /// Takes `socket` (non-blocking) and `ssl` (nil for TCP); nil when OpenSSL has no memory for
-    /// the BIO. The caller closes the socket and frees `ssl` then.
-    init?(socket: Int32, ssl: OpaquePointer?, origin: ClientOrigin, owner: StreamTransport, now: Int64) {
+    /// Takes `socket` (non-blocking) and `ssl` (nil for TCP, and for a connection whose first
+    /// bytes decide, `sniffing` what `opening` allows); nil when OpenSSL has no memory for the
+    /// BIO. The caller closes the socket and frees `ssl` then.
+    init?(
+        socket: Int32, ssl: OpaquePointer?, origin: ClientOrigin, owner: StreamTransport, now: Int64,
+        opening: StreamOpening.Expected? = nil
+    ) {
         io = UnsafeMutablePointer<relayd_stream_io>.allocate(capacity: 1)
         relayd_stream_io_init(io, StreamConnection.outputLimit)
-        if let ssl {
-            guard let bio = relayd_stream_io_bio(io) else {
-                relayd_stream_io_destroy(io)
-                io.deallocate()
-                return nil
-            }
-            SSL_set_bio(ssl, bio, bio)
-            SSL_set_accept_state(ssl)
-            SSL_set_read_ahead(ssl, 1)
+        if let ssl, !Self.attach(ssl, to: io) {
+            relayd_stream_io_destroy(io)
+            io.deallocate()
+            return nil
         }
         self.socket = socket
         self.ssl = ssl
         self.origin = origin
         self.owner = owner
-        state = ssl != nil ? .handshaking : .open
+        state = opening != nil ? .sniffing : ssl != nil ? .handshaking : .open
+        if let opening { self.opening = opening }
         handshakeDone = ssl == nil
         acceptedAt = now
         readyAt = now
         lastInputAt = now
+    }
+
+    /// Puts `ssl` over the connection's memory BIO, as the accepting side; false when OpenSSL
+    /// has no memory for the BIO.
+    static func attach(_ ssl: OpaquePointer, to io: UnsafeMutablePointer<relayd_stream_io>) -> Bool {
+        guard let bio = relayd_stream_io_bio(io) else { return false }
+        SSL_set_bio(ssl, bio, bio)
+        SSL_set_accept_state(ssl)
+        SSL_set_read_ahead(ssl, 1)
+        return true
     }
 
     deinit {
@@ -145,8 +164,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
 
     /// End of the client's stream: write what is still queued, then close.
     func clientClosed(reason: StreamCloseReason = .clientClosed) {
-        guard state == .open || state == .handshaking else { return }
-        if state == .handshaking || pendingOutput == 0 {
+        guard state == .open || state == .handshaking || state == .sniffing else { return }
+        if state != .open || pendingOutput == 0 {
             return close(reason)
         }
         drainReason = reason
@@ -164,6 +183,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         closeIfRefusing()
         let limits = owner.limits
         switch state {
+        case .sniffing:
+            if limits.handshake > 0, now - acceptedAt >= limits.handshake { close(.openingTimeout) }
         case .handshaking:
             if limits.handshake > 0, now - acceptedAt >= limits.handshake { close(.tlsHandshakeTimeout) }
         case .open:

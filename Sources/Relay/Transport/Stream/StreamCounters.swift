@@ -20,6 +20,13 @@ public enum StreamCloseReason: Int, CaseIterable, Sendable {
     case peerClosed
     /// A data connection's TCP allocation ended (RFC 6062 §5.5).
     case relayEnded
+    /// Nothing within `tls-handshake-timeout` that says what the connection speaks (a shared
+    /// port) or whose it is (a PROXY protocol header).
+    case openingTimeout
+    /// First bytes that are none of what the port serves (docs/tls.md, "One port for everything").
+    case unknownProtocol
+    /// A PROXY protocol header that is malformed, or from a source `proxy-protocol-from` does not list.
+    case badProxyHeader
 
     public var label: String {
         switch self {
@@ -33,6 +40,9 @@ public enum StreamCloseReason: Int, CaseIterable, Sendable {
         case .shutdown: return "shutdown"
         case .peerClosed: return "peer_closed"
         case .relayEnded: return "relay_ended"
+        case .openingTimeout: return "opening_timeout"
+        case .unknownProtocol: return "unknown_protocol"
+        case .badProxyHeader: return "bad_proxy_header"
         }
     }
 }

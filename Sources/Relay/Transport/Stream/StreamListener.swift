@@ -11,14 +11,18 @@ final class StreamListener {
     let address: TransportAddress
     /// `.tcp` or `.tls`: what accepted connections speak.
     let transport: TransportProtocol
+    /// A `.tcp` listener on a port TLS shares: each connection's first byte says which of the
+    /// two it speaks (docs/tls.md, "One port for everything").
+    let sharedWithTLS: Bool
     unowned let owner: StreamTransport
     private(set) var listener: OpaquePointer?
     /// Set while accepting is paused after running out of descriptors or memory.
     var pausedUntil: Int64?
 
-    init(address: TransportAddress, transport: TransportProtocol, owner: StreamTransport) {
+    init(address: TransportAddress, transport: TransportProtocol, sharedWithTLS: Bool = false, owner: StreamTransport) {
         self.address = address
         self.transport = transport
+        self.sharedWithTLS = sharedWithTLS
         self.owner = owner
     }
 

@@ -35,8 +35,15 @@ final class StreamService: Sendable {
             c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }
         configuredTLSAddresses =
             c.noTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
+        // A UDP port that is also a TLS port stays plain UDP's: a DTLS listener beside it would
+        // split the port's datagrams with it (docs/tls.md, "One port for everything").
+        let udpPorts = c.noUDP ? [] : [c.listeningPort] + (c.effectiveAltListeningPort.map { [$0] } ?? [])
         configuredDTLSAddresses =
-            c.noDTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
+            c.noDTLS
+            ? []
+            : c.listeningIPs.flatMap { ip in
+                tlsPorts.filter { !udpPorts.contains($0) }.map { TransportAddress(ip: ip, port: $0) }
+            }
         limiter = ConnectionLimiter(ConnectionLimiter.Limits(configuration: c))
     }
 
@@ -45,6 +52,30 @@ final class StreamService: Sendable {
 
     /// TLS listener addresses: the configured ones once a certificate is loaded, else none.
     var tlsAddresses: [TransportAddress] { tls.value == nil ? [] : configuredTLSAddresses }
+
+    /// TLS listener addresses TCP does not share.
+    var tlsOnlyAddresses: [TransportAddress] {
+        let shared = Set(sharedAddresses)
+        return tlsAddresses.filter { !shared.contains($0) }
+    }
+
+    /// Addresses TCP and TLS share (a TCP port that is also a TLS port, 443 say): one listener
+    /// each, whose connections' first byte says which they speak (docs/tls.md, "One port for
+    /// everything"). Without a certificate such a port is TCP's alone.
+    var sharedAddresses: [TransportAddress] {
+        let tls = Set(tlsAddresses)
+        return tcpAddresses.filter { tls.contains($0) }
+    }
+
+    /// What a connection accepted on `listener` from `client` may start with; nil when its
+    /// listener's transport is all it can be and no PROXY protocol header is to be looked for.
+    func opening(on listener: StreamListener, from client: IPAddress) -> StreamOpening.Expected? {
+        let proxy = configuration.proxyProtocolFrom
+        guard listener.sharedWithTLS || !proxy.isEmpty else { return nil }
+        return StreamOpening.Expected(
+            tls: listener.transport == .tls || listener.sharedWithTLS, plain: listener.transport == .tcp,
+            proxyHeader: proxy.contains { $0.contains(client) })
+    }
 
     /// Loads the certificate before the loops start. Without `cert` the TLS listeners stay off with
     /// a warning (as coturn does); a certificate that does not load stops the start.

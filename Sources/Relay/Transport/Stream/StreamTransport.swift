@@ -58,9 +58,11 @@ final class StreamTransport {
 
     /// Opens this thread's TCP and TLS listeners and its timers; the failure to report, if any.
     func start() -> String? {
-        for (addresses, transport) in [(service.tcpAddresses, TransportProtocol.tcp), (service.tlsAddresses, .tls)] {
+        let shared = Set(service.sharedAddresses)
+        for (addresses, transport) in [(service.tcpAddresses, TransportProtocol.tcp), (service.tlsOnlyAddresses, .tls)] {
             for address in addresses {
-                let listener = StreamListener(address: address, transport: transport, owner: self)
+                let listener = StreamListener(
+                    address: address, transport: transport, sharedWithTLS: shared.contains(address), owner: self)
                 let inherited = loop.wiring.inheritance?.listener(
                     transport == .tls ? .tlsListener : .tcpListener, loop: loop.wiring.index.value, address: address)
                 guard listener.open(base: loop.base, inherited: inherited) else {
@@ -89,7 +91,10 @@ final class StreamTransport {
     // MARK: Accepting
 
     func accept(_ fd: Int32, from client: TransportAddress, on listener: StreamListener) {
-        if let refusal = service.limiter.admit(client.ip) {
+        let opening = service.opening(on: listener, from: client.ip)
+        // A listed balancer's connection meets the limits once its PROXY header named the client.
+        let fromBalancer = opening?.proxyHeader == true
+        if !fromBalancer, let refusal = service.limiter.admit(client.ip) {
             counters.refused[refusal.rawValue] &+= 1
             Glibc.close(fd)
             logger.debug(
@@ -102,29 +107,35 @@ final class StreamTransport {
         let origin = ClientOrigin(
             fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport),
             socket: ClientSocket(descriptor: fd))
-        guard let connection = makeConnection(fd, origin: origin) else {
-            service.limiter.release(client.ip, pending: true)
+        guard let connection = makeConnection(fd, origin: origin, opening: opening) else {
+            if !fromBalancer { service.limiter.release(client.ip, pending: true) }
             counters.refused[StreamRefusal.resources.rawValue] &+= 1
             return
         }
+        connection.holdsLimiterSlot = !fromBalancer
         connections[fd] = connection
-        counters.accepted[Int(listener.transport.rawValue)] &+= 1
+        // A connection whose first bytes decide is counted once they did.
+        if !listener.sharedWithTLS { counters.accepted[Int(listener.transport.rawValue)] &+= 1 }
         counters.open += 1
         connection.start(base: loop.base)
     }
 
     /// A connection over `fd`; for TLS with a session from the TLS context current now (after a
-    /// SIGHUP reload, the new one). Owns `fd` from here on, also on failure.
-    private func makeConnection(_ fd: Int32, origin: ClientOrigin) -> StreamConnection? {
+    /// SIGHUP reload, the new one), unless its first bytes decide (`opening`: then the session
+    /// comes once they did). Owns `fd` from here on, also on failure.
+    private func makeConnection(_ fd: Int32, origin: ClientOrigin, opening: StreamOpening.Expected?)
+        -> StreamConnection?
+    {
         var ssl: OpaquePointer?
-        if origin.fiveTuple.transport == .tls {
+        if origin.fiveTuple.transport == .tls, opening == nil {
             guard let context = service.tls.value, let session = SSL_new(context.context) else {
                 Glibc.close(fd)
                 return nil
             }
             ssl = session
         }
-        let connection = StreamConnection(socket: fd, ssl: ssl, origin: origin, owner: self, now: EventLoop.now())
+        let connection = StreamConnection(
+            socket: fd, ssl: ssl, origin: origin, owner: self, now: EventLoop.now(), opening: opening)
         if connection == nil {
             if let ssl { SSL_free(ssl) }
             Glibc.close(fd)
@@ -285,7 +296,9 @@ final class StreamTransport {
         loop.core.connectionClosed(origin, now: now)
         let reason = connection.closeReason ?? .error
         connection.free()
-        service.limiter.release(origin.fiveTuple.client.ip, pending: !connection.hasAllocated)
+        if connection.holdsLimiterSlot {
+            service.limiter.release(origin.fiveTuple.client.ip, pending: !connection.hasAllocated)
+        }
         counters.closed[reason.rawValue] &+= 1
         if !connection.handshakeDone { counters.tlsHandshakesFailed &+= 1 }
         counters.open -= 1
@@ -335,5 +348,7 @@ extension StreamTransport {
         metrics.tlsHandshakesFailed = counters.tlsHandshakesFailed
         // Element by element: the counters' array stays this thread's alone (no copy on its next increment).
         for i in metrics.connectionsRefused.indices { metrics.connectionsRefused[i] = counters.refused[i] }
+        for i in metrics.connectionsAccepted.indices { metrics.connectionsAccepted[i] = counters.accepted[i] }
+        for i in metrics.connectionsClosed.indices { metrics.connectionsClosed[i] = counters.closed[i] }
     }
 }

@@ -1,0 +1,208 @@
+"""One port for TURN over TCP, TLS and UDP, and HAProxy in front with PROXY protocol v2
+(docs/tls.md, "One port for everything" and "Behind a load balancer").
+
+`listening-port` equal to `tls-listening-port` makes one TCP listener whose connections' first
+byte says TLS (22) or STUN (0-3); anything else is closed and counted, and so is a client that
+sends nothing within `tls-handshake-timeout`. coturn's turnutils_uclient relays over all three
+transports on that one port. HAProxy (Debian's) in front, with `send-proxy-v2`, gives relayd the
+client's real address: the client binds 127.0.0.2 or 127.0.0.3, HAProxy connects from 127.0.0.1,
+and XOR-MAPPED-ADDRESS and the per-source connection caps see the client's address.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import RelayServer, free_port, running, server_kind
+from floods import metric
+from lifecycle import eventually
+import stunclient
+from streamclient import FrameReader, StreamTurnClient, client_tls_context
+from stunclient import Attr, StunMessage
+from test_tcp_tls import CLIENTS, MESSAGES, require_report, run_uclient
+from test_uclient import parse_report, start_peer
+
+pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's shared port and PROXY protocol")
+
+HAPROXY_READY = 10.0
+PROXY_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
+
+
+def shared_server(tmp_path, extra: list[str] | None = None) -> RelayServer:
+    server = RelayServer("relayd", tmp_path / "relayd", streams=True, extra_args=extra or [])
+    server.tls_port = server.port
+    return server
+
+
+def proxy_v2(source: tuple[str, int], destination: tuple[str, int]) -> bytes:
+    """A PROXY protocol v2 header (PROXY command, TCP over IPv4)."""
+    block = socket.inet_aton(source[0]) + socket.inet_aton(destination[0]) + struct.pack(
+        "!HH", source[1], destination[1])
+    return PROXY_SIGNATURE + bytes([0x21, 0x11]) + struct.pack("!H", len(block)) + block
+
+
+def closed_by_server(sock: socket.socket, timeout: float = 5.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_uclient_relays_over_tcp_tls_and_udp_on_one_port(tmp_path, processes):
+    with running(shared_server(tmp_path)) as s:
+        peer = start_peer(processes)
+        for transport in ("tcp", "tls"):
+            report = require_report(*run_uclient(s, processes, transport, ["-c"], peer, name=f"uclient-{transport}"))
+            assert report.lost == 0, (transport, report)
+            assert report.recv_msgs >= CLIENTS * MESSAGES, (transport, report)
+        # UDP: the same port number, the UDP listener.
+        cmd = [shutil.which("turnutils_uclient") or "turnutils_uclient", "-c", "-m", str(CLIENTS), "-n",
+               str(MESSAGES), "-l", "120", "-z", "20", "-W", s.secret, "-u", "uclient", "-p", str(s.port),
+               "-e", "127.0.0.1", "-r", str(peer), s.host]
+        udp = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        report = require_report(parse_report(udp.stdout + udp.stderr), udp.stdout + udp.stderr)
+        assert report.lost == 0, report
+        assert metric(s, "relayd_stream_connections_accepted_total", transport="tcp") >= CLIENTS
+        assert metric(s, "relayd_stream_connections_accepted_total", transport="tls") >= CLIENTS
+
+
+def test_alpn_and_python_clients_on_the_shared_port(tmp_path):
+    with running(shared_server(tmp_path)) as s:
+        with StreamTurnClient(s.address, tls=True, context=client_tls_context(alpn=["stun.turn"])) as client:
+            client.allocate(*s.credentials("tls-user"))
+            assert client.sock.selected_alpn_protocol() == "stun.turn"
+            assert client.mapped[0] == "127.0.0.1"
+        with StreamTurnClient(s.address) as client:
+            client.allocate(*s.credentials("tcp-user"))
+            assert client.relayed is not None
+        # openssl s_client, a third implementation of the TLS side.
+        out = subprocess.run(
+            ["openssl", "s_client", "-connect", f"{s.host}:{s.port}", "-alpn", "stun.turn"],
+            input="", capture_output=True, text=True, timeout=20)
+        assert "ALPN protocol: stun.turn" in out.stdout, out.stdout[-2000:]
+
+
+def test_unknown_first_bytes_and_silence_are_closed_and_counted(tmp_path):
+    with running(shared_server(tmp_path, ["--tls-handshake-timeout=1"])) as s:
+        garbage = socket.create_connection(s.address, timeout=5)
+        garbage.sendall(b"\xff\xfe garbage")
+        assert closed_by_server(garbage)
+        garbage.close()
+        silent = socket.create_connection(s.address, timeout=5)
+        started = time.monotonic()
+        assert closed_by_server(silent, timeout=5), "a client that sends nothing was never closed"
+        assert time.monotonic() - started < 4
+        silent.close()
+        assert eventually(lambda: metric(s, "relayd_stream_connections_closed_total", reason="unknown_protocol") >= 1)
+        assert eventually(lambda: metric(s, "relayd_stream_connections_closed_total", reason="opening_timeout") >= 1)
+        # A PROXY header from a source proxy-protocol-from does not list: closed, never trusted.
+        forged = socket.create_connection(s.address, timeout=5)
+        forged.sendall(proxy_v2(("203.0.113.9", 4000), (s.host, s.port)))
+        assert closed_by_server(forged)
+        forged.close()
+        assert eventually(lambda: metric(s, "relayd_stream_connections_closed_total", reason="bad_proxy_header") >= 1)
+        assert s.is_running()
+
+
+class HAProxy:
+    """Debian's HAProxy in TCP mode in front of `backend`, sending PROXY protocol v2."""
+
+    def __init__(self, processes, workdir, backend: tuple[str, int]):
+        self.port = free_port()
+        config = workdir / "haproxy.cfg"
+        config.write_text(
+            "global\n    maxconn 200\n"
+            "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 60s\n    timeout server 60s\n"
+            f"frontend turn\n    bind 127.0.0.1:{self.port}\n    default_backend relayd\n"
+            f"backend relayd\n    server r1 {backend[0]}:{backend[1]} send-proxy-v2\n")
+        haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        self.proc, self.log = processes.start("haproxy", [haproxy, "-db", "-f", str(config)])
+        deadline = time.monotonic() + HAPROXY_READY
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"haproxy exited: {self.log.read_text(errors='replace')}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        pytest.fail("haproxy did not listen")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+
+@pytest.fixture
+def behind_haproxy(tmp_path, processes):
+    if shutil.which("haproxy") is None and not shutil.which("/usr/sbin/haproxy"):
+        pytest.fail("haproxy is not installed: run scripts/install-test-deps.sh")
+    server = shared_server(tmp_path, ["--proxy-protocol-from=127.0.0.1/32", "--max-connections-per-ip=1"])
+    with running(server) as s:
+        yield s, HAProxy(processes, tmp_path, s.address)
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
+def test_haproxy_gives_relayd_the_clients_address(behind_haproxy, tls):
+    s, haproxy = behind_haproxy
+    context = client_tls_context() if tls else None
+    with StreamTurnClient(haproxy.address, tls=tls, context=context, source="127.0.0.2") as client:
+        client.allocate(*s.credentials("behind"))
+        local = client.sock.getsockname()
+        assert client.mapped == ("127.0.0.2", local[1]), client.mapped
+    assert f"{'tls' if tls else 'tcp'} 127.0.0.2:{local[1]}->" in s.log_text()
+
+
+def test_connection_caps_count_the_clients_behind_the_balancer(behind_haproxy):
+    """max-connections-per-ip=1: one connection from each client address behind HAProxy is
+    served (at accept, all come from HAProxy's 127.0.0.1); a second from one of them is refused."""
+    s, haproxy = behind_haproxy
+    first = StreamTurnClient(haproxy.address, source="127.0.0.2")
+    second = StreamTurnClient(haproxy.address, source="127.0.0.3")
+    try:
+        first.allocate(*s.credentials("first"))
+        second.allocate(*s.credentials("second"))
+        before = metric(s, "relayd_stream_connections_refused_total", reason="per_ip_limit")
+        extra = socket.create_connection(haproxy.address, timeout=5, source_address=("127.0.0.2", 0))
+        extra.sendall(b"\x00\x01\x00\x00\x21\x12\xa4\x42" + b"\x01" * 12)  # a Binding request
+        assert closed_by_server(extra), "a second connection from 127.0.0.2 was served"
+        extra.close()
+        assert eventually(lambda: metric(s, "relayd_stream_connections_refused_total", reason="per_ip_limit") > before)
+        # The two allocations live on.
+        assert first.refresh(600).lifetime() == 600
+        assert second.refresh(600).lifetime() == 600
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_malformed_header_from_the_balancers_range_is_closed(behind_haproxy):
+    s, _ = behind_haproxy
+    bad = socket.create_connection(s.address, timeout=5)
+    bad.sendall(PROXY_SIGNATURE + bytes([0x31, 0x11]) + struct.pack("!H", 12) + b"\x00" * 12)  # version 3
+    assert closed_by_server(bad)
+    bad.close()
+    assert eventually(lambda: metric(s, "relayd_stream_connections_closed_total", reason="bad_proxy_header") >= 1)
+    # A header split across writes is read whole; the Binding answer maps the address it named.
+    good = socket.create_connection(s.address, timeout=5)
+    header = proxy_v2(("127.0.0.9", 5555), (s.host, s.port))
+    good.sendall(header[:7])
+    time.sleep(0.2)
+    request = stunclient.binding_request()
+    good.sendall(header[7:] + request.encode())
+    frame = FrameReader(good).read_frame(5.0)
+    good.close()
+    assert frame is not None, "no Binding answer after a split PROXY header"
+    assert StunMessage.decode(frame).xor_address(Attr.XOR_MAPPED_ADDRESS) == ("127.0.0.9", 5555)
