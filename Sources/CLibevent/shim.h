@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <event2/util.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>

@@ -11,12 +11,15 @@ and XOR-MAPPED-ADDRESS and the per-source connection caps see the client's addre
 
 from __future__ import annotations
 
+import http.client
+import json
 import shutil
 import socket
 import ssl
 import struct
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -206,3 +209,149 @@ def test_a_malformed_header_from_the_balancers_range_is_closed(behind_haproxy):
     good.close()
     assert frame is not None, "no Binding answer after a split PROXY header"
     assert StunMessage.decode(frame).xor_address(Attr.XOR_MAPPED_ADDRESS) == ("127.0.0.9", 5555)
+
+
+def curl_credentials(server: RelayServer, scheme: str = "https", extra: list[str] | None = None):
+    """`curl` asks the credential service on the shared port, as an app backend would."""
+    url = f"{scheme}://localhost:{server.port}/api/v1/credentials"
+    cmd = ["curl", "-sS", "--max-time", "10", "--resolve", f"localhost:{server.port}:127.0.0.1",
+           "--cacert", str(server.cert_path), "-X", "POST", "-H", f"Authorization: Bearer {server.api_token}",
+           "-H", "Content-Type: application/json", "-d", '{"user": "curl-user"}', "-w", "\n%{http_code}",
+           *(extra or []), url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    body, _, status = out.stdout.rpartition("\n")
+    return status, body, out.stderr
+
+
+def test_the_https_api_shares_the_turn_port(tmp_path, processes):
+    server = shared_server(tmp_path, ["--api-tls"])
+    server.api_port = server.port
+    with running(server) as s:
+        # curl offers h2 and http/1.1 by ALPN; relayd picks http/1.1 (curl's default, and --no-alpn).
+        for extra in ([], ["--no-alpn"], ["--http1.1", "--tlsv1.2", "--tls-max", "1.2"]):
+            status, body, err = curl_credentials(s, extra=extra)
+            assert status == "200", (extra, status, body, err)
+            assert json.loads(body)["username"].endswith(":curl-user")
+        # The API speaks HTTPS only: a request in the clear on the port is closed.
+        with pytest.raises((ConnectionError, OSError, http.client.HTTPException)):
+            conn = http.client.HTTPConnection(s.host, s.port, timeout=3)
+            conn.request("GET", "/healthz")
+            conn.getresponse()
+        # TURN goes on on the same port, over TLS and TCP.
+        peer = start_peer(processes)
+        for transport in ("tls", "tcp"):
+            report = require_report(*run_uclient(s, processes, transport, ["-c"], peer, name=f"uclient-{transport}"))
+            assert report.lost == 0, (transport, report)
+        assert metric_https(s, "relayd_stream_api_connections_total") >= 3
+
+
+def metric_https(server: RelayServer, name: str) -> float:
+    context = ssl.create_default_context(cafile=str(server.cert_path))
+    conn = http.client.HTTPSConnection("localhost", server.port, context=context, timeout=5)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {server.api_token}"})
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_plain_http_api_is_served_in_the_clear_and_over_tls(tmp_path):
+    """Without api-tls the API speaks plain HTTP: on a shared port it is reached in the clear,
+    and over TLS with TURN's certificate (ALPN http/1.1)."""
+    server = shared_server(tmp_path)
+    server.api_port = server.port
+    with running(server) as s:
+        assert s.http("GET", "/healthz").status == 200
+        status, body, err = curl_credentials(s)
+        assert status == "200", (status, body, err)
+        status, body, err = curl_credentials(s, scheme="http")
+        assert status == "200", (status, body, err)
+
+
+def test_the_api_sees_the_client_behind_haproxy(tmp_path, processes):
+    """The API on the shared port behind HAProxy: its per-client rate limit counts the client
+    the PROXY header named (api-rate-limit=1: 127.0.0.2 is limited, 127.0.0.3 is not)."""
+    server = shared_server(tmp_path, ["--proxy-protocol-from=127.0.0.1/32", "--api-rate-limit=1"])
+    server.api_port = server.port
+    with running(server) as s:
+        haproxy = HAProxy(processes, tmp_path, s.address)
+
+        def healthz_from(source: str) -> int:
+            conn = http.client.HTTPConnection(*haproxy.address, timeout=5, source_address=(source, 0))
+            try:
+                conn.request("GET", "/api/v1/credentials?user=x")  # no key: limited per client address
+                return conn.getresponse().status
+            finally:
+                conn.close()
+
+        statuses = [healthz_from("127.0.0.2") for _ in range(6)]
+        assert 429 in statuses, statuses
+        assert healthz_from("127.0.0.3") != 429
+
+
+def test_a_chromium_turns_call_and_https_credentials_share_one_port(tmp_path):
+    from browser_support import AppServer, Browser, missing_browser_tools, spki_hash
+    from test_browser import run_call
+
+    missing = missing_browser_tools()
+    if missing:
+        pytest.fail("browser test prerequisites missing: " + ", ".join(missing))
+    server = shared_server(tmp_path, ["--api-tls"])
+    server.api_port = server.port
+    server.extra_args += [f"--advertised-uri=turns:localhost:{server.port}?transport=tcp"]
+    with running(server) as s:
+        status, body, err = curl_credentials(s)
+        assert status == "200", (status, body, err)
+        assert f"turns:localhost:{s.port}?transport=tcp" in json.loads(body)["uris"]
+
+        class HTTPSApp(AppServer):
+            def fetch_ice_servers(self, user: str):
+                context = ssl.create_default_context(cafile=str(s.cert_path))
+                request = urllib.request.Request(
+                    f"https://localhost:{s.port}/api/v1/credentials",
+                    data=json.dumps({"user": user, "ttl": 600, "format": "ice-servers"}).encode(),
+                    headers={"Authorization": f"Bearer {s.api_token}", "Content-Type": "application/json"},
+                    method="POST")
+                with urllib.request.urlopen(request, timeout=5, context=context) as resp:
+                    return resp.status, resp.read()
+
+        chrome = Browser(tmp_path / "chromium", extra_flags=[f"--ignore-certificate-errors-spki-list={spki_hash(s.cert_path)}"])
+        try:
+            chrome.start()
+            chrome.driver.set_script_timeout(60)
+            with HTTPSApp(s) as app:
+                report = run_call(chrome, app, "tls")
+        finally:
+            chrome.stop()
+        (urls,) = report["iceServers"]
+        assert urls == [f"turns:localhost:{s.port}?transport=tcp"], report["iceServers"]
+        for side in ("a", "b"):
+            local = report["stats"][side]["local"]
+            assert (local["candidateType"], local["relayProtocol"]) == ("relay", "tls"), local
+            assert report["stats"][side]["pair"]["bytesReceived"] > 0
+        assert report["echoedIntact"]
+        assert metric_https(s, "relayd_stream_api_connections_total") >= 2
+
+
+def test_check_config_says_what_a_shared_api_port_does_not_use(tmp_path):
+    from conftest import make_test_cert
+    from test_check_config import check_config, warnings, write
+
+    cert, key = make_test_cert(tmp_path / "tls")
+    config = write(tmp_path, "\n".join([
+        "listening-ip=192.0.2.10", "relay-ip=192.0.2.10", "use-auth-secret", "static-auth-secret=a-long-secret-1234",
+        "realm=example.org", "listening-port=443", "tls-listening-port=443", "api-listening-port=443",
+        "api-listening-ip=0.0.0.0", f"cert={cert}", f"pkey={key}", f"api-cert={cert}", f"api-pkey={key}",
+        "proxy-protocol-from=10.0.0.0/24", "proxy-protocol-from=2001:db8::/64", ""]))
+    result = check_config(config)
+    assert result.returncode == 0, result.stderr
+    said = "\n".join(warnings(result))
+    assert "api-cert is not used" in said and "api-listening-ip is not used" in said, said
+    assert "proxy-protocol-from" in result.stdout
+    bad = write(tmp_path, config.read_text() + "proxy-protocol-from=10.0.0.0/33\n")
+    result = check_config(bad)
+    assert result.returncode != 0 and "proxy-protocol-from" in result.stderr and "relayd.conf:16: key" in result.stderr, result.stderr

@@ -50,6 +50,7 @@ public enum ConfigAdvisor {
         }
         notes += clusterWarnings(config)
         if let warning = plainAPIWarning(config) { notes.append(warning) }
+        notes += sharedAPIWarnings(config)
         if let warning = stateDirWarning(config) { notes.append(warning) }
         if config.rfc5780Active {
             if !config.resolvingAddresses(interfaces: interfaceAddresses).hasAlternateAddress {
@@ -64,9 +65,30 @@ public enum ConfigAdvisor {
     /// The credential API reachable beyond this host without TLS: API tokens and TURN passwords
     /// would cross the network in clear.
     static func plainAPIWarning(_ config: RelayConfiguration) -> String? {
-        guard !config.apiUsesTLS, !config.apiListeningIP.isLoopback else { return nil }
-        return "the HTTP API listens on \(config.apiListeningIP):\(config.apiListeningPort) without TLS: API tokens "
+        // On TURN's port the API is served on TURN's addresses.
+        let exposed =
+            config.apiSharesTURNPort
+            ? config.listeningIPs.first { !$0.isLoopback } : config.apiListeningIP.isLoopback ? nil : config.apiListeningIP
+        guard !config.apiUsesTLS, let exposed else { return nil }
+        return "the HTTP API listens on \(exposed):\(config.apiListeningPort) without TLS: API tokens "
             + "and the credentials it hands out cross the network in clear (set api-tls, or api-cert and api-pkey)"
+    }
+
+    /// Keys that do not apply when the API shares TURN's port (docs/tls.md).
+    static func sharedAPIWarnings(_ config: RelayConfiguration) -> [String] {
+        guard config.apiSharesTURNPort else { return [] }
+        var notes: [String] = []
+        if config.apiCert != nil {
+            notes.append(
+                "api-cert is not used: the API shares TURN's port \(config.apiListeningPort) and is served with "
+                    + "TURN's certificate (cert)")
+        }
+        if config.apiListeningIP != RelayConfiguration().apiListeningIP {
+            notes.append(
+                "api-listening-ip is not used: the API shares TURN's port \(config.apiListeningPort) and is served "
+                    + "on TURN's listening addresses")
+        }
+        return notes
     }
 
     /// A cluster without the shared secret its nodes derive one nonce key from, or a cluster

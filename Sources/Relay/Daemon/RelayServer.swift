@@ -321,6 +321,7 @@ public final class RelayServer {
             health: health, logger: logger)
         self.http = http
         http.inheritance = inheritance
+        http.apiHandoff = streams.apiHandoff
         defer {
             http.close()
             self.http = nil

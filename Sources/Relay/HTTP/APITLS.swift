@@ -19,3 +19,14 @@ extension RelayConfiguration {
         return c
     }
 }
+
+extension RelayConfiguration {
+    /// Whether `api-listening-port` is one of TURN's TCP or TLS ports (a TLS port counts once a
+    /// `cert` is set): the API is then served on TURN's listeners, on every listening address,
+    /// with TURN's certificate (docs/tls.md, "The API on the same port").
+    public var apiSharesTURNPort: Bool {
+        let tcp = noTCP ? [] : [listeningPort] + (altListeningPort.map { [$0] } ?? [])
+        let tls = noTLS || cert == nil ? [] : [tlsListeningPort] + (altTLSListeningPort.map { [$0] } ?? [])
+        return (tcp + tls).contains(apiListeningPort)
+    }
+}

@@ -8,6 +8,7 @@ import StunCodec
 /// limits (413 for bodies above `APIRouter.maxBodyBytes`) and the idle timeout.
 final class HTTPListener {
     let http: OpaquePointer
+    private let base: OpaquePointer
     let router: APIRouter
     let kind: APIRouter.Listener
     private(set) var boundAddresses: [TransportAddress] = []
@@ -21,6 +22,7 @@ final class HTTPListener {
     init?(base: OpaquePointer, router: APIRouter, kind: APIRouter.Listener) {
         guard let http = evhttp_new(base) else { return nil }
         self.http = http
+        self.base = base
         self.router = router
         self.kind = kind
         evhttp_set_max_headers_size(http, Self.hardHeaderLimit)
@@ -71,6 +73,27 @@ final class HTTPListener {
         return true
     }
 
+    /// Where connections the loops pass on come from, for the API on a TURN port: their
+    /// clients' addresses are looked up there.
+    private(set) var handoff: APIHandoff?
+    /// The handoff's listener: this process's own, never handed to a live upgrade's heir.
+    private var handoffListener: OpaquePointer?
+
+    /// Serves the connections the loops pass on from TURN's port (`APIHandoff`), in the clear:
+    /// the loop holds the TLS session. False (errno set) when the listener cannot be made.
+    func listen(handoff: APIHandoff) -> Bool {
+        guard let fd = handoff.listen() else { return false }
+        guard let listener = evconnlistener_new(base, nil, nil, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd),
+            evhttp_bind_listener(http, listener) != nil
+        else {
+            Glibc.close(fd)
+            return false
+        }
+        self.handoff = handoff
+        handoffListener = listener
+        return true
+    }
+
     /// The listening sockets and their addresses, for a live upgrade's heir.
     var listeningSockets: [(address: TransportAddress, fd: Int32)] {
         handles.map { ($0.address, evhttp_bound_socket_get_fd($0.handle)) }
@@ -84,12 +107,23 @@ final class HTTPListener {
 
     func respond(to req: OpaquePointer) {
         let response: HTTPResponse
-        if let request = Self.read(req) {
+        if var request = Self.read(req) {
+            if let handoff { request.clientIP = Self.client(of: req, in: handoff) }
             response = router.handle(request, on: kind, now: Int64(time(nil)), monotonic: Self.monotonicSeconds())
         } else {
             response = .error(400, "bad_request", "the request could not be read")
         }
         Self.send(response, to: req)
+    }
+
+    /// The client a loop passed `req`'s connection on for, as the router names clients: its
+    /// address, or "unknown" when no loop registered the connection.
+    static func client(of req: OpaquePointer, in handoff: APIHandoff) -> String {
+        guard let connection = evhttp_request_get_connection(req),
+            let bufferevent = evhttp_connection_get_bufferevent(connection),
+            let client = handoff.client(ofAccepted: bufferevent_getfd(bufferevent))
+        else { return "unknown" }
+        return "\(client.ip)"
     }
 
     /// Seconds on CLOCK_MONOTONIC: the router's clock for rate limits, sessions and rates.

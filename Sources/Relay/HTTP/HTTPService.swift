@@ -81,7 +81,16 @@ final class HTTPService {
                 throw RelayServer.StartError(description: "HTTPS for the API: \(error.description)")
             }
         }
-        if !listen(api, kind: .api) {
+        if let apiHandoff {
+            // The API's port is TURN's: the loops pass its connections on (docs/tls.md).
+            guard let listener = HTTPListener(base: base, router: router, kind: .api),
+                listener.listen(handoff: apiHandoff)
+            else {
+                throw RelayServer.StartError(
+                    description: "cannot open the API's listener for the TURN port: \(String(cString: strerror(errno)))")
+            }
+            listeners.append(listener)
+        } else if !listen(api, kind: .api) {
             let problem = "cannot bind HTTP API listener \(api): \(String(cString: strerror(errno)))"
             guard !apiRequired else { throw RelayServer.StartError(description: problem) }
             warnings.append("\(problem); /metrics, /healthz and /readyz are not served (set api-listening-port)")
@@ -128,6 +137,8 @@ final class HTTPService {
 
     /// Listening sockets a live upgrade handed over (docs/live-upgrade.md), used by `start`.
     var inheritance: Inheritance?
+    /// Set when the API shares a TURN port (docs/tls.md, "The API on the same port").
+    var apiHandoff: APIHandoff?
 
     /// Every listening socket, for a live upgrade's heir.
     var listeningSockets: [(address: TransportAddress, fd: Int32)] { listeners.flatMap(\.listeningSockets) }

@@ -32,6 +32,8 @@ public struct LoopMetrics: Sendable {
     /// first byte said which), and closed, by `StreamCloseReason`.
     public var connectionsAccepted = [UInt64](repeating: 0, count: TransportProtocol.allCases.count)
     public var connectionsClosed = [UInt64](repeating: 0, count: StreamCloseReason.allCases.count)
+    /// Connections on a TURN port passed to the HTTP API (docs/tls.md).
+    public var apiConnections: UInt64 = 0
     /// What the kernel fast path relayed for this loop's allocations (also in `counters`); the
     /// fast path fills it in.
     public var kernelRelayed = TrafficCounters()
@@ -104,6 +106,7 @@ public struct LoopMetrics: Sendable {
         for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
         for i in connectionsAccepted.indices { connectionsAccepted[i] &+= other.connectionsAccepted[i] }
         for i in connectionsClosed.indices { connectionsClosed[i] &+= other.connectionsClosed[i] }
+        apiConnections &+= other.apiConnections
         kernelRelayed += other.kernelRelayed
         kernelRoutes &+= other.kernelRoutes
         offloadEnabled &+= other.offloadEnabled

@@ -196,6 +196,10 @@ public enum RelaydMetrics {
                 "relayd_stream_connections_accepted_total", [("transport", transport.label)],
                 m.connectionsAccepted[Int(transport.rawValue)])
         }
+        p.family(
+            "relayd_stream_api_connections_total", .counter,
+            help: "Connections on a TURN port that were the HTTP API's (the API shares the port).")
+        p.sample("relayd_stream_api_connections_total", [], m.apiConnections)
         p.family("relayd_stream_connections_closed_total", .counter, help: "TCP/TLS client connections closed, by reason.")
         for reason in StreamCloseReason.allCases {
             p.sample("relayd_stream_connections_closed_total", [("reason", reason.label)], m.connectionsClosed[reason.rawValue])

@@ -41,6 +41,9 @@ extension StreamConnection {
     /// payloads are sent straight from these bytes), and keeps a trailing part frame.
     func deliverFrames(in buffer: UnsafeMutableRawBufferPointer, count: Int) {
         if pipe != nil { return pipeToPeer(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
+        if opening.api, count > 0, isAPIRequest(buffer[0]) {
+            return startAPI(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        }
         let loop = owner.loop
         let now = EventLoop.now()
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])

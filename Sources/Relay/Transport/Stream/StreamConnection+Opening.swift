@@ -57,11 +57,17 @@ extension StreamConnection {
             opening.proxyHeader = false
             guard admitClient() else { return }
         }
+        let kind = StreamOpening(firstByte: bytes[0])
+        if opening.api, kind == .http {
+            guard opening.plainHTTP else { return close(.unknownProtocol, detail: "HTTP in the clear; the API speaks HTTPS") }
+            transition(to: .open)
+            return startAPI(bytes)
+        }
         switch (opening.tls, opening.plain) {
         case (true, false): startTLS(bytes)
         case (false, _): startPlain(bytes)
         case (true, true):
-            switch StreamOpening(firstByte: bytes[0]) {
+            switch kind {
             case .tls: startTLS(bytes)
             case .stun: startPlain(bytes)
             case let other:
@@ -95,6 +101,8 @@ extension StreamConnection {
             SSL_free(session)
             return close(.error, detail: "no memory for the TLS session")
         }
+        // The ALPN callback offers `http/1.1` to sessions the API may have (`TLSContext.selectALPN`).
+        if opening.api { SSL_set_ex_data(session, 0, TLSContext.apiMarker) }
         relayd_stream_io_lock(io)
         ssl = session
         relayd_stream_io_unlock(io)
@@ -120,5 +128,34 @@ extension StreamConnection {
             memmove(frames.baseAddress!, bytes.baseAddress!, count)
         }
         deliverFrames(in: frames, count: count)
+    }
+}
+
+// The HTTP API on a port TURN shares (docs/tls.md, "The API on the same port"): the connection
+// becomes a pipe to the API's own listener (`APIHandoff`), carrying the plaintext both ways.
+extension StreamConnection {
+    /// Whether a TLS connection that may be the API's is: its ALPN is `http/1.1`, or, without
+    /// ALPN, its first plaintext byte starts a request line. Checked on the first plaintext.
+    func isAPIRequest(_ first: UInt8?) -> Bool {
+        guard opening.api, !sawValidStun, pipe == nil, let ssl else { return false }
+        var alpn: UnsafePointer<UInt8>? = nil
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &alpn, &length)
+        if let alpn, length > 0 {
+            return UnsafeBufferPointer(start: alpn, count: Int(length)).elementsEqual(TLSContext.httpALPN)
+        }
+        return first.map { StreamOpening(firstByte: $0) == .http } ?? false
+    }
+
+    /// Joins the connection to the API's listener and passes `bytes` (the request so far) on.
+    func startAPI(_ bytes: UnsafeRawBufferPointer) {
+        opening.api = false
+        guard let handoff = owner.service.apiHandoff, let (fd, name) = handoff.connect(for: origin.fiveTuple.client)
+        else { return close(.error, detail: "cannot reach the API: \(String(cString: strerror(errno)))") }
+        let pipe = TCPPipe(id: PeerConnectionID(0), socket: fd, account: PipeAccount(traffic: PipedTraffic(), budget: nil))
+        pipe.apiName = name
+        owner.counters.apiConnections &+= 1
+        guard startPipe(pipe) else { return close(.error, detail: "cannot register the API connection") }
+        if bytes.count > 0 { pipeToPeer(bytes) }
     }
 }

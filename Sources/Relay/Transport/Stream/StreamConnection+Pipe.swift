@@ -13,21 +13,25 @@ import Glibc
 extension StreamConnection {
     /// Starts piping to `peerSocket`; false if its events cannot be registered.
     func startPipe(id: PeerConnectionID, peerSocket: PeerSocket, account: PipeAccount) -> Bool {
-        let pipe = TCPPipe(id: id, socket: peerSocket.descriptor, account: account)
+        startPipe(TCPPipe(id: id, socket: peerSocket.descriptor, account: account))
+    }
+
+    /// Starts piping to `pipe`'s socket; false if its events cannot be registered.
+    func startPipe(_ pipe: TCPPipe) -> Bool {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        pipe.readEvent = event_new(owner.loop.base, peerSocket.descriptor, Int16(EV_READ | EV_PERSIST), { _, _, arg in
+        pipe.readEvent = event_new(owner.loop.base, pipe.socket, Int16(EV_READ | EV_PERSIST), { _, _, arg in
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerReadable()
         }, me)
-        pipe.writeEvent = event_new(owner.loop.base, peerSocket.descriptor, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
+        pipe.writeEvent = event_new(owner.loop.base, pipe.socket, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().peerWritable()
         }, me)
-        if account.budget != nil {
+        if pipe.account.budget != nil {
             pipe.budgetTimer = event_new(owner.loop.base, -1, 0, { _, _, arg in
                 Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().budgetRefilled()
             }, me)
         }
         self.pipe = pipe
-        guard pipe.readEvent != nil, pipe.writeEvent != nil, account.budget == nil || pipe.budgetTimer != nil
+        guard pipe.readEvent != nil, pipe.writeEvent != nil, pipe.account.budget == nil || pipe.budgetTimer != nil
         else { return false }
         event_add(pipe.readEvent, nil)
         return true

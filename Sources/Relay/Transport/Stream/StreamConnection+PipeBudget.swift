@@ -32,6 +32,7 @@ extension StreamConnection {
             close(.relayEnded)
             return false
         }
+        if pipe.apiName != nil { return true }
         switch direction {
         case .toPeer: owner.loop.core.counters.tcpBytesToPeer &+= UInt64(bytes)
         case .toClient: owner.loop.core.counters.tcpBytesToClient &+= UInt64(bytes)

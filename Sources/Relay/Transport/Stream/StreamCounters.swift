@@ -92,6 +92,8 @@ public struct StreamCounters: Sendable {
     public var acceptErrors: UInt64 = 0
     /// Packets for a connection that had already closed (dropped).
     public var sendsToClosed: UInt64 = 0
+    /// Connections on a TURN port that turned out to be the HTTP API's (docs/tls.md).
+    public var apiConnections: UInt64 = 0
 
     public init() {}
 
@@ -109,5 +111,6 @@ public struct StreamCounters: Sendable {
         tlsHandshakesFailed &+= other.tlsHandshakesFailed
         acceptErrors &+= other.acceptErrors
         sendsToClosed &+= other.sendsToClosed
+        apiConnections &+= other.apiConnections
     }
 }

@@ -33,5 +33,9 @@ enum StreamOpening: Equatable {
         /// A PROXY protocol header first: the source is one `proxy-protocol-from` lists, and no
         /// header came yet.
         var proxyHeader: Bool
+        /// The HTTP API shares the port (`APIHandoff`): over TLS (ALPN `http/1.1`, or a request
+        /// line first), and with `plainHTTP` (an API without TLS) in the clear too.
+        var api = false
+        var plainHTTP = false
     }
 }

@@ -21,6 +21,10 @@ final class StreamService: Sendable {
     /// The context new DTLS sessions use; nil while DTLS is not served.
     let dtls = SharedState<TLSContext?>(nil)
 
+    /// Set when the HTTP API's port is a TCP or TLS port of TURN's: the API is then served on
+    /// those listeners, through this (docs/tls.md, "The API on the same port").
+    let apiHandoff: APIHandoff?
+
     /// Keys a predecessor handed over in a live upgrade, or the state journal kept over a crash
     /// (`exportedKeys`), used by the first TLS and DTLS contexts.
     let inheritedKeys: [JournalKey]
@@ -45,6 +49,12 @@ final class StreamService: Sendable {
                 tlsPorts.filter { !udpPorts.contains($0) }.map { TransportAddress(ip: ip, port: $0) }
             }
         limiter = ConnectionLimiter(ConnectionLimiter.Limits(configuration: c))
+        apiHandoff = c.apiSharesTURNPort ? APIHandoff() : nil
+    }
+
+    /// Whether connections on `listener` may be the HTTP API's.
+    func servesAPI(_ listener: StreamListener) -> Bool {
+        apiHandoff != nil && listener.address.port == configuration.apiListeningPort
     }
 
     /// DTLS listener addresses: the configured ones once a certificate is loaded, else none.
@@ -71,10 +81,12 @@ final class StreamService: Sendable {
     /// listener's transport is all it can be and no PROXY protocol header is to be looked for.
     func opening(on listener: StreamListener, from client: IPAddress) -> StreamOpening.Expected? {
         let proxy = configuration.proxyProtocolFrom
-        guard listener.sharedWithTLS || !proxy.isEmpty else { return nil }
+        let api = servesAPI(listener)
+        guard listener.sharedWithTLS || api || !proxy.isEmpty else { return nil }
         return StreamOpening.Expected(
             tls: listener.transport == .tls || listener.sharedWithTLS, plain: listener.transport == .tcp,
-            proxyHeader: proxy.contains { $0.contains(client) })
+            proxyHeader: proxy.contains { $0.contains(client) }, api: api,
+            plainHTTP: api && !configuration.apiUsesTLS)
     }
 
     /// Loads the certificate before the loops start. Without `cert` the TLS listeners stay off with

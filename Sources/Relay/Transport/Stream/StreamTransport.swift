@@ -289,8 +289,12 @@ final class StreamTransport {
         let origin = connection.origin
         connections[origin.socket.descriptor] = nil
         if let pipe = connection.pipe {
-            pipes[pipe.id] = nil
-            loop.core.tables.tcpConnections.remove(pipe.id)
+            if let name = pipe.apiName {
+                service.apiHandoff?.forget(name)
+            } else {
+                pipes[pipe.id] = nil
+                loop.core.tables.tcpConnections.remove(pipe.id)
+            }
             pipe.free()
         }
         loop.core.connectionClosed(origin, now: now)
@@ -350,5 +354,6 @@ extension StreamTransport {
         for i in metrics.connectionsRefused.indices { metrics.connectionsRefused[i] = counters.refused[i] }
         for i in metrics.connectionsAccepted.indices { metrics.connectionsAccepted[i] = counters.accepted[i] }
         for i in metrics.connectionsClosed.indices { metrics.connectionsClosed[i] = counters.closed[i] }
+        metrics.apiConnections = counters.apiConnections
     }
 }

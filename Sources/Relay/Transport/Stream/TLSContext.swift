@@ -33,6 +33,11 @@ final class TLSContext: @unchecked Sendable {
 
     /// ALPN protocol IDs served, in preference order (RFC 7443 §6): TURN, then STUN.
     static let alpnProtocols: [[UInt8]] = [Array("stun.turn".utf8), Array("stun.nat-discovery".utf8)]
+    /// HTTP/1.1's ALPN ID (RFC 7301 §6), offered after them to a session the HTTP API may have.
+    static let httpALPN: [UInt8] = Array("http/1.1".utf8)
+    /// The `SSL` ex-data (index 0) of a session the HTTP API may have (`APIHandoff`): any
+    /// non-nil pointer; only its presence is read.
+    static var apiMarker: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: 1) }
 
     /// Loads `cert` (a PEM chain, leaf first) and `pkey` (PEM; defaults to the `cert` file).
     /// Session tickets are sealed with `ticketKeys` when it has the right length, else with keys
@@ -120,10 +125,11 @@ final class TLSContext: @unchecked Sendable {
         }
         SSL_CTX_set_alpn_select_cb(
             ctx,
-            { _, out, outLength, offered, offeredLength, _ in
+            { ssl, out, outLength, offered, offeredLength, _ in
                 guard let out, let outLength, let offered else { return SSL_TLSEXT_ERR_NOACK }
                 return TLSContext.selectALPN(
-                    UnsafeBufferPointer(start: offered, count: Int(offeredLength)), out: out, outLength: outLength)
+                    UnsafeBufferPointer(start: offered, count: Int(offeredLength)), out: out, outLength: outLength,
+                    http: ssl.map { SSL_get_ex_data($0, 0) != nil } ?? false)
             }, nil)
     }
 
@@ -157,13 +163,13 @@ final class TLSContext: @unchecked Sendable {
         }
     }
 
-    /// Picks the first of our protocols the client offered (RFC 7301 §3.2); a client offering
-    /// none of them still gets a connection, just without ALPN.
+    /// Picks the first of our protocols the client offered (RFC 7301 §3.2), with `http`
+    /// HTTP/1.1 last; a client offering none of them still gets a connection, just without ALPN.
     static func selectALPN(
         _ offered: UnsafeBufferPointer<UInt8>, out: UnsafeMutablePointer<UnsafePointer<UInt8>?>,
-        outLength: UnsafeMutablePointer<UInt8>
+        outLength: UnsafeMutablePointer<UInt8>, http: Bool = false
     ) -> Int32 {
-        for wanted in alpnProtocols {
+        for wanted in http ? alpnProtocols + [httpALPN] : alpnProtocols {
             var i = 0
             while i < offered.count {
                 let length = Int(offered[i])

@@ -29,6 +29,9 @@ final class TCPPipe {
     var peerWaitsForBudget = false
     /// The client closed its side: the connection ends once the backlog is written.
     var clientEnded = false
+    /// Set for a pipe to the HTTP API on a shared port (`APIHandoff`): the address of its end,
+    /// to forget when it closes. Its bytes are not relayed traffic and are not counted as such.
+    var apiName: [UInt8]?
 
     /// Buffered bytes one side may hold for the other before the other's reads stop (the
     /// backpressure: a slow reader stalls its sender instead of growing memory).
