@@ -10,6 +10,8 @@
 #include "CStreamIO.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/bio.h>
@@ -213,4 +215,57 @@ int relayd_dtls_listen_on_session(SSL *fresh, int fd, const void *peer, relayd_d
         return 1;
     }
     return result == 0 && io->writes != writes ? 0 : -1;
+}
+
+int relayd_dtls_use_listener_socket(SSL *ssl, int fd, relayd_dtls_io *io) {
+    if (io == NULL || !CRYPTO_THREAD_run_once(&filter_once, make_filter_method) || filter_method == NULL) return -1;
+    BIO *filter = BIO_new(filter_method);
+    if (filter == NULL) return -1;
+    BIO_set_data(filter, io);
+    // An unconnected datagram BIO on the listener: it writes to the peer it is given.
+    if (relayd_dtls_use_socket(ssl, fd, NULL) != 0) {
+        BIO_free(filter);
+        return -1;
+    }
+    BIO *dgram = SSL_get_rbio(ssl);
+    BIO_up_ref(dgram);
+    BIO_push(filter, dgram);
+    SSL_set_bio(ssl, filter, filter);
+    return 0;
+}
+
+int relayd_dtls_listen_datagram(SSL *ssl, relayd_dtls_io *io, const void *datagram, size_t length, const void *peer,
+                                void *client) {
+    const struct sockaddr_storage *source = peer;
+    BIO *filter = SSL_get_rbio(ssl);
+    BIO *dgram = filter == NULL ? NULL : BIO_next(filter);
+    // DTLSv1_listen takes a ClientHello in one datagram; anything larger is not one.
+    if (io == NULL || dgram == NULL || length == 0 || length > sizeof io->hello) {
+        if (io != NULL) io->dropped++;
+        return -1;
+    }
+    BIO_ADDR *address = BIO_ADDR_new();
+    if (address == NULL) return -1;
+    int made = 0;
+    if (source->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)source;
+        made = BIO_ADDR_rawmake(address, AF_INET, &sin->sin_addr, 4, sin->sin_port);
+    } else if (source->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)source;
+        made = BIO_ADDR_rawmake(address, AF_INET6, &sin6->sin6_addr, 16, sin6->sin6_port);
+    }
+    // The cookie is made for, and a HelloVerifyRequest goes back to, the datagram's source.
+    if (made) BIO_dgram_set_peer(dgram, address);
+    BIO_ADDR_free(address);
+    if (!made) return -1;
+    memcpy(io->hello, datagram, length);
+    io->hello_length = length;
+    io->replay = 1;
+    unsigned long writes = io->writes;
+    int result = relayd_dtls_listen(ssl, client);
+    io->replay = 0;
+    io->hello_length = 0;
+    // Neither a session nor a HelloVerifyRequest: OpenSSL dropped it (not a ClientHello).
+    if (result < 0 || (result == 0 && io->writes == writes)) io->dropped++;
+    return result;
 }

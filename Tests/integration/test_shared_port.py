@@ -1,10 +1,11 @@
-"""One port for TURN over TCP, TLS and UDP, and HAProxy in front with PROXY protocol v2
+"""One port for TURN over TCP, TLS, UDP and DTLS, the HTTP API on it too, and HAProxy in front with PROXY protocol v2
 (docs/tls.md, "One port for everything" and "Behind a load balancer").
 
 `listening-port` equal to `tls-listening-port` makes one TCP listener whose connections' first
 byte says TLS (22) or STUN (0-3); anything else is closed and counted, and so is a client that
-sends nothing within `tls-handshake-timeout`. coturn's turnutils_uclient relays over all three
-transports on that one port. HAProxy (Debian's) in front, with `send-proxy-v2`, gives relayd the
+sends nothing within `tls-handshake-timeout`. The UDP listener of that port takes DTLS too,
+sorted by the first byte (RFC 7983 §7). coturn's turnutils_uclient relays over all four
+transports on that one port; curl and Chromium reach the HTTPS API there. HAProxy (Debian's) in front, with `send-proxy-v2`, gives relayd the
 client's real address: the client binds 127.0.0.2 or 127.0.0.3, HAProxy connects from 127.0.0.1,
 and XOR-MAPPED-ADDRESS and the per-source connection caps see the client's address.
 """
@@ -70,15 +71,19 @@ def test_uclient_relays_over_tcp_tls_and_udp_on_one_port(tmp_path, processes):
             report = require_report(*run_uclient(s, processes, transport, ["-c"], peer, name=f"uclient-{transport}"))
             assert report.lost == 0, (transport, report)
             assert report.recv_msgs >= CLIENTS * MESSAGES, (transport, report)
-        # UDP: the same port number, the UDP listener.
-        cmd = [shutil.which("turnutils_uclient") or "turnutils_uclient", "-c", "-m", str(CLIENTS), "-n",
-               str(MESSAGES), "-l", "120", "-z", "20", "-W", s.secret, "-u", "uclient", "-p", str(s.port),
-               "-e", "127.0.0.1", "-r", str(peer), s.host]
-        udp = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        report = require_report(parse_report(udp.stdout + udp.stderr), udp.stdout + udp.stderr)
-        assert report.lost == 0, report
+        # UDP and DTLS: the same port number, one UDP listener that sorts datagrams by their
+        # first byte (RFC 7983 §7).
+        for flags in ([], ["-S"]):
+            cmd = [shutil.which("turnutils_uclient") or "turnutils_uclient", *flags, "-c", "-m", str(CLIENTS),
+                   "-n", str(MESSAGES), "-l", "120", "-z", "20", "-W", s.secret, "-u", "uclient", "-p", str(s.port),
+                   "-e", "127.0.0.1", "-r", str(peer), s.host]
+            udp = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            report = require_report(parse_report(udp.stdout + udp.stderr), udp.stdout + udp.stderr)
+            assert report.lost == 0, (flags, report)
+            assert report.recv_msgs >= CLIENTS * MESSAGES, (flags, report)
         assert metric(s, "relayd_stream_connections_accepted_total", transport="tcp") >= CLIENTS
         assert metric(s, "relayd_stream_connections_accepted_total", transport="tls") >= CLIENTS
+        assert metric(s, "relayd_dtls_handshakes_total", result="ok") >= CLIENTS
 
 
 def test_alpn_and_python_clients_on_the_shared_port(tmp_path):
@@ -116,6 +121,17 @@ def test_unknown_first_bytes_and_silence_are_closed_and_counted(tmp_path):
         assert closed_by_server(forged)
         forged.close()
         assert eventually(lambda: metric(s, "relayd_stream_connections_closed_total", reason="bad_proxy_header") >= 1)
+        # Datagrams in DTLS's first-byte range that are no ClientHello: dropped and counted;
+        # a STUN Binding on the same UDP port is still answered.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            udp.bind(("127.0.0.1", 0))
+            for junk in (b"\x16\xfe\xfd" + bytes(40), b"\x14" + bytes(20), b"\x3f", b"\x17\xfe\xfd" + bytes(3000)):
+                udp.sendto(junk, s.address)
+            assert eventually(lambda: metric(s, "relayd_dtls_session_dropped_total") >= 4)
+            udp.settimeout(5)
+            udp.sendto(stunclient.binding_request().encode(), s.address)
+            answer = StunMessage.decode(udp.recvfrom(2048)[0])
+            assert answer.xor_address(Attr.XOR_MAPPED_ADDRESS) == udp.getsockname()
         assert s.is_running()
 
 

@@ -114,4 +114,17 @@ int relayd_dtls_use_session_socket(SSL *ssl, int fd, const void *peer, relayd_dt
 /// aside.
 int relayd_dtls_listen_on_session(SSL *fresh, int fd, const void *peer, relayd_dtls_io *io);
 
+/// DTLS on a UDP port plain STUN/TURN shares (docs/dtls.md): the listener's loop sorts datagrams
+/// by their first byte (RFC 7983 §7) and hands DTLS ones here. Gives `ssl` the listener socket
+/// `fd`, unconnected, behind the filter of `io` (which replays one datagram at a time). 0 on
+/// success.
+int relayd_dtls_use_listener_socket(SSL *ssl, int fd, relayd_dtls_io *io);
+
+/// DTLSv1_listen over one datagram from `peer` (a `sockaddr_storage`) that the listener read:
+/// as `relayd_dtls_listen`, 1 with the client in `client` when it is a ClientHello with a valid
+/// cookie, 0 when it was answered (a HelloVerifyRequest to `peer`) or dropped, negative on an
+/// error (larger than a ClientHello can be, no memory). Drops are counted in `io`.
+int relayd_dtls_listen_datagram(SSL *ssl, relayd_dtls_io *io, const void *datagram, size_t length, const void *peer,
+                                void *client);
+
 #endif

@@ -21,6 +21,9 @@ final class DTLSTransport {
     private var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
     /// The session DTLSv1_listen is using on each listener, kept between readable events.
     private var listening: [Int32: OpaquePointer] = [:]
+    /// The replaying filter of each UDP listener DTLS shares with plain STUN/TURN, by its socket
+    /// (`sharedDatagram`).
+    private var sharedFilters: [Int32: OpaquePointer] = [:]
     var sessions: [Int32: DTLSSession] = [:]
     private var sweepTimer: LoopEvent?
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
@@ -59,7 +62,7 @@ final class DTLSTransport {
             event_add(event, nil)
             listeners.append((fd, address, event))
         }
-        guard !listeners.isEmpty else { return nil }
+        guard !listeners.isEmpty || !service.dtlsSharedAddresses.isEmpty else { return nil }
         sweepTimer = LoopEvent(base: loop.base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in sweep() }
         return nil
     }
@@ -113,9 +116,40 @@ final class DTLSTransport {
         }
     }
 
+    /// A DTLS datagram (first byte 20 to 63, RFC 7983 §7) that a UDP listener DTLS shares with
+    /// plain STUN/TURN read (docs/dtls.md, "On a port plain UDP shares"): the same cookie
+    /// exchange as on a DTLS listener, over that one datagram; a ClientHello with a valid cookie
+    /// starts a session on a socket of its own, as there.
+    func sharedDatagram(_ bytes: UnsafeRawBufferPointer, source: UnsafeRawPointer, listener fd: Int32, on address: TransportAddress) {
+        guard let filter = sharedFilter(fd), let ssl = currentListening(fd, filter: filter), let base = bytes.baseAddress
+        else {
+            sessionDrops &+= 1
+            return
+        }
+        var client = sockaddr_storage()
+        ERR_clear_error()
+        let result = relayd_dtls_listen_datagram(ssl, filter, base, bytes.count, source, &client)
+        sessionDrops &+= UInt64(relayd_dtls_io_take_dropped(filter))
+        guard result == 1 else { return }
+        listening[fd] = nil
+        guard let peer = withUnsafeBytes(of: &client, { SocketAddress.read($0.baseAddress!) }) else {
+            SSL_free(ssl)
+            return
+        }
+        accept(ssl, client: peer, raw: &client, on: address)
+    }
+
+    private func sharedFilter(_ fd: Int32) -> OpaquePointer? {
+        if let filter = sharedFilters[fd] { return filter }
+        guard let filter = relayd_dtls_io_new() else { return nil }
+        sharedFilters[fd] = filter
+        return filter
+    }
+
     /// The listening session of `fd`, made anew when the context was reloaded since (SIGHUP):
-    /// the next client gets the new certificate.
-    private func currentListening(_ fd: Int32) -> OpaquePointer? {
+    /// the next client gets the new certificate. With `filter`, over a UDP listener shared with
+    /// plain STUN/TURN.
+    private func currentListening(_ fd: Int32, filter: OpaquePointer? = nil) -> OpaquePointer? {
         guard let context = service.dtls.value else { return nil }
         if let ssl = listening[fd] {
             if SSL_get_SSL_CTX(ssl) == context.context { return ssl }
@@ -123,7 +157,8 @@ final class DTLSTransport {
             listening[fd] = nil
         }
         guard let ssl = SSL_new(context.context) else { return nil }
-        guard relayd_dtls_use_socket(ssl, fd, nil) == 0 else {
+        let attached = filter.map { relayd_dtls_use_listener_socket(ssl, fd, $0) } ?? relayd_dtls_use_socket(ssl, fd, nil)
+        guard attached == 0 else {
             SSL_free(ssl)
             return nil
         }
@@ -298,6 +333,8 @@ final class DTLSTransport {
         for session in Array(sessions.values) { end(session, reason: "shutdown") }
         for (_, ssl) in listening { SSL_free(ssl) }
         listening.removeAll()
+        for (_, filter) in sharedFilters { relayd_dtls_io_free(filter) }
+        sharedFilters.removeAll()
         for listener in listeners {
             event_free(listener.event)
             close(listener.fd)

@@ -8,7 +8,8 @@ extension StreamService {
     /// Loads the DTLS context before the loops start. Without `cert` the DTLS listeners stay off
     /// (the TLS warning says why); a certificate that does not load stops the start.
     func prepareDTLS() throws(RelayServer.StartError) {
-        guard !configuredDTLSAddresses.isEmpty, configuration.cert != nil else { return }
+        guard !configuredDTLSAddresses.isEmpty || !configuredDTLSSharedAddresses.isEmpty, configuration.cert != nil
+        else { return }
         if var secret = inherited(Self.dtlsCookieSecretName) {
             _ = relayd_dtls_set_cookie_secret(&secret, secret.count)
         }

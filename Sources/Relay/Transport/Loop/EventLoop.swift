@@ -16,6 +16,8 @@ final class EventLoop {
     let batch: DatagramBatch
     let sender: SendBatch
     var listeners: [(fd: Int32, address: TransportAddress, event: OpaquePointer)] = []
+    /// UDP listeners that take DTLS too (a TLS port plain UDP uses, docs/dtls.md).
+    var dtlsShared: Set<Int32> = []
     /// Connected sockets that bring moved mobile clients' datagrams to this loop (also in
     /// `listeners`), by the client's 5-tuple (docs/mobility.md).
     var steered: [FiveTuple: Int32] = [:]
@@ -131,6 +133,7 @@ final class EventLoop {
         }, opaqueSelf)!
         event_add(event, nil)
         listeners.append((fd, address, event))
+        if wiring.streams.dtlsSharedAddresses.contains(address) { dtlsShared.insert(fd) }
         core.addUDPListener(address, socket: ClientSocket(descriptor: fd))
         return true
     }
@@ -283,6 +286,9 @@ final class EventLoop {
         // loop's listener: the moved client's socket may close at any flush (docs/mobility.md).
         let steeredTo = steeredAnswer[fd]
         let answering = ClientSocket(descriptor: steeredTo ?? fd)
+        // A port DTLS shares: its datagrams (first byte 20 to 63, RFC 7983 §7) go to the DTLS
+        // cookie exchange (docs/dtls.md).
+        let demultiplex = dtlsShared.contains(fd)
         for _ in 0..<batchesPerWakeup {
             // A flush below may have closed a moved client's socket (`steer` forgets it at once).
             if steeredTo != nil && steeredAnswer[fd] == nil { return }
@@ -295,6 +301,10 @@ final class EventLoop {
                 }
                 let slot = batch.slot(i)
                 let bytes = UnsafeRawBufferPointer(rebasing: slot[batch.headroom..<batch.headroom + length])
+                if demultiplex, length > 0, (20...63).contains(bytes[0]) {
+                    dtls.sharedDatagram(bytes, source: batch.source(i), listener: fd, on: listener.address)
+                    continue
+                }
                 let origin = ClientOrigin(
                     fiveTuple: FiveTuple(client: client, server: listener.address, transport: .udp),
                     socket: answering)

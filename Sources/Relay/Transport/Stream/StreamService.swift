@@ -16,8 +16,10 @@ final class StreamService: Sendable {
     let limiter: ConnectionLimiter
     /// The context new TLS connections use; nil while TLS is not served.
     let tls = SharedState<TLSContext?>(nil)
-    /// DTLS over UDP (docs/dtls.md) on the TLS ports, unless `no-dtls`.
+    /// DTLS over UDP (docs/dtls.md) on the TLS ports, unless `no-dtls`: on its own listeners,
+    /// and on the UDP listeners of TLS ports plain UDP uses too.
     let configuredDTLSAddresses: [TransportAddress]
+    let configuredDTLSSharedAddresses: [TransportAddress]
     /// The context new DTLS sessions use; nil while DTLS is not served.
     let dtls = SharedState<TLSContext?>(nil)
 
@@ -39,14 +41,21 @@ final class StreamService: Sendable {
             c.noTCP ? [] : c.listeningIPs.flatMap { ip in tcpPorts.map { TransportAddress(ip: ip, port: $0) } }
         configuredTLSAddresses =
             c.noTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
-        // A UDP port that is also a TLS port stays plain UDP's: a DTLS listener beside it would
-        // split the port's datagrams with it (docs/tls.md, "One port for everything").
+        // On a TLS port that is also a UDP port, the UDP listener takes DTLS too, sorted by the
+        // first byte: a DTLS listener beside it would split the port's datagrams with it
+        // (docs/dtls.md, "On a port plain UDP shares").
         let udpPorts = c.noUDP ? [] : [c.listeningPort] + (c.effectiveAltListeningPort.map { [$0] } ?? [])
         configuredDTLSAddresses =
             c.noDTLS
             ? []
             : c.listeningIPs.flatMap { ip in
                 tlsPorts.filter { !udpPorts.contains($0) }.map { TransportAddress(ip: ip, port: $0) }
+            }
+        configuredDTLSSharedAddresses =
+            c.noDTLS
+            ? []
+            : c.listeningIPs.flatMap { ip in
+                tlsPorts.filter { udpPorts.contains($0) }.map { TransportAddress(ip: ip, port: $0) }
             }
         limiter = ConnectionLimiter(ConnectionLimiter.Limits(configuration: c))
         apiHandoff = c.apiSharesTURNPort ? APIHandoff() : nil
@@ -59,6 +68,9 @@ final class StreamService: Sendable {
 
     /// DTLS listener addresses: the configured ones once a certificate is loaded, else none.
     var dtlsAddresses: [TransportAddress] { dtls.value == nil ? [] : configuredDTLSAddresses }
+
+    /// UDP listener addresses that take DTLS too, once a certificate is loaded.
+    var dtlsSharedAddresses: [TransportAddress] { dtls.value == nil ? [] : configuredDTLSSharedAddresses }
 
     /// TLS listener addresses: the configured ones once a certificate is loaded, else none.
     var tlsAddresses: [TransportAddress] { tls.value == nil ? [] : configuredTLSAddresses }
