@@ -43,6 +43,11 @@ struct BenchOptions {
     var transport = Transport.udp
     var drainMs = 300
     var label = ""
+    /// `--handshakes S`: TLS handshakes for S seconds instead of TURN (`HandshakeBench`).
+    var handshakeSeconds = 0.0
+    var concurrency = 16
+    var resume = false
+    var tls12 = false
 
     static let usage = """
         usage: relay-bench --server IP:PORT (--secret SECRET | --long-term-password PW) [options]
@@ -76,6 +81,10 @@ struct BenchOptions {
                                port and each client has its own connection (single-threaded
                                send/receive loop)
           --drain-ms MS        wait after the last send before counting (default 300)
+          --handshakes S       TLS handshakes only, for S seconds, against --server (a TLS port):
+                               --concurrency N at a time (default 16), each closed once done;
+                               --resume offers the session of a first full handshake (TLS 1.3
+                               PSK, or with --tls12 a TLS 1.2 ticket) and counts resumptions
           --label TEXT         copied into the JSON line
         Output: one JSON line (starts with '{') and one human-readable line.
         """
@@ -148,11 +157,15 @@ struct BenchOptions {
                 o.transport = t
             case "--drain-ms": o.drainMs = Int(try number(arg))
             case "--label": o.label = try value(arg)
+            case "--handshakes": o.handshakeSeconds = try number(arg)
+            case "--concurrency": o.concurrency = max(1, Int(try number(arg)))
+            case "--resume": o.resume = true
+            case "--tls12": o.tls12 = true
             case "-h", "--help": throw OptionError(usage, isHelp: true)
             default: throw OptionError("unknown option \(raw)\n\(usage)")
             }
         }
-        guard !o.secret.isEmpty || !o.longTermPassword.isEmpty else {
+        guard !o.secret.isEmpty || !o.longTermPassword.isEmpty || o.handshakeSeconds > 0 else {
             throw OptionError("--secret or --long-term-password is required\n\(usage)")
         }
         guard o.payloadSize >= PayloadFormat.minimumSize, o.payloadSize <= 1400 else {

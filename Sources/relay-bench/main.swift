@@ -25,7 +25,20 @@ report.set("server", "\(options.server)")
 report.set("transport", options.transport.rawValue)
 let human: String
 do {
-    if options.idleAllocations > 0 {
+    if options.handshakeSeconds > 0 {
+        report.set("mode", "handshakes")
+        report.set("resume", options.resume ? 1 : 0)
+        report.set("concurrency", options.concurrency)
+        let r = HandshakeBench.run(options)
+        report.set("handshakes", r.completed)
+        report.set("resumed", r.resumed)
+        report.set("failed", r.failed)
+        report.set("seconds", r.seconds)
+        let rate = r.seconds > 0 ? Double(r.completed) / r.seconds : 0
+        report.set("handshake_rate", rate)
+        if let cpu = r.serverCPU, r.completed > 0 { report.set("server_cpu_ms_per_handshake", cpu * 1000 / Double(r.completed)) }
+        human = "handshakes: \(r.completed) in \(r.seconds) s (\(Int(rate))/s), resumed \(r.resumed), failed \(r.failed)"
+    } else if options.idleAllocations > 0 {
         report.set("mode", "idle")
         report.set("allocations", options.idleAllocations)
         human = BenchModes.idle(options, report: &report)
