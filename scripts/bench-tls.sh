@@ -29,9 +29,10 @@ bench_build
 command -v turnserver >/dev/null || { log "coturn's turnserver is needed (scripts/install-test-deps.sh)"; exit 1; }
 bench_workdir tls
 bench_port_range
-cp "$BIN/relayd" "$BIN/relay-bench" "$WORK/"
-RELAYD="$WORK/relayd"
-BENCH="$WORK/relay-bench"
+mkdir -p "$WORK/bin"
+cp "$BIN/relayd" "$BIN/relay-bench" "$WORK/bin/"
+RELAYD="$WORK/bin/relayd"
+BENCH="$WORK/bin/relay-bench"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 SECRET="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 REALM="bench.local"
