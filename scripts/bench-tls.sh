@@ -24,7 +24,7 @@ ROOT=$(pwd)
 bench_options 3 '2,/^set -e/{/^#/p}' "$@"
 log() { printf 'bench-tls.sh: %s\n' "$*" >&2; }
 
-log "building release binaries in .build-bench"
+[ "$BUILD" = 1 ] && log "building release binaries in .build-bench"
 bench_build
 command -v turnserver >/dev/null || { log "coturn's turnserver is needed (scripts/install-test-deps.sh)"; exit 1; }
 bench_workdir tls

@@ -151,3 +151,9 @@ BIO *relayd_stream_io_bio(relayd_stream_io *io) {
     if (bio != NULL) BIO_set_data(bio, io);
     return bio;
 }
+
+/* ---- the allocator ---- */
+
+#include <malloc.h>
+
+int relayd_trim_heap(void) { return malloc_trim(0); }

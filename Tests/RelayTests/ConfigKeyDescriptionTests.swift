@@ -25,6 +25,7 @@ import Testing
             "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name", "node-labels",
             "cluster-total-quota", "cluster-node-ttl", "api-rate-limit", "api-tls", "api-cert", "api-pkey",
             "tenant", "tls-server-name", "origin", "reserve-allocations", "reserve-bps", "cross-tenant-relay",
+            "proxy-protocol-from",
         ]))
     }
 
@@ -36,7 +37,7 @@ import Testing
             "api-listening-port", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",
             "simple-log", "log-format", "pidfile", "state-dir", "userdb", "psql-userdb", "redis-userdb", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
             "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name",
-            "node-labels", "cluster-node-ttl", "api-tls", "rfc5780", "no-rfc5780", "no-dtls",
+            "node-labels", "cluster-node-ttl", "api-tls", "rfc5780", "no-rfc5780", "no-dtls", "proxy-protocol-from",
         ]))
     }
 

@@ -45,6 +45,9 @@ ssize_t relayd_stream_io_flush(relayd_stream_io *io, int fd);
 
 /// Frees the queue's memory (the connection is gone).
 void relayd_stream_io_release(relayd_stream_io *io);
+/// glibc's malloc_trim(0): whole free pages of every arena back to the kernel (idle
+/// connections' freed buffers, docs/benchmark.md). 1 when memory was given back.
+int relayd_trim_heap(void);
 
 /// A BIO for OpenSSL over `io`: reads take `input` (a retryable empty read when it is used up),
 /// writes append to the output queue. One BIO serves both directions (SSL_set_bio with the same

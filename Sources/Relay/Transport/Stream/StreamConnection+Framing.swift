@@ -28,6 +28,7 @@ extension StreamConnection {
             return pipe == nil ? clientClosed() : pipeClientEnded()
         }
         lastInputAt = EventLoop.now()
+        buffersReleased = false
         if let ssl {
             decrypt(ssl, UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             scheduleWrite()  // what OpenSSL wrote itself: a handshake flight, session tickets

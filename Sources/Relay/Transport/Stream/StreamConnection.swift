@@ -62,6 +62,8 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// Whether the connection holds a slot of the connection limits, under its origin's client
     /// address (false until a listed balancer's connection said whose it is).
     var holdsLimiterSlot = true
+    /// Set once an idle connection gave its buffers back, until its next input.
+    var buffersReleased = false
     /// What the connection's first bytes may be, while `sniffing`.
     var opening = StreamOpening.Expected(tls: false, plain: false, proxyHeader: false)
     private(set) var closeReason: StreamCloseReason?
@@ -182,6 +184,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     func checkDeadlines(now: Int64, hasAllocation: (ClientOrigin) -> Bool) {
         closeIfRefusing()
         let limits = owner.limits
+        if state == .open, !buffersReleased, now - lastInputAt >= Self.idleBufferSeconds { releaseIdleBuffers() }
         switch state {
         case .sniffing:
             if limits.handshake > 0, now - acceptedAt >= limits.handshake { close(.openingTimeout) }
@@ -199,6 +202,28 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
             if pendingOutput == 0 || now - drainingSince >= StreamTransport.drainSeconds { close(drainReason) }
         case .closed:
             break
+        }
+    }
+
+    /// Seconds without input after which a connection gives back its buffers (`releaseIdleBuffers`).
+    static let idleBufferSeconds: Int64 = 2
+
+    /// An idle connection's memory back to the allocator: OpenSSL's record buffers (16 KiB to
+    /// read, which OpenSSL keeps after its last read that found nothing, even with
+    /// `SSL_MODE_RELEASE_BUFFERS`), an empty output queue, an empty part-frame buffer. Most
+    /// `turns:` allocations sit idle between a call's keep-alives, and this is most of what an
+    /// idle TLS allocation costs (docs/benchmark.md). From the sweep only, never per packet: a
+    /// busy connection keeps its buffers.
+    func releaseIdleBuffers() {
+        buffersReleased = true
+        owner.buffersReleased += 1
+        relayd_stream_io_lock(io)
+        if let ssl, !handingOver { _ = SSL_free_buffers(ssl) }
+        if relayd_stream_io_pending(io) == 0, io.pointee.output_capacity > 0 { relayd_stream_io_release(io) }
+        relayd_stream_io_unlock(io)
+        if partialCount == 0, partial.count > 0 {
+            partial.deallocate()
+            partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)
         }
     }
 

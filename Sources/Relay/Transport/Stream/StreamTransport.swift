@@ -1,6 +1,7 @@
 import RelayCore
 import CLibevent
 import COpenSSL
+import CStreamIO
 import Glibc
 import Logging
 import StunCodec
@@ -34,6 +35,8 @@ final class StreamTransport {
     private var unflushed: [StreamConnection] = []
     private var writeEvent: LoopEvent?
     var counters = StreamCounters()
+    /// Idle connections that gave their buffers back in this sweep.
+    var buffersReleased = 0
     /// TCP connections a live upgrade is handing over (`pauseForHandover`), until it commits or
     /// fails.
     var handingOver: [StreamConnection] = []
@@ -265,7 +268,14 @@ final class StreamTransport {
         for listener in listeners {
             if let until = listener.pausedUntil, until <= now { listener.resume() }
         }
+        // Freed record buffers sit in the allocator's free lists, resident, until trimmed:
+        // give the whole free pages back once a sweep freed many (docs/benchmark.md).
+        if buffersReleased >= Self.trimAfterReleases { _ = relayd_trim_heap() }
+        buffersReleased = 0
     }
+
+    /// Connections that gave their buffers back in one sweep before the allocator is trimmed.
+    static let trimAfterReleases = 64
 
     /// Called by a connection that has just closed: it is freed in the next loop iteration.
     func scheduleRelease(_ connection: StreamConnection, detail: String?) {
