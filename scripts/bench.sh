@@ -13,7 +13,7 @@
 # It prints one table of medians with the ratio relayd/coturn.
 #
 #   scripts/bench.sh [--quick] [--reps N] [--skip-build] [--out DIR] [--fastpath]
-#                    [--baseline BIN] [--no-max-rate]
+#                    [--baseline BIN] [--no-max-rate] [--tls]
 #
 # --quick: one repetition, shorter runs, fewer rate steps (about 5 minutes).
 # --baseline BIN: also measure a second relayd binary BIN (e.g. an older commit's release
@@ -27,6 +27,9 @@
 #   fixed-load CPU and latency runs stay. The max paced rate rows are left out of the table.
 #   With --fastpath, passed on to scripts/bench-fastpath.sh. 5 repetitions with --baseline
 #   and --no-max-rate take about 10-15 minutes (--quick: under 2 minutes).
+# --tls: then also TLS at fleet scale (scripts/bench-tls.sh, same repetitions): handshakes full
+#   and resumed with ECDSA and RSA certificates, memory per idle TLS allocation at 4,000 and
+#   9,000, TLS relay CPU and latency at 1,000 to 20,000 msg/s (about 3 minutes per repetition).
 # --fastpath: then also the kernel fast path between network namespaces (scripts/bench-fastpath.sh,
 #   root only): no relay, relayd with XDP, with TC, in user space, and coturn, with the same
 #   repetitions (about 5 minutes more per repetition).
@@ -62,6 +65,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 
 QUICK=0
 FASTPATH=0
+TLS=0
 REPS=3
 BUILD=1
 OUT=""
@@ -76,6 +80,7 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2"; shift ;;
         --out=*) OUT="${1#*=}" ;;
         --fastpath) FASTPATH=1 ;;
+        --tls) TLS=1 ;;
         --baseline) [ $# -ge 2 ] || { echo "bench.sh: --baseline needs a path" >&2; exit 2; }
                     BASELINE="$2"; shift ;;
         --baseline=*) BASELINE="${1#*=}" ;;
@@ -411,6 +416,10 @@ if [ -n "$BASELINE" ]; then
     echo "baseline: $("$BASELINE" --version 2>/dev/null | head -1) ($BASELINE_SOURCE)"
 fi
 echo "runtime ${ELAPSED}s; raw results: $RESULTS"
+if [ "$TLS" = 1 ]; then
+    echo
+    "$ROOT/scripts/bench-tls.sh" --reps "$REPS" --skip-build
+fi
 if [ "$FASTPATH" = 1 ]; then
     echo
     fast=(--reps "$REPS" --skip-build)

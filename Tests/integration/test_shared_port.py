@@ -371,3 +371,40 @@ def test_check_config_says_what_a_shared_api_port_does_not_use(tmp_path):
     bad = write(tmp_path, config.read_text() + "proxy-protocol-from=10.0.0.0/33\n")
     result = check_config(bad)
     assert result.returncode != 0 and "proxy-protocol-from" in result.stderr and "relayd.conf:16: key" in result.stderr, result.stderr
+
+
+def test_the_api_on_its_own_port_reads_proxy_headers(tmp_path, processes):
+    """With proxy-protocol-from, the API on a port of its own is served by the loops too: HAProxy
+    in front of it (send-proxy-v2) gives it the client's address (api-rate-limit=1 per client),
+    over HTTPS with the API's certificate; a header from elsewhere is refused."""
+    server = RelayServer("relayd", tmp_path / "relayd", streams=True,
+                         extra_args=["--proxy-protocol-from=127.0.0.1/32", "--api-rate-limit=1", "--api-tls"])
+    with running(server) as s:
+        haproxy = HAProxy(processes, tmp_path, (s.host, s.api_port))
+        context = ssl.create_default_context(cafile=str(s.cert_path))
+
+        def status_from(source: str) -> int:
+            conn = http.client.HTTPSConnection("localhost", haproxy.port, timeout=5, context=context,
+                                               source_address=(source, 0))
+            try:
+                conn.request("GET", "/api/v1/credentials?user=x")
+                return conn.getresponse().status
+            finally:
+                conn.close()
+
+        statuses = [status_from("127.0.0.2") for _ in range(6)]
+        assert 429 in statuses, statuses
+        assert status_from("127.0.0.3") != 429
+        # Straight to the API from a listed source, without a header: served as itself.
+        direct = http.client.HTTPSConnection("localhost", s.api_port, timeout=5, context=context)
+        direct.request("GET", "/healthz")
+        assert direct.getresponse().status == 200
+        direct.close()
+        # A header from a source that is not listed: closed.
+        forged = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        forged.settimeout(5)
+        forged.bind(("127.0.0.2", 0))
+        forged.connect((s.host, s.api_port))
+        forged.sendall(proxy_v2(("203.0.113.9", 4000), (s.host, s.api_port)))
+        assert closed_by_server(forged)
+        forged.close()

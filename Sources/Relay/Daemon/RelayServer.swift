@@ -201,7 +201,7 @@ public final class RelayServer {
             // Listeners are restart-only: an heir that would open others is refused, and the
             // running relayd serves on (docs/live-upgrade.md).
             let wanted = Inheritance.describe(
-                udp: listenAddresses, dtls: streams.dtlsAddresses, tcp: streams.tcpAddresses,
+                udp: listenAddresses, dtls: streams.dtlsAddresses, tcp: streams.tcpAddresses + streams.apiOnlyAddresses,
                 tls: streams.tlsOnlyAddresses,
                 loops: threadCount)
             let handed = inheritance.turnListeners()

@@ -29,4 +29,9 @@ extension RelayConfiguration {
         let tls = noTLS || cert == nil ? [] : [tlsListeningPort] + (altTLSListeningPort.map { [$0] } ?? [])
         return (tcp + tls).contains(apiListeningPort)
     }
+
+    /// Whether the loops serve the API's connections (`APIHandoff`): on a TURN port it shares,
+    /// or, on a port of its own, when PROXY protocol headers are to be read from balancers
+    /// (`proxy-protocol-from`): evhttp cannot read one (docs/tls.md, "Behind a load balancer").
+    public var apiServedByLoops: Bool { apiSharesTURNPort || !proxyProtocolFrom.isEmpty }
 }

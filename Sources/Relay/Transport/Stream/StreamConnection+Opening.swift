@@ -63,6 +63,9 @@ extension StreamConnection {
             transition(to: .open)
             return startAPI(bytes)
         }
+        if opening.apiOnly && !opening.tls {
+            return close(.unknownProtocol, detail: "first byte \(bytes[0]) on the API's port")
+        }
         switch (opening.tls, opening.plain) {
         case (true, false): startTLS(bytes)
         case (false, _): startPlain(bytes)
@@ -94,7 +97,8 @@ extension StreamConnection {
 
     /// The client speaks TLS: a session of the TLS context current now takes `bytes`.
     private func startTLS(_ bytes: UnsafeRawBufferPointer) {
-        guard let context = owner.service.tls.value, let session = SSL_new(context.context) else {
+        let tls = opening.apiOnly ? owner.service.apiTLS.value : owner.service.tls.value
+        guard let context = tls, let session = SSL_new(context.context) else {
             return close(.unknownProtocol, detail: "TLS is not served")
         }
         guard Self.attach(session, to: io) else {
@@ -138,6 +142,7 @@ extension StreamConnection {
     /// ALPN, its first plaintext byte starts a request line. Checked on the first plaintext.
     func isAPIRequest(_ first: UInt8?) -> Bool {
         guard opening.api, !sawValidStun, pipe == nil, let ssl else { return false }
+        if opening.apiOnly { return true }
         var alpn: UnsafePointer<UInt8>? = nil
         var length: UInt32 = 0
         SSL_get0_alpn_selected(ssl, &alpn, &length)

@@ -14,15 +14,21 @@ final class StreamListener {
     /// A `.tcp` listener on a port TLS shares: each connection's first byte says which of the
     /// two it speaks (docs/tls.md, "One port for everything").
     let sharedWithTLS: Bool
+    /// The HTTP API's own address, served by the loops (`StreamService.apiOnlyAddresses`).
+    let apiOnly: Bool
     unowned let owner: StreamTransport
     private(set) var listener: OpaquePointer?
     /// Set while accepting is paused after running out of descriptors or memory.
     var pausedUntil: Int64?
 
-    init(address: TransportAddress, transport: TransportProtocol, sharedWithTLS: Bool = false, owner: StreamTransport) {
+    init(
+        address: TransportAddress, transport: TransportProtocol, sharedWithTLS: Bool = false, apiOnly: Bool = false,
+        owner: StreamTransport
+    ) {
         self.address = address
         self.transport = transport
         self.sharedWithTLS = sharedWithTLS
+        self.apiOnly = apiOnly
         self.owner = owner
     }
 

@@ -37,5 +37,8 @@ enum StreamOpening: Equatable {
         /// line first), and with `plainHTTP` (an API without TLS) in the clear too.
         var api = false
         var plainHTTP = false
+        /// The API's own port (`apiServedByLoops`): every connection is the API's, over the
+        /// API's TLS context when it has one.
+        var apiOnly = false
     }
 }

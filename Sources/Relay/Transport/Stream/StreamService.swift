@@ -58,12 +58,21 @@ final class StreamService: Sendable {
                 tlsPorts.filter { udpPorts.contains($0) }.map { TransportAddress(ip: ip, port: $0) }
             }
         limiter = ConnectionLimiter(ConnectionLimiter.Limits(configuration: c))
-        apiHandoff = c.apiSharesTURNPort ? APIHandoff() : nil
+        apiHandoff = c.apiServedByLoops ? APIHandoff() : nil
+        apiOnlyAddresses =
+            c.apiServedByLoops && !c.apiSharesTURNPort
+            ? [TransportAddress(ip: c.apiListeningIP, port: c.apiListeningPort)] : []
     }
+
+    /// The API's own address when the loops serve it there (`apiServedByLoops` on a port TURN
+    /// does not use): a listener of each loop whose connections are all the API's.
+    let apiOnlyAddresses: [TransportAddress]
+    /// The API's TLS context for those listeners (`api-cert`, else `cert`); nil without TLS.
+    let apiTLS = SharedState<TLSContext?>(nil)
 
     /// Whether connections on `listener` may be the HTTP API's.
     func servesAPI(_ listener: StreamListener) -> Bool {
-        apiHandoff != nil && listener.address.port == configuration.apiListeningPort
+        apiHandoff != nil && (listener.apiOnly || (configuration.apiSharesTURNPort && listener.address.port == configuration.apiListeningPort))
     }
 
     /// DTLS listener addresses: the configured ones once a certificate is loaded, else none.
@@ -95,6 +104,11 @@ final class StreamService: Sendable {
         let proxy = configuration.proxyProtocolFrom
         let api = servesAPI(listener)
         guard listener.sharedWithTLS || api || !proxy.isEmpty else { return nil }
+        if listener.apiOnly {
+            return StreamOpening.Expected(
+                tls: configuration.apiUsesTLS, plain: false, proxyHeader: proxy.contains { $0.contains(client) },
+                api: true, plainHTTP: !configuration.apiUsesTLS, apiOnly: true)
+        }
         return StreamOpening.Expected(
             tls: listener.transport == .tls || listener.sharedWithTLS, plain: listener.transport == .tcp,
             proxyHeader: proxy.contains { $0.contains(client) }, api: api,
@@ -107,6 +121,18 @@ final class StreamService: Sendable {
         raiseDescriptorLimit()
         try prepareTLS()
         try prepareDTLS()
+        try prepareAPITLS()
+    }
+
+    /// The API's context, when the loops serve the API on its own port over TLS.
+    private func prepareAPITLS() throws(RelayServer.StartError) {
+        guard !apiOnlyAddresses.isEmpty, configuration.apiUsesTLS else { return }
+        do {
+            let context = try TLSContext(configuration: configuration.apiTLSConfiguration)
+            apiTLS.withLock { $0 = context }
+        } catch {
+            throw RelayServer.StartError(description: "HTTPS for the API: \(error.description)")
+        }
     }
 
     private func prepareTLS() throws(RelayServer.StartError) {
@@ -138,6 +164,13 @@ final class StreamService: Sendable {
         var logger = logger
         logger.logLevel = configuration.logLevel
         reloadDTLS(using: configuration, logger: logger)
+        // The API's own context: a file that does not load keeps the running one (the API
+        // service logs why).
+        if apiTLS.value != nil, configuration.apiUsesTLS,
+            let next = try? TLSContext(configuration: configuration.apiTLSConfiguration)
+        {
+            apiTLS.withLock { $0 = next }
+        }
         guard tls.value != nil else {
             logger.info("SIGHUP: TLS is not served, nothing to reload", metadata: ["event": "tls_reload_skipped"])
             return

@@ -62,10 +62,15 @@ final class StreamTransport {
     /// Opens this thread's TCP and TLS listeners and its timers; the failure to report, if any.
     func start() -> String? {
         let shared = Set(service.sharedAddresses)
-        for (addresses, transport) in [(service.tcpAddresses, TransportProtocol.tcp), (service.tlsOnlyAddresses, .tls)] {
+        let lists = [
+            (service.tcpAddresses, TransportProtocol.tcp, false), (service.tlsOnlyAddresses, .tls, false),
+            (service.apiOnlyAddresses, .tcp, true),
+        ]
+        for (addresses, transport, apiOnly) in lists {
             for address in addresses {
                 let listener = StreamListener(
-                    address: address, transport: transport, sharedWithTLS: shared.contains(address), owner: self)
+                    address: address, transport: transport, sharedWithTLS: shared.contains(address), apiOnly: apiOnly,
+                    owner: self)
                 let inherited = loop.wiring.inheritance?.listener(
                     transport == .tls ? .tlsListener : .tcpListener, loop: loop.wiring.index.value, address: address)
                 guard listener.open(base: loop.base, inherited: inherited) else {
@@ -118,7 +123,7 @@ final class StreamTransport {
         connection.holdsLimiterSlot = !fromBalancer
         connections[fd] = connection
         // A connection whose first bytes decide is counted once they did.
-        if !listener.sharedWithTLS { counters.accepted[Int(listener.transport.rawValue)] &+= 1 }
+        if !listener.sharedWithTLS && !listener.apiOnly { counters.accepted[Int(listener.transport.rawValue)] &+= 1 }
         counters.open += 1
         connection.start(base: loop.base)
     }
