@@ -242,10 +242,13 @@ int relayd_dtls_listen_datagram(SSL *ssl, relayd_dtls_io *io, const void *datagr
     // DTLSv1_listen takes a ClientHello in one datagram; anything larger is not one.
     if (io == NULL || dgram == NULL || length == 0 || length > sizeof io->hello) {
         if (io != NULL) io->dropped++;
-        return -1;
+        return -2;
     }
     BIO_ADDR *address = BIO_ADDR_new();
-    if (address == NULL) return -1;
+    if (address == NULL) {
+        io->dropped++;
+        return -2;
+    }
     int made = 0;
     if (source->ss_family == AF_INET) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *)source;
@@ -257,7 +260,10 @@ int relayd_dtls_listen_datagram(SSL *ssl, relayd_dtls_io *io, const void *datagr
     // The cookie is made for, and a HelloVerifyRequest goes back to, the datagram's source.
     if (made) BIO_dgram_set_peer(dgram, address);
     BIO_ADDR_free(address);
-    if (!made) return -1;
+    if (!made) {
+        io->dropped++;
+        return -2;
+    }
     memcpy(io->hello, datagram, length);
     io->hello_length = length;
     io->replay = 1;

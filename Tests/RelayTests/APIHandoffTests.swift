@@ -11,7 +11,8 @@ import Testing
     @Test("A connection the loop made names its client; one forgotten, or made by anyone else, names none")
     func clients() throws {
         let handoff = APIHandoff()
-        let listener = try #require(handoff.listen())
+        let listener = try #require(handoff.takeListener())
+        #expect(handoff.takeListener() == nil)
         defer { close(listener) }
         let client = TransportAddress(ip: try #require(IPAddress("198.51.100.7")), port: 443)
         let (loopEnd, name) = try #require(handoff.connect(for: client))
@@ -22,7 +23,7 @@ import Testing
 
         // Someone else's connection to the same listener (its own autobound address).
         let stranger = APIHandoff()
-        let strangerListener = try #require(stranger.listen())
+        let strangerListener = try #require(stranger.takeListener())
         close(strangerListener)
         let other = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(other) }

@@ -127,7 +127,7 @@ def test_unknown_first_bytes_and_silence_are_closed_and_counted(tmp_path):
             udp.bind(("127.0.0.1", 0))
             for junk in (b"\x16\xfe\xfd" + bytes(40), b"\x14" + bytes(20), b"\x3f", b"\x17\xfe\xfd" + bytes(3000)):
                 udp.sendto(junk, s.address)
-            assert eventually(lambda: metric(s, "relayd_dtls_session_dropped_total") >= 4)
+            assert eventually(lambda: metric(s, "relayd_dtls_shared_port_dropped_total") >= 4)
             udp.settimeout(5)
             udp.sendto(stunclient.binding_request().encode(), s.address)
             answer = StunMessage.decode(udp.recvfrom(2048)[0])
@@ -408,3 +408,49 @@ def test_the_api_on_its_own_port_reads_proxy_headers(tmp_path, processes):
         forged.sendall(proxy_v2(("203.0.113.9", 4000), (s.host, s.api_port)))
         assert closed_by_server(forged)
         forged.close()
+
+
+def test_the_shared_api_survives_sighup(tmp_path):
+    import signal
+
+    server = shared_server(tmp_path, ["--api-tls"])
+    server.api_port = server.port
+    with running(server) as s:
+        status, body, err = curl_credentials(s)
+        assert status == "200", (status, body, err)
+        s.proc.send_signal(signal.SIGHUP)
+        assert eventually(lambda: "tls_reloaded" in s.log_text(), timeout=5), s.log_tail()
+        for _ in range(3):
+            status, body, err = curl_credentials(s)
+            assert status == "200", ("after SIGHUP", status, body, err)
+
+
+def test_a_half_closed_api_request_gets_its_answer(tmp_path):
+    """A client that sends its request and shuts its sending side (as `nc -N` does) still gets
+    the whole answer through the loop's pipe; a local process that connects to the API's own
+    socket by itself is refused."""
+    server = shared_server(tmp_path)
+    server.api_port = server.port
+    with running(server) as s:
+        raw = socket.create_connection(s.address, timeout=5)
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        raw.shutdown(socket.SHUT_WR)
+        answer = b""
+        while True:
+            chunk = raw.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        raw.close()
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok\n"), answer[:300]
+        # The API's own socket: an abstract address listed in /proc/net/unix.
+        names = [line.split()[-1] for line in open("/proc/net/unix") if "@relayd-api-" in line]
+        mine = [n for n in names if f"@relayd-api-{s.proc.pid}-" in n]
+        assert mine, names
+        local = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        local.settimeout(5)
+        local.connect("\0" + mine[0][1:])
+        local.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        reply = local.recv(4096)
+        local.close()
+        assert reply.startswith(b"HTTP/1.1 403"), reply[:200]

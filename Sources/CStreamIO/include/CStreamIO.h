@@ -125,8 +125,9 @@ int relayd_dtls_use_listener_socket(SSL *ssl, int fd, relayd_dtls_io *io);
 
 /// DTLSv1_listen over one datagram from `peer` (a `sockaddr_storage`) that the listener read:
 /// as `relayd_dtls_listen`, 1 with the client in `client` when it is a ClientHello with a valid
-/// cookie, 0 when it was answered (a HelloVerifyRequest to `peer`) or dropped, negative on an
-/// error (larger than a ClientHello can be, no memory). Drops are counted in `io`.
+/// cookie, 0 when it was answered (a HelloVerifyRequest to `peer`) or dropped, -1 when OpenSSL
+/// failed (the session should be made anew), -2 when it never reached OpenSSL (larger than a
+/// ClientHello can be, no memory, an unknown address family). Drops are counted in `io`.
 int relayd_dtls_listen_datagram(SSL *ssl, relayd_dtls_io *io, const void *datagram, size_t length, const void *peer,
                                 void *client);
 

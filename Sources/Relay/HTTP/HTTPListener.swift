@@ -82,11 +82,18 @@ final class HTTPListener {
     /// Serves the connections the loops pass on from TURN's port (`APIHandoff`), in the clear:
     /// the loop holds the TLS session. False (errno set) when the listener cannot be made.
     func listen(handoff: APIHandoff) -> Bool {
-        guard let fd = handoff.listen() else { return false }
-        guard let listener = evconnlistener_new(base, nil, nil, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd),
-            evhttp_bind_listener(http, listener) != nil
+        guard let fd = handoff.takeListener() else {
+            errno = handoff.listenError
+            return false
+        }
+        // Backlog 0: the socket listens already, with its own backlog.
+        guard let listener = evconnlistener_new(base, nil, nil, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd)
         else {
             Glibc.close(fd)
+            return false
+        }
+        guard evhttp_bind_listener(http, listener) != nil else {
+            evconnlistener_free(listener)
             return false
         }
         self.handoff = handoff
@@ -108,7 +115,13 @@ final class HTTPListener {
     func respond(to req: OpaquePointer) {
         let response: HTTPResponse
         if var request = Self.read(req) {
-            if let handoff { request.clientIP = Self.client(of: req, in: handoff) }
+            if let handoff {
+                // Only the loops connect here: anyone else on the host is refused.
+                guard let client = Self.client(of: req, in: handoff) else {
+                    return Self.send(.error(403, "forbidden", "not a connection relayd's loops passed on"), to: req)
+                }
+                request.clientIP = client
+            }
             response = router.handle(request, on: kind, now: Int64(time(nil)), monotonic: Self.monotonicSeconds())
         } else {
             response = .error(400, "bad_request", "the request could not be read")
@@ -117,12 +130,12 @@ final class HTTPListener {
     }
 
     /// The client a loop passed `req`'s connection on for, as the router names clients: its
-    /// address, or "unknown" when no loop registered the connection.
-    static func client(of req: OpaquePointer, in handoff: APIHandoff) -> String {
+    /// address; nil when no loop registered the connection.
+    static func client(of req: OpaquePointer, in handoff: APIHandoff) -> String? {
         guard let connection = evhttp_request_get_connection(req),
             let bufferevent = evhttp_connection_get_bufferevent(connection),
             let client = handoff.client(ofAccepted: bufferevent_getfd(bufferevent))
-        else { return "unknown" }
+        else { return nil }
         return "\(client.ip)"
     }
 

@@ -125,7 +125,8 @@ final class HTTPService {
         do {
             let next = try TLSContext(configuration: c.apiTLSConfiguration)
             apiTLS = next
-            for listener in listeners where listener.kind == .api { listener.useTLS(next) }
+            // The loops' listener (the API on TURN's port) gets plaintext: the loop holds the TLS.
+            for listener in listeners where listener.kind == .api && listener.handoff == nil { listener.useTLS(next) }
             return nil
         } catch {
             return "HTTPS for the API: \(error.description); the previous certificate stays"

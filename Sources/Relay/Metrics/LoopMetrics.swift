@@ -26,6 +26,8 @@ public struct LoopMetrics: Sendable {
     public var dtlsRestartsFailed: UInt64 = 0
     public var dtlsSessionHelloVerifyRequests: UInt64 = 0
     public var dtlsSessionDrops: UInt64 = 0
+    /// Datagrams in DTLS's range dropped on UDP listeners DTLS shares (docs/dtls.md).
+    public var dtlsSharedPortDrops: UInt64 = 0
     /// TCP/TLS connections closed at accept, by `StreamRefusal`; the stream transport fills these in.
     public var connectionsRefused = [UInt64](repeating: 0, count: StreamRefusal.allCases.count)
     /// TCP/TLS connections accepted, by `TransportProtocol.rawValue` (on a shared port, once the
@@ -103,6 +105,7 @@ public struct LoopMetrics: Sendable {
         dtlsRestartsFailed &+= other.dtlsRestartsFailed
         dtlsSessionHelloVerifyRequests &+= other.dtlsSessionHelloVerifyRequests
         dtlsSessionDrops &+= other.dtlsSessionDrops
+        dtlsSharedPortDrops &+= other.dtlsSharedPortDrops
         for i in connectionsRefused.indices { connectionsRefused[i] &+= other.connectionsRefused[i] }
         for i in connectionsAccepted.indices { connectionsAccepted[i] &+= other.connectionsAccepted[i] }
         for i in connectionsClosed.indices { connectionsClosed[i] &+= other.connectionsClosed[i] }

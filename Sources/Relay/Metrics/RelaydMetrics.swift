@@ -178,6 +178,10 @@ public enum RelaydMetrics {
                 "Datagrams dropped on DTLS sessions' sockets before OpenSSL (not DTLS records, unusable "
                 + "ClientHellos) and ICMP errors ignored there.")
         p.sample("relayd_dtls_session_dropped_total", [], m.dtlsSessionDrops)
+        p.family(
+            "relayd_dtls_shared_port_dropped_total", .counter,
+            help: "Datagrams in DTLS's first-byte range dropped on UDP ports DTLS shares: no ClientHello, or too large.")
+        p.sample("relayd_dtls_shared_port_dropped_total", [], m.dtlsSharedPortDrops)
 
         p.family(
             "relayd_stream_connections_refused_total", .counter,

@@ -33,6 +33,9 @@ final class DTLSTransport {
     /// HelloVerifyRequests sent from sessions' sockets, and datagrams dropped there before OpenSSL.
     var sessionHelloVerifyRequests = UInt64(0)
     var sessionDrops = UInt64(0)
+    /// Datagrams in DTLS's range that UDP listeners DTLS shares passed on and that were dropped
+    /// (no ClientHello, too large).
+    var sharedPortDrops = UInt64(0)
 
     var logger: Logger { loop.core.logger }
     private var limits: (idle: Int64, handshake: Int64) {
@@ -123,13 +126,18 @@ final class DTLSTransport {
     func sharedDatagram(_ bytes: UnsafeRawBufferPointer, source: UnsafeRawPointer, listener fd: Int32, on address: TransportAddress) {
         guard let filter = sharedFilter(fd), let ssl = currentListening(fd, filter: filter), let base = bytes.baseAddress
         else {
-            sessionDrops &+= 1
+            sharedPortDrops &+= 1
             return
         }
         var client = sockaddr_storage()
         ERR_clear_error()
         let result = relayd_dtls_listen_datagram(ssl, filter, base, bytes.count, source, &client)
-        sessionDrops &+= UInt64(relayd_dtls_io_take_dropped(filter))
+        sharedPortDrops &+= UInt64(relayd_dtls_io_take_dropped(filter))
+        if result == -1 {
+            // OpenSSL failed on this session: the next datagram gets a new one.
+            listening[fd] = nil
+            SSL_free(ssl)
+        }
         guard result == 1 else { return }
         listening[fd] = nil
         guard let peer = withUnsafeBytes(of: &client, { SocketAddress.read($0.baseAddress!) }) else {
@@ -137,6 +145,15 @@ final class DTLSTransport {
             return
         }
         accept(ssl, client: peer, raw: &client, on: address)
+    }
+
+    /// The UDP listeners `fds` went to a live upgrade's heir: their listening sessions and
+    /// filters go (the descriptor numbers may be reused).
+    func forgetSharedListeners(_ fds: Set<Int32>) {
+        for fd in fds {
+            if let ssl = listening.removeValue(forKey: fd) { SSL_free(ssl) }
+            if let filter = sharedFilters.removeValue(forKey: fd) { relayd_dtls_io_free(filter) }
+        }
     }
 
     private func sharedFilter(_ fd: Int32) -> OpaquePointer? {
@@ -325,6 +342,7 @@ final class DTLSTransport {
         metrics.dtlsRestartsFailed = restarts.failed
         metrics.dtlsSessionHelloVerifyRequests = sessionHelloVerifyRequests
         metrics.dtlsSessionDrops = sessionDrops
+        metrics.dtlsSharedPortDrops = sharedPortDrops
     }
 
     /// Loop exit: every session and listener.

@@ -173,6 +173,8 @@ extension EventLoop {
     /// (the sockets live on in the heir) and serves its stream clients until they leave.
     private func commitHandover() {
         guard handingOver else { return }
+        dtls.forgetSharedListeners(dtlsShared)
+        dtlsShared.removeAll()
         for listener in listeners {
             event_free(listener.event)
             close(listener.fd)

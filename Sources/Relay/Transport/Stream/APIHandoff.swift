@@ -18,6 +18,11 @@ final class APIHandoff: Sendable {
     /// The listener's address: the bytes after `sun_path`'s leading zero.
     let name: [UInt8]
     private let clients = Locked<[[UInt8]: TransportAddress]>([:])
+    /// The listening socket, made before the loops run (so their first API connections wait in
+    /// its backlog for the API), until the API's evhttp takes it (`takeListener`); -1 when it
+    /// could not be made (`listenError` says why).
+    private let listener = Locked<Int32>(-1)
+    let listenError: Int32
 
     /// Connections waiting to be accepted by the API's listener at most.
     static let backlog: Int32 = 1024
@@ -29,18 +34,34 @@ final class APIHandoff: Sendable {
         for i in random.indices { random[i] = UInt8.random(in: 0...255) }
         let hex = random.map { String($0, radix: 16) }.joined()
         name = Array("relayd-api-\(getpid())-\(hex)".utf8)
+        let fd = Self.listen(name)
+        listenError = fd < 0 ? errno : 0
+        listener.withLock { $0 = fd }
     }
 
-    /// A non-blocking listening socket on the address, for the API's evhttp; nil (errno set)
-    /// when it cannot be made.
-    func listen() -> Int32? {
+    deinit {
+        let fd = listener.withLock { $0 }
+        if fd >= 0 { close(fd) }
+    }
+
+    /// The listening socket, once, for the API's evhttp (which closes it); nil when it could
+    /// not be made or was taken.
+    func takeListener() -> Int32? {
+        listener.withLock { fd in
+            defer { fd = -1 }
+            return fd >= 0 ? fd : nil
+        }
+    }
+
+    /// A non-blocking listening socket on `name`; -1 (errno set) when it cannot be made.
+    private static func listen(_ name: [UInt8]) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        guard withAddress({ Glibc.bind(fd, $0, $1) }) == 0, Glibc.listen(fd, Self.backlog) == 0 else {
+        guard fd >= 0 else { return -1 }
+        guard Self.withAddress(name, { Glibc.bind(fd, $0, $1) }) == 0, Glibc.listen(fd, Self.backlog) == 0 else {
             let error = errno
             close(fd)
             errno = error
-            return nil
+            return -1
         }
         return fd
     }
@@ -65,8 +86,9 @@ final class APIHandoff: Sendable {
             table[own] = client
             return true
         }
-        let connected = withAddress { Glibc.connect(fd, $0, $1) }
-        guard connected == 0 || errno == EINPROGRESS || errno == EAGAIN else {
+        // A Unix stream connect completes at once, or fails: EAGAIN is a full backlog.
+        let connected = Self.withAddress(name) { Glibc.connect(fd, $0, $1) }
+        guard connected == 0 else {
             let error = errno
             if registered { forget(own) }
             close(fd)
@@ -87,8 +109,8 @@ final class APIHandoff: Sendable {
         return clients.withLock { $0[peer] }
     }
 
-    /// Calls `body` with the listener's `sockaddr_un` and its length.
-    private func withAddress(_ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    /// Calls `body` with the `sockaddr_un` of abstract address `name` and its length.
+    private static func withAddress(_ name: [UInt8], _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let length = withUnsafeMutableBytes(of: &address.sun_path) { path -> Int in

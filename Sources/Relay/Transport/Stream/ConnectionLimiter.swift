@@ -82,6 +82,28 @@ final class ConnectionLimiter: Sendable {
         }
     }
 
+    /// Takes a slot of the node's bounds only (`max-connections`, `max-pending-connections`) for
+    /// a balancer's connection whose PROXY header has not said whose it is yet: counted against
+    /// a source, it would share that source's caps among every client behind the balancer
+    /// (docs/tls.md). Nil when taken; else which bound refuses it.
+    func admitUnattributed() -> StreamRefusal? {
+        counts.withLock { c in
+            if c.total >= c.limits.maxTotal { return .totalLimit }
+            if c.pending >= c.limits.maxPending { return .pendingLimit }
+            c.total += 1
+            c.pending += 1
+            return nil
+        }
+    }
+
+    /// Gives back a slot `admitUnattributed` took.
+    func releaseUnattributed() {
+        counts.withLock { c in
+            c.total -= 1
+            c.pending -= 1
+        }
+    }
+
     /// Whether a source holding `held` of a bound `bound`, of which `used` are taken by
     /// `sources` sources, is at its share: only at or above half of the bound, where each source
     /// may hold the bound divided by the sources plus one.

@@ -45,7 +45,18 @@ extension StreamConnection {
             case .invalid(let reason):
                 return close(.badProxyHeader, detail: reason)
             case .header(let header, let length):
-                if let client = header.source { origin.fiveTuple.client = client }
+                if let client = header.source {
+                    var claimed = origin.fiveTuple
+                    claimed.client = client
+                    // Two connections with one 5-tuple would share one allocation's entry (a
+                    // client reaching two balancers from one port, or a header that lies).
+                    guard !owner.proxiedTuples.contains(claimed), owner.loop.core.allocation(for: claimed) == nil else {
+                        return close(.badProxyHeader, detail: "\(claimed) is in use already")
+                    }
+                    origin.fiveTuple = claimed
+                    owner.proxiedTuples.insert(claimed)
+                    proxied = true
+                }
                 opening.proxyHeader = false
                 guard admitClient() else { return }
                 bytes = UnsafeRawBufferPointer(rebasing: bytes[length...])
@@ -86,9 +97,13 @@ extension StreamConnection {
     /// among every client behind it. False, closed and counted, when the limits refuse it.
     private func admitClient() -> Bool {
         let client = origin.fiveTuple.client.ip
+        if holdsUnattributedSlot {
+            owner.service.limiter.releaseUnattributed()
+            holdsUnattributedSlot = false
+        }
         if let refusal = owner.service.limiter.admit(client) {
             owner.counters.refused[refusal.rawValue] &+= 1
-            close(.error, detail: "refused after the PROXY header: \(refusal.label) for \(client)")
+            close(.refused, detail: "refused after the PROXY header: \(refusal.label) for \(client)")
             return false
         }
         holdsLimiterSlot = true
@@ -152,11 +167,20 @@ extension StreamConnection {
         return first.map { StreamOpening(firstByte: $0) == .http } ?? false
     }
 
+    /// What a client of the API hears when the API cannot take its connection.
+    static let serviceUnavailable = Array(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n".utf8)
+
     /// Joins the connection to the API's listener and passes `bytes` (the request so far) on.
     func startAPI(_ bytes: UnsafeRawBufferPointer) {
         opening.api = false
         guard let handoff = owner.service.apiHandoff, let (fd, name) = handoff.connect(for: origin.fiveTuple.client)
-        else { return close(.error, detail: "cannot reach the API: \(String(cString: strerror(errno)))") }
+        else {
+            // The API's backlog is full: the client hears so, and the connection closes.
+            _ = Self.serviceUnavailable.withUnsafeBytes { enqueue($0) }
+            scheduleWrite()
+            return clientClosed(reason: .apiUnavailable)
+        }
         let pipe = TCPPipe(id: PeerConnectionID(0), socket: fd, account: PipeAccount(traffic: PipedTraffic(), budget: nil))
         pipe.apiName = name
         owner.counters.apiConnections &+= 1

@@ -81,7 +81,10 @@ extension StreamConnection {
         guard pipe.writeBacklog() else { return close(.peerClosed, detail: String(cString: strerror(errno))) }
         if pipe.paid == 0 {
             event_del(pipe.writeEvent)
-            if pipe.pending == 0 && pipe.clientEnded { return close(.clientClosed) }
+            if pipe.pending == 0 && pipe.clientEnded {
+                if pipe.apiName != nil { return _ = shutdown(pipe.socket, Int32(SHUT_WR)) }
+                return close(.clientClosed)
+            }
         }
         if pipe.clientPaused && pipe.pending < TCPPipe.resumeBytes {
             pipe.clientPaused = false
@@ -98,6 +101,14 @@ extension StreamConnection {
     /// The client closed its side: what it sent still goes to the peer, then both close.
     func pipeClientEnded() {
         guard let pipe else { return }
+        if pipe.apiName != nil {
+            // The HTTP API answers what it was sent: its side is half-closed once all of it went,
+            // and the connection ends when the API closes (`peerReadable`).
+            pipe.clientEnded = true
+            event_del(readEvent)
+            if pipe.pending == 0 { shutdown(pipe.socket, Int32(SHUT_WR)) }
+            return
+        }
         if pipe.pending == 0 { return close(.clientClosed) }
         pipe.clientEnded = true
         event_del(readEvent)

@@ -62,6 +62,11 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// Whether the connection holds a slot of the connection limits, under its origin's client
     /// address (false until a listed balancer's connection said whose it is).
     var holdsLimiterSlot = true
+    /// Whether it holds a slot of the node's bounds only: a listed balancer's connection before
+    /// its PROXY header said whose it is (`ConnectionLimiter.admitUnattributed`).
+    var holdsUnattributedSlot = false
+    /// Set when a PROXY header gave the connection its 5-tuple (`StreamTransport.proxiedTuples`).
+    var proxied = false
     /// Set once an idle connection gave its buffers back, until its next input.
     var buffersReleased = false
     /// What the connection's first bytes may be, while `sniffing`.
@@ -187,7 +192,9 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         if state == .open, !buffersReleased, now - lastInputAt >= Self.idleBufferSeconds { releaseIdleBuffers() }
         switch state {
         case .sniffing:
-            if limits.handshake > 0, now - acceptedAt >= limits.handshake { close(.openingTimeout) }
+            // Bounded by tls-handshake-timeout, or by tcp-idle-timeout where that is 0.
+            let bound = limits.handshake > 0 ? limits.handshake : limits.idle
+            if bound > 0, now - acceptedAt >= bound { close(.openingTimeout) }
         case .handshaking:
             if limits.handshake > 0, now - acceptedAt >= limits.handshake { close(.tlsHandshakeTimeout) }
         case .open:
@@ -216,11 +223,15 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// busy connection keeps its buffers.
     func releaseIdleBuffers() {
         buffersReleased = true
-        owner.buffersReleased += 1
         relayd_stream_io_lock(io)
-        if let ssl, !handingOver { _ = SSL_free_buffers(ssl) }
-        if relayd_stream_io_pending(io) == 0, io.pointee.output_capacity > 0 { relayd_stream_io_release(io) }
+        var freed = false
+        if let ssl, !handingOver, TLSContext.mayFreeBuffers { freed = SSL_free_buffers(ssl) == 1 }
+        if relayd_stream_io_pending(io) == 0, io.pointee.output_capacity > 0 {
+            relayd_stream_io_release(io)
+            freed = true
+        }
         relayd_stream_io_unlock(io)
+        if freed { owner.buffersReleased += 1 }
         if partialCount == 0, partial.count > 0 {
             partial.deallocate()
             partial = UnsafeMutableRawBufferPointer(start: nil, count: 0)

@@ -27,6 +27,10 @@ public enum StreamCloseReason: Int, CaseIterable, Sendable {
     case unknownProtocol
     /// A PROXY protocol header that is malformed, or from a source `proxy-protocol-from` does not list.
     case badProxyHeader
+    /// A connection limit refused the client a PROXY header named (also counted as refused).
+    case refused
+    /// The HTTP API could not take a connection passed on to it (its backlog full): 503.
+    case apiUnavailable
 
     public var label: String {
         switch self {
@@ -43,6 +47,8 @@ public enum StreamCloseReason: Int, CaseIterable, Sendable {
         case .openingTimeout: return "opening_timeout"
         case .unknownProtocol: return "unknown_protocol"
         case .badProxyHeader: return "bad_proxy_header"
+        case .refused: return "refused"
+        case .apiUnavailable: return "api_unavailable"
         }
     }
 }

@@ -118,6 +118,10 @@ final class StreamService: Sendable {
     /// Loads the certificate before the loops start. Without `cert` the TLS listeners stay off with
     /// a warning (as coturn does); a certificate that does not load stops the start.
     func prepare() throws(RelayServer.StartError) {
+        if let apiHandoff, apiHandoff.listenError != 0 {
+            throw RelayServer.StartError(
+                description: "cannot open the API's listener for the loops: \(String(cString: strerror(apiHandoff.listenError)))")
+        }
         raiseDescriptorLimit()
         try prepareTLS()
         try prepareDTLS()

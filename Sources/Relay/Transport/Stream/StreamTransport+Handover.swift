@@ -65,6 +65,7 @@ extension StreamTransport {
         for connection in handingOver where connection.state != .closed {
             let origin = connection.origin
             connections[origin.socket.descriptor] = nil
+            if connection.proxied { proxiedTuples.remove(origin.fiveTuple) }
             loop.core.releaseHandedOverStream(origin.fiveTuple, now: now)
             service.limiter.release(origin.fiveTuple.client.ip, pending: !connection.hasAllocated)
             counters.open -= 1

@@ -5,6 +5,7 @@ import CStreamIO
 import Glibc
 import Logging
 import StunCodec
+import Synchronization
 
 /// TURN over TCP and TLS on one loop thread: its listeners, its connections (by descriptor), a
 /// once-a-second sweep for the abuse deadlines, and `send`, through which the
@@ -35,6 +36,8 @@ final class StreamTransport {
     private var unflushed: [StreamConnection] = []
     private var writeEvent: LoopEvent?
     var counters = StreamCounters()
+    /// The 5-tuples PROXY headers gave this loop's open connections: no two may share one.
+    var proxiedTuples: Set<FiveTuple> = []
     /// Idle connections that gave their buffers back in this sweep.
     var buffersReleased = 0
     /// TCP connections a live upgrade is handing over (`pauseForHandover`), until it commits or
@@ -102,7 +105,7 @@ final class StreamTransport {
         let opening = service.opening(on: listener, from: client.ip)
         // A listed balancer's connection meets the limits once its PROXY header named the client.
         let fromBalancer = opening?.proxyHeader == true
-        if !fromBalancer, let refusal = service.limiter.admit(client.ip) {
+        if let refusal = fromBalancer ? service.limiter.admitUnattributed() : service.limiter.admit(client.ip) {
             counters.refused[refusal.rawValue] &+= 1
             Glibc.close(fd)
             logger.debug(
@@ -116,11 +119,16 @@ final class StreamTransport {
             fiveTuple: FiveTuple(client: client, server: listener.address, transport: listener.transport),
             socket: ClientSocket(descriptor: fd))
         guard let connection = makeConnection(fd, origin: origin, opening: opening) else {
-            if !fromBalancer { service.limiter.release(client.ip, pending: true) }
+            if fromBalancer {
+                service.limiter.releaseUnattributed()
+            } else {
+                service.limiter.release(client.ip, pending: true)
+            }
             counters.refused[StreamRefusal.resources.rawValue] &+= 1
             return
         }
         connection.holdsLimiterSlot = !fromBalancer
+        connection.holdsUnattributedSlot = fromBalancer
         connections[fd] = connection
         // A connection whose first bytes decide is counted once they did.
         if !listener.sharedWithTLS && !listener.apiOnly { counters.accepted[Int(listener.transport.rawValue)] &+= 1 }
@@ -275,12 +283,23 @@ final class StreamTransport {
         }
         // Freed record buffers sit in the allocator's free lists, resident, until trimmed:
         // give the whole free pages back once a sweep freed many (docs/benchmark.md).
-        if buffersReleased >= Self.trimAfterReleases { _ = relayd_trim_heap() }
+        // One loop at a time, at most every `trimSeconds`: a trim walks every arena.
+        if buffersReleased >= Self.trimAfterReleases {
+            let last = Self.lastTrim.load(ordering: .relaxed)
+            if now - last >= Self.trimSeconds,
+                Self.lastTrim.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+            {
+                _ = relayd_trim_heap()
+            }
+        }
         buffersReleased = 0
     }
 
     /// Connections that gave their buffers back in one sweep before the allocator is trimmed.
     static let trimAfterReleases = 64
+    /// Seconds between two trims, all loops together, and when the last one was.
+    static let trimSeconds: Int64 = 5
+    static let lastTrim = Atomic<Int64>(0)
 
     /// Called by a connection that has just closed: it is freed in the next loop iteration.
     func scheduleRelease(_ connection: StreamConnection, detail: String?) {
@@ -303,6 +322,7 @@ final class StreamTransport {
     private func release(_ connection: StreamConnection, now: Int64, detail: String?) {
         let origin = connection.origin
         connections[origin.socket.descriptor] = nil
+        if connection.proxied { proxiedTuples.remove(origin.fiveTuple) }
         if let pipe = connection.pipe {
             if let name = pipe.apiName {
                 service.apiHandoff?.forget(name)
@@ -317,6 +337,8 @@ final class StreamTransport {
         connection.free()
         if connection.holdsLimiterSlot {
             service.limiter.release(origin.fiveTuple.client.ip, pending: !connection.hasAllocated)
+        } else if connection.holdsUnattributedSlot {
+            service.limiter.releaseUnattributed()
         }
         counters.closed[reason.rawValue] &+= 1
         if !connection.handshakeDone { counters.tlsHandshakesFailed &+= 1 }

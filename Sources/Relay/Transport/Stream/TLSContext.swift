@@ -23,6 +23,22 @@ final class TLSContext: @unchecked Sendable {
     /// after it (docs/live-upgrade.md); a SIGHUP draws new ones with the new context.
     let ticketKeys: [UInt8]
 
+    /// Whether `SSL_free_buffers` may be called on an idle session: not on the OpenSSL releases
+    /// where it frees a read buffer a record header is still waiting in (CVE-2024-4741: 3.0
+    /// before 3.0.14, 3.1 before 3.1.6, 3.2 before 3.2.2, 3.3 before 3.3.1).
+    static let mayFreeBuffers: Bool = {
+        let version = OpenSSL_version_num()
+        let (major, minor, patch) = (version >> 28, (version >> 20) & 0xFF, (version >> 4) & 0xFFFF)
+        guard major == 3 else { return major > 3 }
+        switch minor {
+        case 0: return patch >= 14
+        case 1: return patch >= 6
+        case 2: return patch >= 2
+        case 3: return patch >= 1
+        default: return true
+        }
+    }()
+
     /// The length of `ticketKeys`.
     static let ticketKeysLength = 80
 
