@@ -170,14 +170,13 @@ static void make_filter_method(void) {
     filter_method = method;
 }
 
-int relayd_dtls_use_session_socket(SSL *ssl, int fd, const void *peer, relayd_dtls_io *io) {
-    if (io == NULL || peer == NULL || !CRYPTO_THREAD_run_once(&filter_once, make_filter_method)
-        || filter_method == NULL)
-        return -1;
+// Gives `ssl` a datagram BIO on `fd` (connected to `peer` when given, else unconnected) under
+// the filter of `io`: the SSL owns both.
+static int use_filtered_socket(SSL *ssl, int fd, const void *peer, relayd_dtls_io *io) {
+    if (io == NULL || !CRYPTO_THREAD_run_once(&filter_once, make_filter_method) || filter_method == NULL) return -1;
     BIO *filter = BIO_new(filter_method);
     if (filter == NULL) return -1;
     BIO_set_data(filter, io);
-    // The datagram BIO, connected to the client, under the filter: the SSL owns both.
     if (relayd_dtls_use_socket(ssl, fd, peer) != 0) {
         BIO_free(filter);
         return -1;
@@ -187,6 +186,11 @@ int relayd_dtls_use_session_socket(SSL *ssl, int fd, const void *peer, relayd_dt
     BIO_push(filter, dgram);
     SSL_set_bio(ssl, filter, filter);
     return 0;
+}
+
+int relayd_dtls_use_session_socket(SSL *ssl, int fd, const void *peer, relayd_dtls_io *io) {
+    // The session's socket is connected to its client.
+    return peer == NULL ? -1 : use_filtered_socket(ssl, fd, peer, io);
 }
 
 int relayd_dtls_listen_on_session(SSL *fresh, int fd, const void *peer, relayd_dtls_io *io) {
@@ -218,20 +222,8 @@ int relayd_dtls_listen_on_session(SSL *fresh, int fd, const void *peer, relayd_d
 }
 
 int relayd_dtls_use_listener_socket(SSL *ssl, int fd, relayd_dtls_io *io) {
-    if (io == NULL || !CRYPTO_THREAD_run_once(&filter_once, make_filter_method) || filter_method == NULL) return -1;
-    BIO *filter = BIO_new(filter_method);
-    if (filter == NULL) return -1;
-    BIO_set_data(filter, io);
-    // An unconnected datagram BIO on the listener: it writes to the peer it is given.
-    if (relayd_dtls_use_socket(ssl, fd, NULL) != 0) {
-        BIO_free(filter);
-        return -1;
-    }
-    BIO *dgram = SSL_get_rbio(ssl);
-    BIO_up_ref(dgram);
-    BIO_push(filter, dgram);
-    SSL_set_bio(ssl, filter, filter);
-    return 0;
+    // Unconnected: the listener writes to the peer each datagram names.
+    return use_filtered_socket(ssl, fd, NULL, io);
 }
 
 int relayd_dtls_listen_datagram(SSL *ssl, relayd_dtls_io *io, const void *datagram, size_t length, const void *peer,

@@ -31,6 +31,11 @@ final class UserDatabaseWatcher: Sendable {
     /// a connection of their own, so a long read of the whole database holds none up.
     private let lookups = Mutex<[(UserLookup, @Sendable (LookupResult) -> Void)]>([])
     private let lookupsWaiting = DispatchSemaphore(value: 0)
+    /// Signalled by each of the two threads as it ends (`stop` waits for them).
+    private let ended = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+    /// Seconds `stop` waits for the threads (a lookup or read under way finishes first).
+    static let stopSeconds = 3.0
     /// Lookups waiting at most; past it a lookup is answered `.failed` at once.
     static let lookupLimit = 1024
     /// After a lookup fails to reach the database, the next second's lookups are answered
@@ -68,17 +73,31 @@ final class UserDatabaseWatcher: Sendable {
 
     /// Starts the threads; the first read happens at once.
     func start() {
-        let thread = Thread { [self] in run() }
+        guard !started.exchange(true, ordering: .relaxed) else { return }
+        let thread = Thread { [self] in
+            defer { ended.signal() }
+            run()
+        }
         thread.name = "relayd-userdb"
         thread.start()
-        let lookupThread = Thread { [self] in answerLookups() }
+        let lookupThread = Thread { [self] in
+            defer { ended.signal() }
+            answerLookups()
+        }
         lookupThread.name = "relayd-userdb-lookup"
         lookupThread.start()
     }
 
+    /// Stops the threads and waits for them (bounded): their database connections close before
+    /// the process exits, so no library's exit-time cleanup runs under a thread still using it.
     func stop() {
         stopped.store(true, ordering: .relaxed)
         lookupsWaiting.signal()
+        guard started.load(ordering: .relaxed) else { return }
+        let deadline = DispatchTime.now() + Self.stopSeconds
+        for _ in 0..<2 {
+            if ended.wait(timeout: deadline) == .timedOut { break }
+        }
     }
 
     /// Asks the database for one user off the loop; `reply` gets the answer on the lookup thread.
