@@ -288,6 +288,23 @@ def test_a_plain_http_api_is_served_in_the_clear_and_over_tls(tmp_path):
         assert status == "200", (status, body, err)
 
 
+def assert_limited_per_client(port: int, context: ssl.SSLContext | None = None) -> None:
+    """With api-rate-limit=1, requests without a key through the balancer on `port` are limited
+    per client address: 127.0.0.2 meets 429, 127.0.0.3 does not."""
+    def status_from(source: str) -> int:
+        conn = (http.client.HTTPSConnection("localhost", port, timeout=5, context=context, source_address=(source, 0))
+                if context else http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=(source, 0)))
+        try:
+            conn.request("GET", "/api/v1/credentials?user=x")  # no key: limited per client address
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    statuses = [status_from("127.0.0.2") for _ in range(6)]
+    assert 429 in statuses, statuses
+    assert status_from("127.0.0.3") != 429
+
+
 def test_the_api_sees_the_client_behind_haproxy(tmp_path, processes):
     """The API on the shared port behind HAProxy: its per-client rate limit counts the client
     the PROXY header named (api-rate-limit=1: 127.0.0.2 is limited, 127.0.0.3 is not)."""
@@ -296,17 +313,7 @@ def test_the_api_sees_the_client_behind_haproxy(tmp_path, processes):
     with running(server) as s:
         haproxy = HAProxy(processes, tmp_path, s.address)
 
-        def healthz_from(source: str) -> int:
-            conn = http.client.HTTPConnection(*haproxy.address, timeout=5, source_address=(source, 0))
-            try:
-                conn.request("GET", "/api/v1/credentials?user=x")  # no key: limited per client address
-                return conn.getresponse().status
-            finally:
-                conn.close()
-
-        statuses = [healthz_from("127.0.0.2") for _ in range(6)]
-        assert 429 in statuses, statuses
-        assert healthz_from("127.0.0.3") != 429
+        assert_limited_per_client(haproxy.port)
 
 
 def test_a_chromium_turns_call_and_https_credentials_share_one_port(tmp_path):
@@ -383,18 +390,7 @@ def test_the_api_on_its_own_port_reads_proxy_headers(tmp_path, processes):
         haproxy = HAProxy(processes, tmp_path, (s.host, s.api_port))
         context = ssl.create_default_context(cafile=str(s.cert_path))
 
-        def status_from(source: str) -> int:
-            conn = http.client.HTTPSConnection("localhost", haproxy.port, timeout=5, context=context,
-                                               source_address=(source, 0))
-            try:
-                conn.request("GET", "/api/v1/credentials?user=x")
-                return conn.getresponse().status
-            finally:
-                conn.close()
-
-        statuses = [status_from("127.0.0.2") for _ in range(6)]
-        assert 429 in statuses, statuses
-        assert status_from("127.0.0.3") != 429
+        assert_limited_per_client(haproxy.port, context)
         # Straight to the API from a listed source, without a header: served as itself.
         direct = http.client.HTTPSConnection("localhost", s.api_port, timeout=5, context=context)
         direct.request("GET", "/healthz")

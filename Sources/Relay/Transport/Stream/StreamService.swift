@@ -45,18 +45,9 @@ final class StreamService: Sendable {
         // first byte: a DTLS listener beside it would split the port's datagrams with it
         // (docs/dtls.md, "On a port plain UDP shares").
         let udpPorts = c.noUDP ? [] : [c.listeningPort] + (c.effectiveAltListeningPort.map { [$0] } ?? [])
-        configuredDTLSAddresses =
-            c.noDTLS
-            ? []
-            : c.listeningIPs.flatMap { ip in
-                tlsPorts.filter { !udpPorts.contains($0) }.map { TransportAddress(ip: ip, port: $0) }
-            }
-        configuredDTLSSharedAddresses =
-            c.noDTLS
-            ? []
-            : c.listeningIPs.flatMap { ip in
-                tlsPorts.filter { udpPorts.contains($0) }.map { TransportAddress(ip: ip, port: $0) }
-            }
+        let dtls = c.noDTLS ? [] : c.listeningIPs.flatMap { ip in tlsPorts.map { TransportAddress(ip: ip, port: $0) } }
+        configuredDTLSAddresses = dtls.filter { !udpPorts.contains($0.port) }
+        configuredDTLSSharedAddresses = dtls.filter { udpPorts.contains($0.port) }
         limiter = ConnectionLimiter(ConnectionLimiter.Limits(configuration: c))
         apiHandoff = c.apiServedByLoops ? APIHandoff() : nil
         apiOnlyAddresses =
