@@ -3,6 +3,7 @@
 # (default .build/deb) and prints its path. The package holds:
 #   /usr/bin/relayd                            release build, Swift runtime linked in statically
 #   /usr/lib/relayd/relayd_fastpath.bpf.o      the kernel fast path's BPF program
+#   /usr/lib/relayd/relayd_tcp_splice.bpf.o    the RFC 6062 pipes' sockmap program
 #   /etc/relayd/relayd.conf                    conffile, from conf/relayd.conf
 #   /etc/logrotate.d/relayd                    conffile
 #   /lib/systemd/system/relayd.service         from conf/relayd.service, on /usr/bin/relayd
@@ -42,6 +43,7 @@ debian=packaging/debian
 install -D -m 0755 "$SCRATCH/release/relayd" "$root/usr/bin/relayd"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/relayd"
 install -D -m 0644 "$SCRATCH/bpf/relayd_fastpath.bpf.o" "$root/usr/lib/relayd/relayd_fastpath.bpf.o"
+install -D -m 0644 "$SCRATCH/bpf/relayd_tcp_splice.bpf.o" "$root/usr/lib/relayd/relayd_tcp_splice.bpf.o"
 install -D -m 0644 conf/relayd.conf "$root/etc/relayd/relayd.conf"
 # The package keeps UDP allocations across a crash: its configuration sets state-dir.
 sed -i 's|^#state-dir=/var/lib/relayd$|state-dir=/var/lib/relayd|' "$root/etc/relayd/relayd.conf"

@@ -239,6 +239,7 @@ public final class RelayServer {
             }
         }
         let fastPath = fastPath
+        let splice = try KernelSplice.start(configuration: configuration, logger: logger)
         startUserDatabase()
         defer { stopUserDatabase() }
         openUsageJournal()
@@ -255,7 +256,7 @@ public final class RelayServer {
             let loops = loops
             let streams = streams
             var wiring = LoopWiring(
-                index: LoopIndex(index), mailboxes: mailboxes, streams: streams, fastPath: fastPath,
+                index: LoopIndex(index), mailboxes: mailboxes, streams: streams, fastPath: fastPath, splice: splice,
                 metrics: metrics.slots[index],
                 journal: stateDirectory.map {
                     LoopWiring.Journal(

@@ -36,6 +36,10 @@ public struct LoopMetrics: Sendable {
     public var connectionsClosed = [UInt64](repeating: 0, count: StreamCloseReason.allCases.count)
     /// Connections on a TURN port passed to the HTTP API (docs/tls.md).
     public var apiConnections: UInt64 = 0
+    /// RFC 6062 pipes spliced in the kernel, and what the kernel redirected for them.
+    public var splicedPipes: UInt64 = 0
+    public var splicedBytesToPeer: UInt64 = 0
+    public var splicedBytesToClient: UInt64 = 0
     /// What the kernel fast path relayed for this loop's allocations (also in `counters`); the
     /// fast path fills it in.
     public var kernelRelayed = TrafficCounters()
@@ -110,6 +114,9 @@ public struct LoopMetrics: Sendable {
         for i in connectionsAccepted.indices { connectionsAccepted[i] &+= other.connectionsAccepted[i] }
         for i in connectionsClosed.indices { connectionsClosed[i] &+= other.connectionsClosed[i] }
         apiConnections &+= other.apiConnections
+        splicedPipes &+= other.splicedPipes
+        splicedBytesToPeer &+= other.splicedBytesToPeer
+        splicedBytesToClient &+= other.splicedBytesToClient
         kernelRelayed += other.kernelRelayed
         kernelRoutes &+= other.kernelRoutes
         offloadEnabled &+= other.offloadEnabled

@@ -147,6 +147,15 @@ public enum RelaydMetrics {
             help: "Bytes piped between data connections and peer connections of TCP allocations (RFC 6062).")
         p.sample("relayd_tcp_relayed_bytes_total", [("direction", "to_peer")], c.tcpBytesToPeer)
         p.sample("relayd_tcp_relayed_bytes_total", [("direction", "to_client")], c.tcpBytesToClient)
+        p.family(
+            "relayd_tcp_spliced_pipes_total", .counter,
+            help: "RFC 6062 pipes whose sockets were spliced in the kernel's sockmap (kernel-offload).")
+        p.sample("relayd_tcp_spliced_pipes_total", [], m.splicedPipes)
+        p.family(
+            "relayd_tcp_spliced_bytes_total", .counter,
+            help: "Bytes of RFC 6062 pipes the kernel redirected between their sockets (also in relayd_tcp_relayed_bytes_total).")
+        p.sample("relayd_tcp_spliced_bytes_total", [("direction", "to_peer")], m.splicedBytesToPeer)
+        p.sample("relayd_tcp_spliced_bytes_total", [("direction", "to_client")], m.splicedBytesToClient)
         p.family("relayd_stun_binding_requests_total", .counter, help: "STUN Binding requests answered.")
         p.sample("relayd_stun_binding_requests_total", [], c.bindingRequests)
 

@@ -13,9 +13,14 @@ import Synchronization
 /// bit set is refused and the pipe closes without passing them. So the counts `end()` returns are
 /// final: they are what the session summary logs, whichever thread runs the pipes and whenever
 /// the mailbox message that closes them arrives.
+///
+/// A pipe spliced in the kernel (docs/tcp-relay.md, "In the kernel") passes bytes on without its
+/// thread: it registers a `PipedKernelCount`, which `end()` asks, once the bit is set, to stop the
+/// kernel's redirects and give what they carried that the pipe did not count yet.
 public final class PipedTraffic: Sendable {
     private let toPeer = Atomic<UInt64>(0)
     private let toClient = Atomic<UInt64>(0)
+    private let kernelCounts = Locked<[ObjectIdentifier: any PipedKernelCount]>([:])
     /// The top bit of a word: the allocation ended, nothing more is added.
     private static let ended: UInt64 = 1 << 63
 
@@ -47,11 +52,33 @@ public final class PipedTraffic: Sendable {
     /// Whether `end()` was called.
     public var hasEnded: Bool { toPeer.load(ordering: .relaxed) & Self.ended != 0 }
 
-    /// The allocation ended: refuses every later `add` and returns the final counts.
+    /// Follows a pipe spliced in the kernel until `forget`; false, following nothing, once the
+    /// allocation ended.
+    public func follow(_ count: any PipedKernelCount) -> Bool {
+        kernelCounts.withLock { $0[ObjectIdentifier(count)] = count }
+        guard hasEnded else { return true }
+        forget(count)
+        return false
+    }
+
+    /// Stops following a spliced pipe (it counted its last bytes itself).
+    public func forget(_ count: any PipedKernelCount) {
+        _ = kernelCounts.withLock { $0.removeValue(forKey: ObjectIdentifier(count)) }
+    }
+
+    /// The allocation ended: refuses every later `add`, stops the kernel's redirects of its
+    /// spliced pipes and adds what they carried uncounted, and returns the final counts.
     public func end() -> TrafficCounters {
-        let peer = toPeer.bitwiseOr(Self.ended, ordering: .relaxed).oldValue
-        let client = toClient.bitwiseOr(Self.ended, ordering: .relaxed).oldValue
-        return TrafficCounters(bytesToPeer: peer & ~Self.ended, bytesToClient: client & ~Self.ended)
+        var peer = toPeer.bitwiseOr(Self.ended, ordering: .relaxed).oldValue & ~Self.ended
+        var client = toClient.bitwiseOr(Self.ended, ordering: .relaxed).oldValue & ~Self.ended
+        for count in kernelCounts.withLock({ Array($0.values) }) {
+            let uncounted = count.stopAndCount()
+            toPeer.wrappingAdd(uncounted.bytesToPeer, ordering: .relaxed)
+            toClient.wrappingAdd(uncounted.bytesToClient, ordering: .relaxed)
+            peer &+= uncounted.bytesToPeer
+            client &+= uncounted.bytesToClient
+        }
+        return TrafficCounters(bytesToPeer: peer, bytesToClient: client)
     }
 
     @inline(__always)
@@ -65,6 +92,14 @@ public final class PipedTraffic: Sendable {
             current = original
         }
     }
+}
+
+/// A pipe spliced in the kernel, as its allocation's `PipedTraffic` sees it.
+public protocol PipedKernelCount: AnyObject, Sendable {
+    /// Stops the kernel's redirects and returns what they carried that was not counted yet
+    /// (packets 0), marking it counted; from any thread, under the pipe's own lock, so each byte
+    /// is counted once, here or by the pipe.
+    func stopAndCount() -> TrafficCounters
 }
 
 /// What a pipe of a TCP allocation charges its bytes to: the allocation's `max-bps` budget (nil

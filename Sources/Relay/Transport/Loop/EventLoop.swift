@@ -54,6 +54,8 @@ final class EventLoop {
     var flushEvent: LoopEvent?
     /// The kernel fast path's routes of this loop (`kernel-offload`); nil: the core relays every packet.
     let fastPath: FastPathRoutes?
+    /// The RFC 6062 pipes' sockmap program, when it runs (docs/tcp-relay.md, "In the kernel").
+    let splice: KernelSplice?
     /// TCP allocations' listeners and connects (RFC 6062, docs/tcp-relay.md).
     lazy var tcpRelay = TCPRelaySockets(loop: self)
     /// TCP and TLS clients (RFC 8656 §3.1, RFC 6062 data connections), and DTLS clients
@@ -85,6 +87,7 @@ final class EventLoop {
         self.logger = logger
         self.wiring = wiring
         fastPath = wiring.fastPath.map(FastPathRoutes.init)
+        splice = wiring.splice
         batch = DatagramBatch(headroom: RelayCore.peerHeadroom, tailroom: RelayCore.peerTailroom)
         sender = SendBatch(capacity: 256)
         core = RelayCore(context: context, logger: logger)

@@ -12,6 +12,8 @@ struct LoopWiring {
     var streams: StreamService
     /// The kernel fast path, when it runs (docs/kernel-fast-path.md).
     var fastPath: KernelFastPath? = nil
+    /// The RFC 6062 pipes' sockmap program, when it runs (docs/tcp-relay.md, "In the kernel").
+    var splice: KernelSplice? = nil
     /// Where this loop publishes its metrics snapshots; nil: nowhere.
     var metrics: MetricsRegistry.Slot? = nil
     /// The loop's state journal (docs/state-journal.md), when a `state-dir` is set.

@@ -14,6 +14,7 @@ extension StreamConnection {
     /// every whole frame to the core.
     func readable() {
         if state == .sniffing { return readOpening() }
+        if let pipe, let splice = pipe.splice { return spliceEvent(pipe, splice) }
         guard state == .open || state == .handshaking else { return }
         let buffer = ssl == nil ? owner.frameBuffer : owner.cipherBuffer
         // TCP reads behind the kept part frame, which is copied in front once the read succeeded.

@@ -34,6 +34,7 @@ extension StreamConnection {
         guard pipe.readEvent != nil, pipe.writeEvent != nil, pipe.account.budget == nil || pipe.budgetTimer != nil
         else { return false }
         event_add(pipe.readEvent, nil)
+        planSplice(pipe)
         return true
     }
 
@@ -72,6 +73,7 @@ extension StreamConnection {
     /// is read again; a client that closed its side is closed once all is written.
     func peerWritable() {
         guard let pipe else { return }
+        if let splice = pipe.splice { return spliceEvent(pipe, splice) }
         // Draining towards the client (the peer closed) or closed: nothing more goes to the peer,
         // and a persistent write event left added would fire on every loop iteration.
         guard state == .open else {
@@ -119,6 +121,7 @@ extension StreamConnection {
     /// once its output is written.
     func peerReadable() {
         guard let pipe else { return }
+        if let splice = pipe.splice { return spliceEvent(pipe, splice) }
         guard state == .open else {
             event_del(pipe.readEvent)
             return

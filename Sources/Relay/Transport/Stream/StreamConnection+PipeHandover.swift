@@ -16,10 +16,12 @@ extension StreamConnection {
     }
 
     /// Writes what each side can take, then stops the pipe both ways and returns what it holds.
-    /// Nil, changing nothing, when it cannot move: a TLS data connection, one that is closing, or
-    /// whose client has closed its side.
+    /// Nil, changing nothing, when it cannot move: a TLS data connection, one that is closing,
+    /// whose client has closed its side, or spliced in the kernel (its sockets stay in this
+    /// process's sockmap, docs/tcp-relay.md).
     func pausePipeForHandover() -> HeldPipe? {
-        guard ssl == nil, state == .open, let pipe, !pipe.clientEnded, partialCount == 0 else { return nil }
+        guard ssl == nil, state == .open, let pipe, !pipe.clientEnded, partialCount == 0, pipe.splice == nil
+        else { return nil }
         writeNow(onOwner: false)
         guard pipe.writeBacklog() else { return nil }
         relayd_stream_io_lock(io)
@@ -50,6 +52,8 @@ extension StreamConnection {
             if pipe.clientPaused && pipe.pending < TCPPipe.resumeBytes { pipe.clientPaused = false }
             if pipe.peerPaused && pendingOutput < TCPPipe.resumeBytes { pipe.peerPaused = false }
             restartPipe(pipe)
+            // A splice the pause put off is tried again.
+            if pipe.splice == nil { armSpliceTimer(pipe, microseconds: 0) }
         }
         scheduleWrite()
     }

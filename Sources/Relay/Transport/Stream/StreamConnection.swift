@@ -153,7 +153,9 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
             Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().readable()
         }, me)
         writeEvent = event_new(base, socket, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
-            Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue().writeNow(onOwner: true)
+            let connection = Unmanaged<StreamConnection>.fromOpaque(arg!).takeUnretainedValue()
+            if let pipe = connection.pipe, let splice = pipe.splice { return connection.spliceEvent(pipe, splice) }
+            connection.writeNow(onOwner: true)
         }, me)
         guard readEvent != nil, writeEvent != nil else { return close(.error, detail: "cannot register the socket") }
         event_add(readEvent, nil)

@@ -100,6 +100,11 @@ public struct StreamCounters: Sendable {
     public var sendsToClosed: UInt64 = 0
     /// Connections on a TURN port that turned out to be the HTTP API's (docs/tls.md).
     public var apiConnections: UInt64 = 0
+    /// RFC 6062 pipes spliced in the kernel, and the bytes the kernel redirected for them
+    /// (docs/tcp-relay.md, "In the kernel"; also in the relayed bytes).
+    public var splicedPipes: UInt64 = 0
+    public var splicedBytesToPeer: UInt64 = 0
+    public var splicedBytesToClient: UInt64 = 0
 
     public init() {}
 
@@ -118,5 +123,8 @@ public struct StreamCounters: Sendable {
         acceptErrors &+= other.acceptErrors
         sendsToClosed &+= other.sendsToClosed
         apiConnections &+= other.apiConnections
+        splicedPipes &+= other.splicedPipes
+        splicedBytesToPeer &+= other.splicedBytesToPeer
+        splicedBytesToClient &+= other.splicedBytesToClient
     }
 }

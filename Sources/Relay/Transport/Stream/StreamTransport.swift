@@ -324,6 +324,7 @@ final class StreamTransport {
         connections[origin.socket.descriptor] = nil
         if connection.proxied { proxiedTuples.remove(origin.fiveTuple) }
         if let pipe = connection.pipe {
+            connection.endSplice()
             if let name = pipe.apiName {
                 service.apiHandoff?.forget(name)
             } else {
@@ -392,5 +393,8 @@ extension StreamTransport {
         for i in metrics.connectionsAccepted.indices { metrics.connectionsAccepted[i] = counters.accepted[i] }
         for i in metrics.connectionsClosed.indices { metrics.connectionsClosed[i] = counters.closed[i] }
         metrics.apiConnections = counters.apiConnections
+        metrics.splicedPipes = counters.splicedPipes
+        metrics.splicedBytesToPeer = counters.splicedBytesToPeer
+        metrics.splicedBytesToClient = counters.splicedBytesToClient
     }
 }

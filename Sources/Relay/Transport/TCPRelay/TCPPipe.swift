@@ -32,6 +32,12 @@ final class TCPPipe {
     /// Set for a pipe to the HTTP API on a shared port (`APIHandoff`): the address of its end,
     /// to forget when it closes. Its bytes are not relayed traffic and are not counted as such.
     var apiName: [UInt8]?
+    /// Set once the pipe's sockets are spliced in the kernel (docs/tcp-relay.md, "In the kernel").
+    var splice: PipeSplice?
+    /// The splice's timer: its start, its waits for the kernel's queue, its counts.
+    var spliceTimer: OpaquePointer?
+    /// Starts tried while something was still held in user space.
+    var spliceTries = 0
 
     /// Buffered bytes one side may hold for the other before the other's reads stop (the
     /// backpressure: a slow reader stalls its sender instead of growing memory).
@@ -81,6 +87,10 @@ final class TCPPipe {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
         if let budgetTimer { event_free(budgetTimer) }
+        if let spliceTimer { event_free(spliceTimer) }
+        splice?.free()
+        splice = nil
+        spliceTimer = nil
         readEvent = nil
         writeEvent = nil
         budgetTimer = nil

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// (Dual-licensed, unlike the rest of relayd: the kernel lets only programs under a
+// GPL-compatible license read its `struct tcp_sock`, which the in-flight bound needs.)
+// RFC 6062 pipes spliced in the kernel (docs/tcp-relay.md, "In the kernel"). The stream verdict
+// program of relayd's sockmap: a pipe's two plain-TCP sockets sit in the sockmap at slots 2k
+// (client) and 2k+1 (peer), and each byte a side receives is either redirected to the other
+// side's send queue, without a copy through user space, or passed to relayd, which reads it
+// from the socket as before and writes it on itself. It passes when:
+//   - relayd has not yet read and written on everything passed before (`passed` != `gate`): a
+//     redirected byte must never overtake one relayd holds;
+//   - the bytes in flight towards the target would pass `limit`: the kernel queues redirected
+//     bytes on the target without bound and without closing the source's TCP window, while
+//     passed bytes count against the source's receive buffer, so a slow reader stalls its
+//     sender (RFC 6062 §5.5 asks a relay to keep the stream's flow control);
+//   - `limit` is 0 (the allocation ended, or the pipe is being let go);
+//   - the segment carries no bytes (a FIN: relayd sees the end of the stream).
+// The counts are kept under the value's spin lock, so relayd reads exact totals, and one that
+// set `limit` to 0 and then reads them knows no later redirect will be counted.
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "relayd_tcp_splice.h"
+
+// The kernel's struct, relocated by libbpf from the running kernel's BTF (CO-RE).
+struct tcp_sock {
+    __u32 snd_una;
+} __attribute__((preserve_access_index));
+
+struct {
+    __uint(type, BPF_MAP_TYPE_SOCKMAP);
+    __uint(max_entries, RELAYD_SPLICE_SLOTS);
+    __type(key, __u32);
+    __type(value, __u64);
+} relayd_splice_sockets SEC(".maps");
+
+// Socket cookie -> slot.
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, RELAYD_SPLICE_SLOTS);
+    __type(key, __u64);
+    __type(value, __u32);
+} relayd_splice_slots SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, RELAYD_SPLICE_SLOTS);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __type(key, __u32);
+    __type(value, struct relayd_splice_control);
+} relayd_splice_control SEC(".maps");
+
+// The program's view of the counters: the same layout with the kernel's lock type.
+struct splice_counters {
+    struct bpf_spin_lock lock;
+    __u32 base_una;
+    __u64 redirected;
+    __u64 passed;
+    __u32 base_set;
+    __u32 reserved;
+};
+_Static_assert(sizeof(struct splice_counters) == sizeof(struct relayd_splice_counters), "counters layout");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, RELAYD_SPLICE_SLOTS);
+    __type(key, __u32);
+    __type(value, struct splice_counters);
+} relayd_splice_counters SEC(".maps");
+
+SEC("sk_skb/stream_verdict")
+int relayd_tcp_splice(struct __sk_buff *skb) {
+    __u32 length = skb->len;
+    if (length == 0) return SK_PASS;
+    __u64 cookie = bpf_get_socket_cookie(skb);
+    __u32 *found = bpf_map_lookup_elem(&relayd_splice_slots, &cookie);
+    if (!found) return SK_PASS;
+    __u32 slot = *found;
+    struct relayd_splice_control *control = bpf_map_lookup_elem(&relayd_splice_control, &slot);
+    struct splice_counters *counters = bpf_map_lookup_elem(&relayd_splice_counters, &slot);
+    if (!control || !counters) return SK_PASS;
+    __u32 target = slot ^ 1;
+    __u32 una = 0;
+    int reachable = 0;
+    struct bpf_sock *sock = bpf_map_lookup_elem(&relayd_splice_sockets, &target);
+    if (sock) {
+        struct tcp_sock *tcp = bpf_skc_to_tcp_sock(sock);
+        if (tcp) {
+            una = tcp->snd_una;
+            reachable = 1;
+        }
+        bpf_sk_release(sock);
+    }
+    int redirect = 0;
+    bpf_spin_lock(&counters->lock);
+    __u32 limit = *(volatile __u32 *)&control->limit;
+    if (reachable && limit != 0 && counters->passed == *(volatile __u64 *)&control->gate) {
+        if (!counters->base_set) {
+            counters->base_una = una;
+            counters->base_set = 1;
+        }
+        __u32 handed = (__u32)counters->redirected + (__u32)*(volatile __u64 *)&control->user_written;
+        __s32 in_flight = (__s32)(counters->base_una + handed - una);
+        if (in_flight < 0) in_flight = 0;
+        if ((__u64)in_flight + length <= limit) {
+            counters->redirected += length;
+            redirect = 1;
+        }
+    }
+    if (!redirect) counters->passed += length;
+    bpf_spin_unlock(&counters->lock);
+    if (redirect) return bpf_sk_redirect_map(skb, &relayd_splice_sockets, target, 0);
+    return SK_PASS;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

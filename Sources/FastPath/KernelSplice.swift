@@ -1,0 +1,155 @@
+import CBPF
+import CRelayFastPath
+import Glibc
+import RelayCore
+
+/// RFC 6062 pipes spliced in the kernel (docs/tcp-relay.md, "In the kernel"): the sockmap
+/// program `relayd_tcp_splice` loaded and attached to its sockmap, its control array mapped into
+/// this process, and the sockmap's slots. A pipe takes a pair of slots (2k for its client's
+/// socket, 2k+1 for its peer's); relayd's side of the protocol (when it may write, when the
+/// program may redirect again) is the pipe's (`PipeSplice` in the Relay target).
+///
+/// Shared by every loop thread: the map calls are system calls the kernel serializes, the free
+/// slots are under a lock, and each pair's control entries belong to the pipe's thread (and to
+/// the allocation's end, under the pipe's own lock).
+package final class KernelSplice: @unchecked Sendable {
+    package typealias Failure = KernelFastPath.Failure
+
+    private let object: OpaquePointer
+    private let sockets: Int32
+    private let slots: Int32
+    private let counters: Int32
+    private let control: UnsafeMutablePointer<relayd_splice_control>
+    private let freePairs = Locked<[UInt32]>([])
+
+    /// The slot pairs there are: a pipe each.
+    package static let pairs = UInt32(RELAYD_SPLICE_SLOTS / 2)
+
+    /// Where relayd looks for the program: beside the fast path's object (`kernel-offload-object`
+    /// or its default places).
+    package static func objectPath(besideFastPath fastPathObject: String) -> String {
+        let directory = fastPathObject.lastIndex(of: "/").map { String(fastPathObject[..<$0]) } ?? "."
+        return "\(directory)/relayd_tcp_splice.bpf.o"
+    }
+
+    /// Loads the program at `objectPath` and attaches it to its sockmap. The failure says why (no
+    /// object, the kernel's refusal, missing privileges).
+    package init(objectPath: String) throws(Failure) {
+        guard access(objectPath, R_OK) == 0 else { throw Failure(description: "no BPF object at \(objectPath)") }
+        guard let object = bpf_object__open_file(objectPath, nil), libbpf_get_error(UnsafeRawPointer(object)) == 0 else {
+            throw Failure(description: "cannot open BPF object \(objectPath): \(String(cString: strerror(errno)))")
+        }
+        let loaded = bpf_object__load(object)
+        guard loaded == 0 else {
+            bpf_object__close(object)
+            throw Failure(description: "the kernel refused \(objectPath): \(String(cString: strerror(-loaded)))")
+        }
+        func descriptor(_ name: String) -> Int32 {
+            bpf_object__find_map_by_name(object, name).map { bpf_map__fd($0) } ?? -1
+        }
+        sockets = descriptor("relayd_splice_sockets")
+        slots = descriptor("relayd_splice_slots")
+        counters = descriptor("relayd_splice_counters")
+        let controlMap = descriptor("relayd_splice_control")
+        let program = bpf_object__find_program_by_name(object, "relayd_tcp_splice").map { bpf_program__fd($0) } ?? -1
+        guard sockets >= 0, slots >= 0, counters >= 0, controlMap >= 0, program >= 0 else {
+            bpf_object__close(object)
+            throw Failure(description: "\(objectPath) is not relayd's splice program")
+        }
+        let length = Int(RELAYD_SPLICE_SLOTS) * MemoryLayout<relayd_splice_control>.stride
+        let mapped = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, controlMap, 0)
+        guard let mapped, mapped != MAP_FAILED else {
+            bpf_object__close(object)
+            throw Failure(description: "cannot map the splice control array: \(String(cString: strerror(errno)))")
+        }
+        let attached = relayd_splice_attach(program, sockets)
+        guard attached == 0 else {
+            munmap(mapped, length)
+            bpf_object__close(object)
+            throw Failure(description: "cannot attach the splice program: \(String(cString: strerror(-attached)))")
+        }
+        self.object = object
+        control = mapped.assumingMemoryBound(to: relayd_splice_control.self)
+        freePairs.withLock { $0 = Array((0..<Self.pairs).reversed()) }
+    }
+
+    deinit {
+        munmap(control, Int(RELAYD_SPLICE_SLOTS) * MemoryLayout<relayd_splice_control>.stride)
+        bpf_object__close(object)
+    }
+
+    /// Puts a pipe's two sockets in the sockmap, client first, each direction allowed `limit`
+    /// bytes in flight: the pair's first slot, or nil when no pair is free or the kernel refuses
+    /// (the pipe then stays in user space). The caller has written everything it held for either
+    /// side and reads neither until this returns.
+    package func splice(client: Int32, peer: Int32, limit: UInt32) -> UInt32? {
+        guard let pair = freePairs.withLock({ $0.popLast() }) else { return nil }
+        let first = pair * 2
+        var inserted: [UInt32] = []
+        var cookies: [UInt64] = []
+        for (offset, socket) in [client, peer].enumerated() {
+            var slot = first + UInt32(offset)
+            var cookie: UInt64 = 0
+            var length = socklen_t(MemoryLayout<UInt64>.size)
+            var value = UInt64(socket)
+            let entry = self.control + Int(slot)
+            entry.pointee = relayd_splice_control(gate: 0, user_written: 0, limit: limit, reserved: 0)
+            guard getsockopt(socket, SOL_SOCKET, SO_COOKIE, &cookie, &length) == 0,
+                relayd_splice_reset_counters(counters, slot) == 0,
+                bpf_map_update_elem(slots, &cookie, &slot, UInt64(BPF_ANY)) == 0
+            else {
+                remove(inserted: inserted, cookies: cookies)
+                release(first: first)
+                return nil
+            }
+            cookies.append(cookie)
+            guard bpf_map_update_elem(sockets, &slot, &value, UInt64(BPF_ANY)) == 0 else {
+                remove(inserted: inserted, cookies: cookies)
+                release(first: first)
+                return nil
+            }
+            inserted.append(slot)
+        }
+        return first
+    }
+
+    /// Takes a pipe's sockets out of the sockmap (closing them does too); its counters stay as
+    /// they are until `release`.
+    package func unsplice(first: UInt32, client: Int32, peer: Int32) {
+        var cookies: [UInt64] = []
+        for socket in [client, peer] {
+            var cookie: UInt64 = 0
+            var length = socklen_t(MemoryLayout<UInt64>.size)
+            if getsockopt(socket, SOL_SOCKET, SO_COOKIE, &cookie, &length) == 0 { cookies.append(cookie) }
+        }
+        remove(inserted: [first, first + 1], cookies: cookies)
+    }
+
+    /// Frees a pipe's pair, once its counters were read for the last time.
+    package func release(first: UInt32) {
+        freePairs.withLock { $0.append(first / 2) }
+    }
+
+    private func remove(inserted: [UInt32], cookies: [UInt64]) {
+        for var slot in inserted { _ = bpf_map_delete_elem(sockets, &slot) }
+        for var cookie in cookies { _ = bpf_map_delete_elem(slots, &cookie) }
+    }
+
+    /// What the program did with the bytes `slot`'s socket received: redirected to the other
+    /// side, and passed to relayd. Nil if the map cannot be read.
+    package func counts(slot: UInt32) -> (redirected: UInt64, passed: UInt64)? {
+        var redirected: UInt64 = 0
+        var passed: UInt64 = 0
+        guard relayd_splice_read_counters(counters, slot, &redirected, &passed) == 0 else { return nil }
+        return (redirected, passed)
+    }
+
+    /// The control entry of `slot`, written by the pipe's thread with the header's atomic stores.
+    package func control(slot: UInt32) -> UnsafeMutablePointer<relayd_splice_control> { control + Int(slot) }
+
+    /// Bytes written into `socket`'s send queue since it connected (nil on error).
+    package static func writtenBytes(_ socket: Int32) -> UInt64? {
+        let bytes = relayd_tcp_written_bytes(socket)
+        return bytes < 0 ? nil : UInt64(bytes)
+    }
+}
