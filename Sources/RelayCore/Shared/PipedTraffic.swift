@@ -42,11 +42,20 @@ public final class PipedTraffic: Sendable {
         }
     }
 
-    /// The bytes counted so far (packets stay 0: a pipe carries a stream, not messages).
+    /// The bytes counted so far (packets stay 0: a pipe carries a stream, not messages), with
+    /// what the kernel carried for spliced pipes since they last counted (the admin API's view;
+    /// a system call or two per spliced pipe).
     public var current: TrafficCounters {
-        TrafficCounters(
+        var counters = TrafficCounters(
             bytesToPeer: toPeer.load(ordering: .relaxed) & ~Self.ended,
             bytesToClient: toClient.load(ordering: .relaxed) & ~Self.ended)
+        guard !hasEnded else { return counters }
+        for count in kernelCounts.withLock({ Array($0.values) }) {
+            let uncounted = count.uncounted()
+            counters.bytesToPeer &+= uncounted.bytesToPeer
+            counters.bytesToClient &+= uncounted.bytesToClient
+        }
+        return counters
     }
 
     /// Whether `end()` was called.
@@ -100,6 +109,9 @@ public protocol PipedKernelCount: AnyObject, Sendable {
     /// (packets 0), marking it counted; from any thread, under the pipe's own lock, so each byte
     /// is counted once, here or by the pipe.
     func stopAndCount() -> TrafficCounters
+
+    /// What the kernel carried that was not counted yet, leaving it uncounted.
+    func uncounted() -> TrafficCounters
 }
 
 /// What a pipe of a TCP allocation charges its bytes to: the allocation's `max-bps` budget (nil

@@ -158,6 +158,20 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
         }
     }
 
+    func uncounted() -> TrafficCounters {
+        counted.withLock { counted in
+            guard !counted.stopped, let first = counted.first else { return TrafficCounters() }
+            var uncounted = TrafficCounters()
+            if let redirected = kernel.counts(slot: first)?.redirected, redirected > counted.toPeer {
+                uncounted.bytesToPeer = redirected - counted.toPeer
+            }
+            if let redirected = kernel.counts(slot: first + 1)?.redirected, redirected > counted.toClient {
+                uncounted.bytesToClient = redirected - counted.toClient
+            }
+            return uncounted
+        }
+    }
+
     /// Frees the buffers (the pipe's sockets close with it).
     func free() {
         for case let buffer? in buffers { buffer.deallocate() }

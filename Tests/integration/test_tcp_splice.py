@@ -1,0 +1,280 @@
+"""RFC 6062 pipes spliced in the kernel (docs/tcp-relay.md, "In the kernel").
+
+With `kernel-offload=on`, a plain-TCP pipe without `max-bps` puts its two sockets in the
+sockmap of relayd's `relayd_tcp_splice` program once ConnectionBind is answered, and the
+kernel moves most bytes between them. These tests check what a pipe must keep: every byte in
+order both ways (including bytes sent with the ConnectionBind), a slow reader stalling its
+sender instead of filling memory, resets and a killed relayd closing both sides, exact counts in
+/metrics and in the session summary, and pipes that must stay in user space (TLS, `max-bps`)
+staying there. coturn's turnutils_uclient -T relays through spliced pipes too.
+
+relayd only, as root (the program is loaded into the kernel); serial, because `kernel-offload=on`
+also attaches the UDP fast path to `lo` (Tests/integration/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import running, server_kind
+from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
+from test_http_metrics import scrape, value
+from test_tcp_relay import (
+    UCLIENT_TIMEOUT, WAIT, control, connected_pipe, echo, echo_through, metric, rss_kib, start)  # noqa: F401
+from test_uclient import _tool, parse_report
+
+pytestmark = [
+    pytest.mark.serial,
+    pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own sockmap program"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="loading a BPF program needs root"),
+]
+
+OFFLOAD = ["--kernel-offload=on", "--kernel-offload-interface=lo"]
+
+
+def spliced(s) -> tuple[float, float, float]:
+    """Pipes spliced, and the bytes the kernel redirected to the peer and to the client."""
+    page = scrape(s)
+    return (value(page, "relayd_tcp_spliced_pipes_total"),
+            value(page, "relayd_tcp_spliced_bytes_total", direction="to_peer"),
+            value(page, "relayd_tcp_spliced_bytes_total", direction="to_client"))
+
+
+def wait_spliced(s, pipes: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if spliced(s)[0] >= pipes:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{pipes} pipe(s) not spliced within {WAIT} s: {spliced(s)}")
+
+
+def counted(s) -> tuple[float, float]:
+    """The relayed bytes, once the spliced pipes' counts were read (every second)."""
+    time.sleep(1.3)
+    page = scrape(s)
+    return (value(page, "relayd_tcp_relayed_bytes_total", direction="to_peer"),
+            value(page, "relayd_tcp_relayed_bytes_total", direction="to_client"))
+
+
+def test_a_spliced_pipe_is_byte_exact_both_ways_and_counted(tmp_path, echo):
+    """50 MB through an echo server, written and read at once from two threads: every byte
+    back in order, most of them moved by the kernel, and /metrics counts each exactly once."""
+    with running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
+        data, _ = connected_pipe(client, echo)
+        with data:
+            wait_spliced(s, 1)
+            payload = os.urandom(50 << 20)
+            received: list[bytes] = []
+            reader = threading.Thread(target=lambda: received.append(recv_exactly(data, len(payload), timeout=60)))
+            reader.start()
+            data.sendall(payload)
+            reader.join(timeout=60)
+            assert received and received[0] == payload
+            assert counted(s) == (len(payload), len(payload))
+            pipes, to_peer, to_client = spliced(s)
+            assert pipes == 1
+            assert 0 < to_peer <= len(payload) and 0 < to_client <= len(payload), (to_peer, to_client)
+
+
+def test_bytes_sent_with_the_connection_bind_arrive_first(tmp_path):
+    """The client's first bytes, in the ConnectionBind's own write, and the peer's, sent before
+    the splice: both arrive whole and ahead of what follows, which the kernel moves."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
+        listener.settimeout(WAIT)
+        client.create_permission(listener.getsockname())
+        cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
+        peer, _ = listener.accept()
+        with peer:
+            early_from_peer = os.urandom(100_000)
+            peer.sendall(early_from_peer)
+            early = os.urandom(200_000)
+            data, bound, rest = client.open_data_connection(cid, trailing=early)
+            with data:
+                TCPRelayClient.check(bound, "ConnectionBind")
+                assert recv_exactly(peer, len(early), timeout=WAIT) == early
+                assert rest + recv_exactly(data, len(early_from_peer) - len(rest), timeout=WAIT) == early_from_peer
+                wait_spliced(s, 1)
+                later = os.urandom(4 << 20)
+                data.sendall(later)
+                assert recv_exactly(peer, len(later), timeout=20) == later
+                peer.sendall(later)
+                assert recv_exactly(data, len(later), timeout=20) == later
+
+
+def stall(sender: socket.socket, payload: bytes, seconds: float) -> int:
+    """Writes `payload` without blocking for `seconds`: how much the kernel took."""
+    sender.setblocking(False)
+    sent = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and sent < len(payload):
+        try:
+            sent += sender.send(payload[sent:sent + 65536])
+        except BlockingIOError:
+            time.sleep(0.01)
+    return sent
+
+
+STALL_PAYLOAD = 64 << 20
+
+
+@pytest.mark.parametrize("slow", ["peer", "client"])
+def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
+    """One side reads nothing for 3 s while the other writes 64 MB: the writer stalls after the
+    socket buffers and the program's 4 MiB in flight (a plain redirect would take it all into
+    kernel memory), relayd does not grow, and then every byte arrives in order."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
+        listener.settimeout(WAIT)
+        client.create_permission(listener.getsockname())
+        cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
+        peer, _ = listener.accept()
+        data, bound, _ = client.open_data_connection(cid)
+        with peer, data:
+            TCPRelayClient.check(bound, "ConnectionBind")
+            wait_spliced(s, 1)
+            sender, receiver = (data, peer) if slow == "peer" else (peer, data)
+            payload = os.urandom(STALL_PAYLOAD)
+            before = rss_kib(s.proc.pid)
+            sent = stall(sender, payload, 3)
+            grown = rss_kib(s.proc.pid) - before
+            assert sent < 32 << 20, f"{sent >> 20} MB taken from a sender whose reader reads nothing"
+            assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
+            received: list[bytes] = []
+            reader = threading.Thread(target=lambda: received.append(recv_exactly(receiver, len(payload), timeout=60)))
+            reader.start()
+            sender.setblocking(True)
+            sender.settimeout(60)
+            sender.sendall(payload[sent:])
+            reader.join(timeout=60)
+            assert received and received[0] == payload
+
+
+@pytest.mark.parametrize("side", ["peer", "client"])
+def test_a_reset_closes_both_sides(tmp_path, side):
+    """A side that resets mid-transfer: the other side is closed, and the pipe's slots and
+    sockets are let go (a new pipe on the same allocation is spliced and relays)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
+        listener.settimeout(WAIT)
+        address = listener.getsockname()
+        client.create_permission(address)
+        for round_ in range(2):
+            cid = connection_id(TCPRelayClient.check(client.connect_peer(address), "Connect"))
+            peer, _ = listener.accept()
+            data, bound, _ = client.open_data_connection(cid)
+            TCPRelayClient.check(bound, "ConnectionBind")
+            wait_spliced(s, round_ + 1)
+            payload = os.urandom(1 << 20)
+            data.sendall(payload)
+            assert recv_exactly(peer, len(payload), timeout=WAIT) == payload
+            resetting, other = (peer, data) if side == "peer" else (data, peer)
+            resetting.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            resetting.close()
+            assert wait_eof(other, WAIT), "the other side outlived a reset"
+            other.close()
+
+
+def test_a_killed_relayd_leaves_no_pipe_open(tmp_path):
+    """SIGKILL during a transfer in both directions: both the client and the peer see their
+    connection end (the kernel drops a closed socket from the sockmap), within seconds."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    server = start(tmp_path, *OFFLOAD)
+    with listener, running(server) as s, control(s, "tcp") as client:
+        listener.settimeout(WAIT)
+        client.create_permission(listener.getsockname())
+        cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
+        peer, _ = listener.accept()
+        data, bound, _ = client.open_data_connection(cid)
+        with peer, data:
+            TCPRelayClient.check(bound, "ConnectionBind")
+            wait_spliced(s, 1)
+            stop = threading.Event()
+
+            def pump(sock):
+                chunk = os.urandom(65536)
+                sock.settimeout(0.2)
+                while not stop.is_set():
+                    try:
+                        sock.send(chunk)
+                    except (TimeoutError, socket.timeout):
+                        continue
+                    except OSError:
+                        return
+
+            pumps = [threading.Thread(target=pump, args=(x,)) for x in (peer, data)]
+            for p in pumps:
+                p.start()
+            time.sleep(0.5)
+            os.kill(s.proc.pid, signal.SIGKILL)
+            s.proc.wait(timeout=WAIT)
+            try:
+                assert wait_eof(peer, WAIT), "the peer's connection outlived relayd"
+                assert wait_eof(data, WAIT), "the client's data connection outlived relayd"
+            finally:
+                stop.set()
+                for p in pumps:
+                    p.join(timeout=WAIT)
+            s.proc = None  # already reaped: nothing to stop
+
+
+def test_the_session_summary_counts_spliced_bytes_exactly(tmp_path, echo):
+    """The allocation ends (Refresh 0) right after the transfer, before any periodic count: the
+    end stops the kernel's redirects and counts what they carried, so the summary is exact."""
+    with running(start(tmp_path, "--log-format=json", *OFFLOAD)) as s, control(s, "tcp") as client:
+        data, _ = connected_pipe(client, echo)
+        with data:
+            wait_spliced(s, 1)
+            payload = os.urandom(8 << 20)
+            assert echo_through(data, payload, timeout=30) == payload
+            TCPRelayClient.check(client.refresh(0), "Refresh")
+            assert wait_eof(data, WAIT)
+        deadline = time.monotonic() + WAIT
+        deleted: list[dict] = []
+        while not deleted and time.monotonic() < deadline:
+            lines = [line for line in s.log_text().splitlines() if line.startswith("{")]  # libbpf writes plain lines
+            deleted = [r for r in map(json.loads, lines) if r.get("event") == "allocation_deleted"]
+            time.sleep(0.1)
+        assert len(deleted) == 1, s.log_tail()
+        assert (deleted[0]["bytes_to_peer"], deleted[0]["bytes_to_client"]) == (str(len(payload)), str(len(payload)))
+        assert metric(s, "relayd_tcp_spliced_bytes_total", direction="to_peer") > 0
+
+
+@pytest.mark.parametrize("case", ["tls", "max-bps", "offload-off"])
+def test_pipes_the_kernel_cannot_carry_stay_in_user_space(tmp_path, echo, case):
+    """A TLS data connection (no kTLS here), an allocation under `max-bps` (the program cannot
+    pause a side) and `kernel-offload=off` relay in user space: nothing spliced, all relayed."""
+    extra = {"tls": OFFLOAD, "max-bps": [*OFFLOAD, "--max-bps=10000000"], "offload-off": []}[case]
+    with running(start(tmp_path, *extra)) as s, control(s, "tls" if case == "tls" else "tcp") as client:
+        data, _ = connected_pipe(client, echo)
+        with data:
+            payload = os.urandom(1 << 20)
+            assert echo_through(data, payload, timeout=30) == payload
+            time.sleep(0.5)
+            assert metric(s, "relayd_tcp_spliced_pipes_total") == 0
+            assert metric(s, "relayd_tcp_relayed_bytes_total", direction="to_client") == len(payload)
+
+
+def test_uclient_relays_client_to_client_through_spliced_pipes(tmp_path, processes):
+    """turnutils_uclient -T with the splice on: every pair's pipes are spliced, nothing lost."""
+    with running(start(tmp_path, *OFFLOAD)) as s:
+        cmd = [_tool("turnutils_uclient"), "-T", "-m", "4", "-n", "200", "-l", "1000", "-z", "5",
+               "-W", s.secret, "-u", "uclient", "-p", str(s.port), "-L", "127.0.0.1", s.host]
+        proc, log = processes.start("turnutils_uclient", cmd)
+        proc.wait(timeout=UCLIENT_TIMEOUT)
+        output = log.read_text(errors="replace")
+        assert proc.returncode == 0, output[-3000:]
+        report = parse_report(output)
+        assert report.send_msgs == report.recv_msgs == 800, output[-2000:]
+        assert report.lost == 0 and report.send_dropped == 0
+        pipes = metric(s, "relayd_tcp_spliced_pipes_total")
+        bound = metric(s, "relayd_tcp_peer_connections_total", outcome="bound")
+        assert bound >= 8 and pipes == bound, (pipes, bound)
