@@ -1,0 +1,214 @@
+"""RFC 6062 relaying's cost (docs/benchmark.md, "TCP relaying"), on loopback, driven by
+scripts/bench-tcp-relay.sh.
+
+A client allocates with REQUESTED-TRANSPORT TCP over a plain TCP control connection, Connects to
+a local peer and binds a data connection (Tests/integration/tcprelay.py); then each of STREAMS
+pipes carries MEGABYTES both ways at once (the client writes to the peer while the peer writes
+to the client, 1 MiB writes and reads). Measured per configuration, over the transfer only:
+throughput, the server process's CPU per relayed MiB (utime + stime, /proc/PID/stat), and the
+whole system's busy CPU per relayed MiB (/proc/stat): when the kernel relays, its work runs in
+softirq and kernel workers, outside the server's own time, so the whole system is the fair
+figure (it includes this driver's own reads and writes, the same for every configuration).
+
+Configurations: relayd on its defaults (pipes in user space); relayd with kernel-offload=on
+(pipes spliced in the sockmap); coturn (Debian's); HAProxy in TCP mode with `option splice-auto`
+between the client and the peer, no TURN at all: the floor a kernel splice can aim at. Each runs
+REPS times, alternating; the table prints medians and the ratio to coturn. Every process is
+stopped by PID."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "Tests" / "integration"))
+
+from conftest import RelayServer, free_port, running  # noqa: E402
+from tcprelay import TCPRelayClient, connection_id  # noqa: E402
+
+CHUNK = 1 << 20
+CONFIGS = ["relayd", "relayd-splice", "coturn", "haproxy"]
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def system_busy() -> int:
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(fields) - fields[3] - fields[4]  # less idle and iowait
+
+
+def pump(sock: socket.socket, total: int, errors: list[str]) -> None:
+    chunk = os.urandom(CHUNK)
+    sent = 0
+    try:
+        while sent < total:
+            sock.sendall(chunk[: min(CHUNK, total - sent)])
+            sent += min(CHUNK, total - sent)
+    except OSError as error:
+        errors.append(f"send: {error}")
+
+
+def drain(sock: socket.socket, total: int, errors: list[str]) -> None:
+    buffer = bytearray(CHUNK)
+    got = 0
+    try:
+        while got < total:
+            count = sock.recv_into(buffer)
+            if count == 0:
+                errors.append(f"EOF after {got} of {total}")
+                return
+            got += count
+    except OSError as error:
+        errors.append(f"recv: {error}")
+
+
+def transfer(pairs: list[tuple[socket.socket, socket.socket]], per_direction: int, pid: int | None) -> dict:
+    errors: list[str] = []
+    threads = []
+    for client, peer in pairs:
+        for sender, receiver in ((client, peer), (peer, client)):
+            threads.append(threading.Thread(target=pump, args=(sender, per_direction, errors)))
+            threads.append(threading.Thread(target=drain, args=(receiver, per_direction, errors)))
+    hz = os.sysconf("SC_CLK_TCK")
+    process_before = cpu_ticks(pid) if pid else 0
+    system_before = system_busy()
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    elapsed = time.monotonic() - started
+    if errors:
+        raise SystemExit(f"transfer failed: {errors[:3]}")
+    mib = 2 * per_direction * len(pairs) / (1 << 20)
+    return {
+        "mib_per_s": mib / elapsed,
+        "process_ms_per_mib": (cpu_ticks(pid) - process_before) * 1000 / hz / mib if pid else None,
+        "system_ms_per_mib": (system_busy() - system_before) * 1000 / hz / mib,
+    }
+
+
+def turn_pairs(server: RelayServer, listener: socket.socket, streams: int) -> tuple[TCPRelayClient, list]:
+    client = TCPRelayClient(server.address, timeout=10)
+    client.allocate(*server.credentials(user="bench"))
+    client.create_permission(listener.getsockname())
+    pairs = []
+    for _ in range(streams):
+        cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
+        peer, _ = listener.accept()
+        data, bound, rest = client.open_data_connection(cid)
+        TCPRelayClient.check(bound, "ConnectionBind")
+        assert rest == b""
+        pairs.append((data, peer))
+    return client, pairs
+
+
+def run_turn(kind: str, workdir: Path, streams: int, per_direction: int, splice: bool) -> dict:
+    extra = ["--log-level=notice", "--relay-threads=2"] if kind == "relayd" else []
+    if splice:
+        extra += ["--kernel-offload=on", "--kernel-offload-interface=lo"]
+    server = RelayServer(kind, workdir, streams=True, extra_args=extra, suite_limits=False)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    with listener, running(server) as s:
+        client, pairs = turn_pairs(s, listener, streams)
+        try:
+            time.sleep(0.5)  # relayd splices a pipe once its ConnectionBind answer is written
+            return transfer(pairs, per_direction, s.proc.pid)
+        finally:
+            for a, b in pairs:
+                a.close()
+                b.close()
+            client.close()
+
+
+def run_haproxy(workdir: Path, streams: int, per_direction: int) -> dict:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    port = free_port()
+    config = workdir / "haproxy.cfg"
+    config.write_text(
+        "global\n    maxconn 1000\n"
+        "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 60s\n    timeout server 60s\n"
+        f"frontend relay\n    bind 127.0.0.1:{port}\n    option splice-auto\n    default_backend peer\n"
+        f"backend peer\n    server peer 127.0.0.1:{listener.getsockname()[1]}\n")
+    proc = subprocess.Popen(["haproxy", "-f", str(config), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pairs = []
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                listener.accept()[0].close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit("haproxy did not start")
+                time.sleep(0.1)
+        for _ in range(streams):
+            client = socket.create_connection(("127.0.0.1", port), timeout=10)
+            peer, _ = listener.accept()
+            pairs.append((client, peer))
+        return transfer(pairs, per_direction, proc.pid)
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        listener.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--megabytes", type=int, default=256, help="MiB each pipe carries each way")
+    args = parser.parse_args()
+    per_direction = args.megabytes << 20
+    results: dict[str, list[dict]] = {c: [] for c in CONFIGS}
+    with tempfile.TemporaryDirectory(prefix="relayd-bench-tcp.") as scratch:
+        for rep in range(args.reps):
+            order = CONFIGS if rep % 2 == 0 else list(reversed(CONFIGS))
+            for config in order:
+                workdir = Path(scratch) / f"{config}-{rep}"
+                workdir.mkdir()
+                if config == "haproxy":
+                    result = run_haproxy(workdir, args.streams, per_direction)
+                else:
+                    result = run_turn("coturn" if config == "coturn" else "relayd", workdir, args.streams,
+                                      per_direction, splice=config == "relayd-splice")
+                print(f"bench-tcp-relay: rep {rep} {config}: {result}", file=sys.stderr, flush=True)
+                results[config].append(result)
+
+    def median(config: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[config])
+
+    print(f"\nRFC 6062 relaying, {args.streams} pipes x {args.megabytes} MiB each way, both ways at once; "
+          f"medians of {args.reps}")
+    print(f"{'':16} {'MiB/s':>8} {'process ms/MiB':>15} {'system ms/MiB':>14} {'system vs coturn':>17}")
+    coturn_system = median("coturn", "system_ms_per_mib")
+    for config in CONFIGS:
+        system = median(config, "system_ms_per_mib")
+        print(f"{config:16} {median(config, 'mib_per_s'):8.0f} {median(config, 'process_ms_per_mib'):15.2f} "
+              f"{system:14.2f} {system / coturn_system:17.2f}")
+
+
+if __name__ == "__main__":
+    main()
