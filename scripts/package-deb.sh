@@ -7,6 +7,7 @@
 #   /etc/relayd/relayd.conf                    conffile, from conf/relayd.conf
 #   /etc/logrotate.d/relayd                    conffile
 #   /lib/systemd/system/relayd.service         from conf/relayd.service, on /usr/bin/relayd
+#   /usr/share/relayd/kernel-offload.conf      the unit's drop-in for kernel-offload's privileges
 #   /usr/share/man/man8/relayd*.8.gz           generated from the argument parser (relayd(8),
 #                                              relayd-serve(8), relayd-sessions(8), ...)
 #   /usr/share/doc/relayd/{copyright,changelog.gz}
@@ -57,6 +58,7 @@ install -d "$root/lib/systemd/system"
     sed -n '/^\[Unit\]/,$p' conf/relayd.service | sed 's|/usr/local/bin/relayd|/usr/bin/relayd|g'
 } >"$root/lib/systemd/system/relayd.service"
 chmod 0644 "$root/lib/systemd/system/relayd.service"
+install -D -m 0644 conf/relayd-kernel-offload.conf "$root/usr/share/relayd/kernel-offload.conf"
 
 # Man pages: relayd(8) and one per subcommand (relayd.serve(8), relayd.sessions(8), ...).
 man="$work/man"

@@ -132,3 +132,45 @@ def test_the_configmap_and_arguments_pass_check_config(tmp_path):
     for value in secret.values():
         assert value not in out
     assert Path(conf).exists()
+
+
+def strategic_merge(base, patch):
+    """The part of Kubernetes' strategic merge patch the offload patch uses: maps merge, lists
+    of named objects (containers) merge by name, other lists replace."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        merged = dict(base)
+        for key, value in patch.items():
+            merged[key] = strategic_merge(base[key], value) if key in base else value
+        return merged
+    if isinstance(base, list) and isinstance(patch, list) and all(isinstance(x, dict) and "name" in x for x in patch):
+        merged = list(base)
+        for item in patch:
+            index = next(i for i, x in enumerate(merged) if x.get("name") == item["name"])
+            merged[index] = strategic_merge(merged[index], item)
+        return merged
+    return patch
+
+
+def test_the_kernel_offload_patch_adds_only_its_capabilities(tmp_path):
+    """deploy/kubernetes/kernel-offload/relayd-patch.yaml, merged into the DaemonSet, validates
+    strictly and adds exactly the capabilities the systemd drop-in grants (the ones measured to
+    suffice, docs/kernel-fast-path.md), to a container that still drops all."""
+    daemonset = documents()["DaemonSet/relayd"]
+    patch = yaml.safe_load((DEPLOY / "kernel-offload" / "relayd-patch.yaml").read_text())
+    assert (patch["kind"], patch["metadata"]) == (daemonset["kind"], {
+        "name": daemonset["metadata"]["name"], "namespace": daemonset["metadata"]["namespace"]})
+    merged = strategic_merge(daemonset, patch)
+    container = merged["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == daemonset["spec"]["template"]["spec"]["containers"][0]["image"]
+    capabilities = container["securityContext"]["capabilities"]
+    drop_in = (REPO_ROOT / "conf" / "relayd-kernel-offload.conf").read_text()
+    granted = re.search(r"^AmbientCapabilities=(.*)$", drop_in, re.M).group(1).split()
+    assert capabilities["drop"] == ["ALL"]
+    assert sorted(capabilities["add"]) == sorted(c.removeprefix("CAP_") for c in granted if c != "CAP_NET_BIND_SERVICE")
+    path = tmp_path / "relayd-offload.yaml"
+    path.write_text(yaml.safe_dump(merged))
+    tool = shutil.which("kubernetes-validate")
+    if tool is None:
+        pytest.fail("kubernetes-validate not found (PyPI; run scripts/install-test-deps.sh)")
+    result = subprocess.run([tool, "--strict", "-k", VERSIONS[-1], str(path)], capture_output=True, timeout=120)
+    assert result.returncode == 0, (result.stdout + result.stderr).decode()

@@ -91,7 +91,9 @@ def test_lintian_finds_no_error_nor_warning(deb):
 
 def test_contents_and_control(deb):
     contents = run("dpkg-deb", "--contents", str(deb)).stdout
-    for path in ("./usr/bin/relayd", "./usr/lib/relayd/relayd_fastpath.bpf.o", "./etc/relayd/relayd.conf",
+    for path in ("./usr/bin/relayd", "./usr/lib/relayd/relayd_fastpath.bpf.o",
+                 "./usr/lib/relayd/relayd_tcp_splice.bpf.o", "./usr/share/relayd/kernel-offload.conf",
+                 "./etc/relayd/relayd.conf",
                  "./etc/logrotate.d/relayd", "./lib/systemd/system/relayd.service",
                  "./usr/share/man/man8/relayd.8.gz", "./usr/share/man/man8/relayd-sessions.8.gz",
                  "./usr/share/doc/relayd/copyright", "./usr/share/doc/relayd/changelog.gz"):
@@ -119,6 +121,15 @@ def test_install_run_remove_purge(deb, tmp_path):
         # The unit verifies and points at what the package installed.
         unit = Path("/lib/systemd/system/relayd.service")
         run("systemd-analyze", "verify", str(unit))
+        # So does it with the drop-in kernel-offload's privileges need (docs/kernel-fast-path.md).
+        drop_ins = Path("/etc/systemd/system/relayd.service.d")
+        drop_ins.mkdir(parents=True)
+        try:
+            shutil.copy("/usr/share/relayd/kernel-offload.conf", drop_ins / "kernel-offload.conf")
+            verified = run("systemd-analyze", "verify", str(unit))
+            assert "kernel-offload.conf" not in verified.stdout + verified.stderr, verified.stdout + verified.stderr
+        finally:
+            shutil.rmtree(drop_ins)
         exec_start = re.search(r"^ExecStart=(\S+) -c (\S+)$", unit.read_text(), re.MULTILINE)
         assert exec_start and exec_start.groups() == ("/usr/bin/relayd", "/etc/relayd/relayd.conf")
         assert Path(exec_start.group(1)).is_file() and Path(exec_start.group(2)).is_file()

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import socket
+import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import running, server_kind
+from conftest import REPO_ROOT, RelayServer, free_port, running, server_kind
 from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
 from test_http_metrics import scrape, value
 from test_tcp_relay import (
@@ -278,3 +283,62 @@ def test_uclient_relays_client_to_client_through_spliced_pipes(tmp_path, process
         pipes = metric(s, "relayd_tcp_spliced_pipes_total")
         bound = metric(s, "relayd_tcp_peer_connections_total", outcome="bound")
         assert bound >= 8 and pipes == bound, (pipes, bound)
+
+
+def drop_in_capabilities() -> list[str]:
+    """The capabilities conf/relayd-kernel-offload.conf grants, as setpriv names them."""
+    text = (REPO_ROOT / "conf" / "relayd-kernel-offload.conf").read_text()
+    ambient = re.search(r"^AmbientCapabilities=(.*)$", text, re.M).group(1).split()
+    bounding = re.search(r"^CapabilityBoundingSet=(.*)$", text, re.M).group(1).split()
+    assert sorted(ambient) == sorted(bounding)
+    return [name.removeprefix("CAP_").lower() for name in ambient]
+
+
+def run_as_nobody(capabilities: list[str], seconds: float) -> tuple[int | None, str]:
+    """relayd with kernel-offload=on as user nobody holding only `capabilities`, from a copy of
+    the binary and the BPF objects nobody can read: its exit status (None if it still ran after
+    `seconds`, then stopped) and its output."""
+    scratch = Path(tempfile.mkdtemp(prefix="relayd-caps."))
+    try:
+        scratch.chmod(0o755)
+        binary = Path(RelayServer.default_binary("relayd"))
+        shutil.copy(binary, scratch / "relayd")
+        for name in ("relayd_fastpath.bpf.o", "relayd_tcp_splice.bpf.o"):
+            shutil.copy(REPO_ROOT / ".build" / "bpf" / name, scratch / name)
+        port, api = free_port(), free_port()
+        (scratch / "relayd.conf").write_text(
+            f"listening-ip=127.0.0.1\nlistening-port={port}\nrelay-ip=127.0.0.1\nmin-port=49000\nmax-port=49100\n"
+            f"use-auth-secret\nstatic-auth-secret={'ab' * 16}\nrealm=example.org\nno-tls\nno-dtls\n"
+            f"api-listening-ip=127.0.0.1\napi-listening-port={api}\nkernel-offload=on\nkernel-offload-interface=lo\n"
+            f"kernel-offload-object={scratch / 'relayd_fastpath.bpf.o'}\nlog-file=stdout\n")
+        caps = ",".join(f"+{c}" for c in capabilities)
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", f"--inh-caps=-all,{caps}",
+                   f"--ambient-caps=-all,{caps}", f"--bounding-set=-all,{caps}", str(scratch / "relayd"),
+                   "-c", str(scratch / "relayd.conf")]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            output, _ = proc.communicate(timeout=seconds)
+            return proc.returncode, output.decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                output, _ = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            return None, output.decode(errors="replace")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_the_units_drop_in_grants_what_kernel_offload_needs():
+    """As an unprivileged user with exactly the capabilities of the unit's kernel-offload
+    drop-in, relayd attaches the UDP fast path and the TCP splice program; with the unit's own
+    set (CAP_NET_BIND_SERVICE) alone, kernel-offload=on refuses to start and says why."""
+    granted = drop_in_capabilities()
+    status, output = run_as_nobody(granted, seconds=4)
+    assert status is None, output[-2000:]
+    assert "event=fastpath_attached" in output and "event=tcp_splice_attached" in output, output[-2000:]
+    status, output = run_as_nobody(["net_bind_service"], seconds=10)
+    assert status not in (None, 0), output[-2000:]
+    assert "kernel-offload" in output and "start_failed" in output, output[-2000:]
