@@ -78,6 +78,8 @@ def transfer(pairs: list[tuple[socket.socket, socket.socket]], per_direction: in
     errors: list[str] = []
     threads = []
     for client, peer in pairs:
+        client.settimeout(120)
+        peer.settimeout(120)
         for sender, receiver in ((client, peer), (peer, client)):
             threads.append(threading.Thread(target=pump, args=(sender, per_direction, errors)))
             threads.append(threading.Thread(target=drain, args=(receiver, per_direction, errors)))
@@ -100,12 +102,13 @@ def transfer(pairs: list[tuple[socket.socket, socket.socket]], per_direction: in
     }
 
 
-def turn_pairs(server: RelayServer, listener: socket.socket, streams: int) -> tuple[TCPRelayClient, list]:
+def turn_pairs(server: RelayServer, listeners: list[socket.socket]) -> tuple[TCPRelayClient, list]:
+    """One pipe per listener (RFC 6062 §5.2: one connection per peer address)."""
     client = TCPRelayClient(server.address, timeout=10)
     client.allocate(*server.credentials(user="bench"))
-    client.create_permission(listener.getsockname())
+    client.create_permission(listeners[0].getsockname())
     pairs = []
-    for _ in range(streams):
+    for listener in listeners:
         cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
         peer, _ = listener.accept()
         data, bound, rest = client.open_data_connection(cid)
@@ -120,10 +123,11 @@ def run_turn(kind: str, workdir: Path, streams: int, per_direction: int, splice:
     if splice:
         extra += ["--kernel-offload=on", "--kernel-offload-interface=lo"]
     server = RelayServer(kind, workdir, streams=True, extra_args=extra, suite_limits=False)
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(10)
-    with listener, running(server) as s:
-        client, pairs = turn_pairs(s, listener, streams)
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(streams)]
+    for listener in listeners:
+        listener.settimeout(10)
+    with running(server) as s:
+        client, pairs = turn_pairs(s, listeners)
         try:
             time.sleep(0.5)  # relayd splices a pipe once its ConnectionBind answer is written
             return transfer(pairs, per_direction, s.proc.pid)
@@ -132,6 +136,8 @@ def run_turn(kind: str, workdir: Path, streams: int, per_direction: int, splice:
                 a.close()
                 b.close()
             client.close()
+            for listener in listeners:
+                listener.close()
 
 
 def run_haproxy(workdir: Path, streams: int, per_direction: int) -> dict:

@@ -35,6 +35,14 @@ int64_t relayd_tcp_written_bytes(int socket) {
     return (int64_t)info.tcpi_bytes_acked + unacknowledged;
 }
 
+int relayd_tcp_established(int socket) {
+    struct tcp_info info;
+    socklen_t length = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (getsockopt(socket, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return -1;
+    return info.tcpi_state == 1;  // TCP_ESTABLISHED (include/net/tcp_states.h)
+}
+
 int relayd_splice_attach(int prog_fd, int map_fd) {
     if (bpf_prog_attach(prog_fd, map_fd, BPF_SK_SKB_STREAM_VERDICT, 0) != 0) return errno ? -errno : -1;
     return 0;

@@ -78,51 +78,61 @@ package final class KernelSplice: @unchecked Sendable {
         bpf_object__close(object)
     }
 
-    /// Puts a pipe's two sockets in the sockmap, client first, each direction allowed `limit`
-    /// bytes in flight: the pair's first slot, or nil when no pair is free or the kernel refuses
-    /// (the pipe then stays in user space). The caller has written everything it held for either
-    /// side and reads neither until this returns.
-    package func splice(client: Int32, peer: Int32, limit: UInt32) -> UInt32? {
+    /// A pipe's sockets in the sockmap: its pair's first slot, the sockets' cookies (the
+    /// program's keys to the slots), and whether the peer's socket went in too.
+    package struct Spliced: Sendable {
+        package var first: UInt32
+        package var cookies: [UInt64]
+        package var peerInserted: Bool
+    }
+
+    /// Puts a pipe's two sockets in the sockmap, client first, with redirects off (`limit` 0:
+    /// the program passes everything until `open`). Nil when no pair is free or the client's
+    /// socket cannot go in (the pipe then stays in user space, nothing changed). If the peer's
+    /// cannot (it may have closed meanwhile), the client's stays: taking a socket out of a
+    /// sockmap drops what the program passed and relayd did not read yet.
+    package func splice(client: Int32, peer: Int32) -> Spliced? {
         guard let pair = freePairs.withLock({ $0.popLast() }) else { return nil }
-        let first = pair * 2
-        var inserted: [UInt32] = []
-        var cookies: [UInt64] = []
+        var spliced = Spliced(first: pair * 2, cookies: [], peerInserted: false)
         for (offset, socket) in [client, peer].enumerated() {
-            var slot = first + UInt32(offset)
+            var slot = spliced.first + UInt32(offset)
             var cookie: UInt64 = 0
             var length = socklen_t(MemoryLayout<UInt64>.size)
             var value = UInt64(socket)
-            let entry = self.control + Int(slot)
-            entry.pointee = relayd_splice_control(gate: 0, user_written: 0, limit: limit, reserved: 0)
+            (control + Int(slot)).pointee = relayd_splice_control(gate: 0, user_written: 0, limit: 0, reserved: 0)
             guard getsockopt(socket, SOL_SOCKET, SO_COOKIE, &cookie, &length) == 0,
                 relayd_splice_reset_counters(counters, slot) == 0,
                 bpf_map_update_elem(slots, &cookie, &slot, UInt64(BPF_ANY)) == 0
-            else {
-                remove(inserted: inserted, cookies: cookies)
-                release(first: first)
-                return nil
-            }
-            cookies.append(cookie)
+            else { break }
             guard bpf_map_update_elem(sockets, &slot, &value, UInt64(BPF_ANY)) == 0 else {
-                remove(inserted: inserted, cookies: cookies)
-                release(first: first)
-                return nil
+                _ = bpf_map_delete_elem(slots, &cookie)
+                break
             }
-            inserted.append(slot)
+            spliced.cookies.append(cookie)
+            spliced.peerInserted = offset == 1
         }
-        return first
+        guard !spliced.cookies.isEmpty else {
+            release(first: spliced.first)
+            return nil
+        }
+        return spliced
+    }
+
+    /// Lets the program redirect both ways, each direction's target holding at most `limit`.
+    package func open(first: UInt32, limit: UInt32) {
+        relayd_splice_store_limit(control + Int(first), limit)
+        relayd_splice_store_limit(control + Int(first + 1), limit)
     }
 
     /// Takes a pipe's sockets out of the sockmap (closing them does too); its counters stay as
     /// they are until `release`.
-    package func unsplice(first: UInt32, client: Int32, peer: Int32) {
-        var cookies: [UInt64] = []
-        for socket in [client, peer] {
-            var cookie: UInt64 = 0
-            var length = socklen_t(MemoryLayout<UInt64>.size)
-            if getsockopt(socket, SOL_SOCKET, SO_COOKIE, &cookie, &length) == 0 { cookies.append(cookie) }
+    package func unsplice(_ spliced: Spliced) {
+        for offset in 0..<spliced.cookies.count {
+            var slot = spliced.first + UInt32(offset)
+            var cookie = spliced.cookies[offset]
+            _ = bpf_map_delete_elem(sockets, &slot)
+            _ = bpf_map_delete_elem(slots, &cookie)
         }
-        remove(inserted: [first, first + 1], cookies: cookies)
     }
 
     /// Frees a pipe's pair, once its counters were read for the last time.
@@ -130,10 +140,8 @@ package final class KernelSplice: @unchecked Sendable {
         freePairs.withLock { $0.append(first / 2) }
     }
 
-    private func remove(inserted: [UInt32], cookies: [UInt64]) {
-        for var slot in inserted { _ = bpf_map_delete_elem(sockets, &slot) }
-        for var cookie in cookies { _ = bpf_map_delete_elem(slots, &cookie) }
-    }
+    /// Whether `socket` is an established TCP connection (only those may enter a sockmap).
+    package static func established(_ socket: Int32) -> Bool { relayd_tcp_established(socket) == 1 }
 
     /// What the program did with the bytes `slot`'s socket received: redirected to the other
     /// side, and passed to relayd. Nil if the map cannot be read.

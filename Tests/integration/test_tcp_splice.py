@@ -163,6 +163,68 @@ def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
             assert received and received[0] == payload
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def spliced_pipe(s, client: TCPRelayClient, listener: socket.socket,
+                 rcvbuf: int | None = None) -> tuple[socket.socket, socket.socket]:
+    """A Connect to `listener`, bound and spliced: the peer's socket and the data connection."""
+    listener.settimeout(WAIT)
+    client.create_permission(listener.getsockname())
+    cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
+    peer, _ = listener.accept()
+    if rcvbuf:
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    data, bound, _ = client.open_data_connection(cid)
+    TCPRelayClient.check(bound, "ConnectionBind")
+    wait_spliced(s, 1)
+    return peer, data
+
+
+def test_both_sides_slow_stall_both_senders(tmp_path):
+    """Neither side reads: the peer fills the way to the client, then the client writes for
+    4 s. The kernel would queue the client's bytes, uncharged, behind those it redirected to the
+    client's socket: the program redirects only into room the target's send queue has, so the
+    client's sender stalls too, and everything arrives in order once both read."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
+        peer, data = spliced_pipe(s, client, listener)
+        with peer, data:
+            from_peer = os.urandom(STALL_PAYLOAD)
+            from_client = os.urandom(STALL_PAYLOAD)
+            sent_by_peer = stall(peer, from_peer, 2)
+            sent_by_client = stall(data, from_client, 4)
+            assert sent_by_peer < 32 << 20 and sent_by_client < 32 << 20, (sent_by_peer, sent_by_client)
+            received: list[bytes] = []
+            reader = threading.Thread(target=lambda: received.append(recv_exactly(data, sent_by_peer, timeout=60)))
+            reader.start()
+            assert recv_exactly(peer, sent_by_client, timeout=60) == from_client[:sent_by_client]
+            reader.join(timeout=60)
+            assert received and received[0] == from_peer[:sent_by_peer]
+
+
+def test_the_end_of_a_stream_waits_without_spinning(tmp_path):
+    """The client ends its stream while the peer, with a small receive buffer, reads nothing:
+    relayd waits for the kernel's queue to drain without busy-looping on the readable end,
+    then the peer gets every byte and the end."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)
+    with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
+        peer, data = spliced_pipe(s, client, listener, rcvbuf=32768)
+        with peer, data:
+            payload = os.urandom(4_150_000)
+            sent = stall(data, payload, 2)
+            data.shutdown(socket.SHUT_WR)
+            before = cpu_seconds(s.proc.pid)
+            time.sleep(3)
+            used = cpu_seconds(s.proc.pid) - before
+            assert used < 0.5, f"relayd used {used:.2f} s of CPU in 3 s waiting on a stalled end"
+            assert recv_exactly(peer, sent, timeout=30) == payload[:sent]
+            assert wait_eof(peer, WAIT)
+
+
 @pytest.mark.parametrize("side", ["peer", "client"])
 def test_a_reset_closes_both_sides(tmp_path, side):
     """A side that resets mid-transfer: the other side is closed, and the pipe's slots and

@@ -8,10 +8,14 @@
 // from the socket as before and writes it on itself. It passes when:
 //   - relayd has not yet read and written on everything passed before (`passed` != `gate`): a
 //     redirected byte must never overtake one relayd holds;
-//   - the bytes in flight towards the target would pass `limit`: the kernel queues redirected
-//     bytes on the target without bound and without closing the source's TCP window, while
-//     passed bytes count against the source's receive buffer, so a slow reader stalls its
-//     sender (RFC 6062 §5.5 asks a relay to keep the stream's flow control);
+//   - the target's send queue has no room for the segment: its unsent and unacknowledged bytes,
+//     plus what was redirected to it and is still in the kernel's queue in front of it, plus the
+//     segment, must stay within a quarter of its send buffer (what the kernel's worker can then
+//     write at once) and within `limit`. The kernel queues redirected bytes on the target without
+//     bound and without closing the source's TCP window, while passed bytes count against the
+//     source's receive buffer, so passing is what stalls a slow reader's sender. A redirect into
+//     a queue the worker could not empty would also hold up the target's own passed bytes,
+//     which the kernel puts behind it, uncharged (docs/tcp-relay.md);
 //   - `limit` is 0 (the allocation ended, or the pipe is being let go);
 //   - the segment carries no bytes (a FIN: relayd sees the end of the stream).
 // The counts are kept under the value's spin lock, so relayd reads exact totals, and one that
@@ -21,9 +25,15 @@
 
 #include "relayd_tcp_splice.h"
 
-// The kernel's struct, relocated by libbpf from the running kernel's BTF (CO-RE).
+// The kernel's structs, relocated by libbpf from the running kernel's BTF (CO-RE); a tcp_sock
+// begins with its sock.
+struct sock {
+    int sk_sndbuf;
+} __attribute__((preserve_access_index));
+
 struct tcp_sock {
     __u32 snd_una;
+    __u32 write_seq;
 } __attribute__((preserve_access_index));
 
 struct {
@@ -52,7 +62,7 @@ struct {
 // The program's view of the counters: the same layout with the kernel's lock type.
 struct splice_counters {
     struct bpf_spin_lock lock;
-    __u32 base_una;
+    __u32 base_write;
     __u64 redirected;
     __u64 passed;
     __u32 base_set;
@@ -79,13 +89,16 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     struct splice_counters *counters = bpf_map_lookup_elem(&relayd_splice_counters, &slot);
     if (!control || !counters) return SK_PASS;
     __u32 target = slot ^ 1;
-    __u32 una = 0;
+    __u32 una = 0, written = 0, room = 0;
     int reachable = 0;
     struct bpf_sock *sock = bpf_map_lookup_elem(&relayd_splice_sockets, &target);
     if (sock) {
         struct tcp_sock *tcp = bpf_skc_to_tcp_sock(sock);
         if (tcp) {
             una = tcp->snd_una;
+            written = tcp->write_seq;
+            int sndbuf = ((struct sock *)tcp)->sk_sndbuf;
+            room = sndbuf > 0 ? (__u32)sndbuf / 4 : 0;
             reachable = 1;
         }
         bpf_sk_release(sock);
@@ -94,14 +107,17 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     bpf_spin_lock(&counters->lock);
     __u32 limit = *(volatile __u32 *)&control->limit;
     if (reachable && limit != 0 && counters->passed == *(volatile __u64 *)&control->gate) {
+        __u32 by_relayd = (__u32)*(volatile __u64 *)&control->user_written;
         if (!counters->base_set) {
-            counters->base_una = una;
+            // The target's write position when relayd had written `by_relayd` since the splice.
+            counters->base_write = written - by_relayd;
             counters->base_set = 1;
         }
-        __u32 handed = (__u32)counters->redirected + (__u32)*(volatile __u64 *)&control->user_written;
-        __s32 in_flight = (__s32)(counters->base_una + handed - una);
-        if (in_flight < 0) in_flight = 0;
-        if ((__u64)in_flight + length <= limit) {
+        // Redirected bytes not yet in the target's send queue (the kernel's queue before it).
+        __s32 queued_before = (__s32)((__u32)counters->redirected + by_relayd - (written - counters->base_write));
+        if (queued_before < 0) queued_before = 0;
+        __u64 ahead = (__u64)(written - una) + (__u32)queued_before + length;
+        if (ahead <= room && ahead <= limit) {
             counters->redirected += length;
             redirect = 1;
         }

@@ -18,8 +18,8 @@ struct relayd_splice_control {
     __u64 gate;
     // Bytes relayd wrote to the target socket itself since the splice began.
     __u64 user_written;
-    // Bytes in flight towards the target (redirected or written, not yet acknowledged by the
-    // target's peer) beyond which the program passes to relayd instead; 0 stops all redirects.
+    // Bytes the target may hold (unsent, unacknowledged, or in the kernel's queue in front of
+    // it) beyond which the program passes to relayd instead; 0 stops all redirects.
     __u32 limit;
     __u32 reserved;
 };
@@ -27,8 +27,8 @@ struct relayd_splice_control {
 // Written by the program under `lock`, read by relayd with BPF_F_LOCK.
 struct relayd_splice_counters {
     __u32 lock;  // struct bpf_spin_lock
-    // The target's snd_una when the program first looked, the origin of its in-flight count.
-    __u32 base_una;
+    // The target's write_seq, less relayd's own writes, when the program first looked.
+    __u32 base_write;
     __u64 redirected;
     __u64 passed;
     __u32 base_set;
@@ -47,6 +47,9 @@ int relayd_splice_reset_counters(int map_fd, uint32_t slot);
 // Bytes written into `socket`'s send queue since it was connected: the peer's acknowledged bytes
 // (TCP_INFO's tcpi_bytes_acked) plus the queue not yet acknowledged (SIOCOUTQ). -1 on error.
 int64_t relayd_tcp_written_bytes(int socket);
+
+// 1 if `socket` is a TCP connection in the ESTABLISHED state, 0 if not, -1 on error.
+int relayd_tcp_established(int socket);
 
 // Attaches `prog_fd` as the stream verdict program of the sockmap `map_fd`. 0 or a negative errno.
 int relayd_splice_attach(int prog_fd, int map_fd);

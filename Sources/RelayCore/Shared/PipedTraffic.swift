@@ -64,10 +64,11 @@ public final class PipedTraffic: Sendable {
     /// Follows a pipe spliced in the kernel until `forget`; false, following nothing, once the
     /// allocation ended.
     public func follow(_ count: any PipedKernelCount) -> Bool {
-        kernelCounts.withLock { $0[ObjectIdentifier(count)] = count }
-        guard hasEnded else { return true }
-        forget(count)
-        return false
+        kernelCounts.withLock { counts in
+            guard !hasEnded else { return false }
+            counts[ObjectIdentifier(count)] = count
+            return true
+        }
     }
 
     /// Stops following a spliced pipe (it counted its last bytes itself).
@@ -78,9 +79,16 @@ public final class PipedTraffic: Sendable {
     /// The allocation ended: refuses every later `add`, stops the kernel's redirects of its
     /// spliced pipes and adds what they carried uncounted, and returns the final counts.
     public func end() -> TrafficCounters {
-        var peer = toPeer.bitwiseOr(Self.ended, ordering: .relaxed).oldValue & ~Self.ended
-        var client = toClient.bitwiseOr(Self.ended, ordering: .relaxed).oldValue & ~Self.ended
-        for count in kernelCounts.withLock({ Array($0.values) }) {
+        // The bit and the list together: a pipe follows before the end, and is asked, or sees
+        // the end and does not splice.
+        let (ended, spliced) = kernelCounts.withLock { counts in
+            let peer = toPeer.bitwiseOr(Self.ended, ordering: .relaxed).oldValue & ~Self.ended
+            let client = toClient.bitwiseOr(Self.ended, ordering: .relaxed).oldValue & ~Self.ended
+            return (TrafficCounters(bytesToPeer: peer, bytesToClient: client), Array(counts.values))
+        }
+        var peer = ended.bytesToPeer
+        var client = ended.bytesToClient
+        for count in spliced {
             let uncounted = count.stopAndCount()
             toPeer.wrappingAdd(uncounted.bytesToPeer, ordering: .relaxed)
             toClient.wrappingAdd(uncounted.bytesToClient, ordering: .relaxed)

@@ -10,14 +10,12 @@ import RelayCore
 // passes instead (see `PipeSplice`) is read here and written on, after every byte it redirected
 // before; a side whose target is full is not read, so its sender's TCP window closes as without
 // the splice. The end of a side's stream closes the pipe once everything before it reached the
-// target's send queue. The owning loop's thread only.
+// target's send queue. Waits on the kernel's queues, which no event announces, look again on a
+// timer from 2 ms, doubling to 64 ms while nothing moves. The owning loop's thread only.
 extension StreamConnection {
-    /// Bytes in flight towards a side's target (in the kernel's queue, the target's send queue or
-    /// the network) beyond which the program passes to relayd: a slow reader's backlog is
-    /// bounded by this plus the socket buffers.
+    /// Bytes a side's target may hold (its send queue and the kernel's queue in front of it)
+    /// beyond which the program passes to relayd, whatever the target's send buffer allows.
     static let spliceInFlightBytes: UInt32 = 4 << 20
-    /// How long a side waits to look again at the kernel's queue for its target.
-    static let spliceWaitMicroseconds = 2000
     /// How often a spliced pipe counts what the kernel redirected.
     static let spliceCountMicroseconds = 1_000_000
 
@@ -49,24 +47,28 @@ extension StreamConnection {
         guard let splice = pipe.splice else { return trySplice(pipe) }
         countSpliced(pipe, splice)
         guard state == .open else { return }
-        spliceProgress(0, pipe, splice)
+        moveSplicedSides(pipe, splice)
         guard state == .open, pipe.splice != nil else { return }
-        spliceProgress(1, pipe, splice)
-        guard state == .open, pipe.splice != nil else { return }
-        armSpliceTimer(pipe, microseconds: spliceWaiting(splice) ? Self.spliceWaitMicroseconds : Self.spliceCountMicroseconds)
+        if spliceWaiting(splice) {
+            armSpliceTimer(pipe, microseconds: splice.waitMicroseconds)
+            splice.waitMicroseconds = min(splice.waitMicroseconds * 2, PipeSplice.longestWait)
+        } else {
+            splice.waitMicroseconds = PipeSplice.firstWait
+            armSpliceTimer(pipe, microseconds: Self.spliceCountMicroseconds)
+        }
     }
 
-    /// Whether a side waits on the kernel: bytes held until its queue for the target drains, or
-    /// the end of the source read while passed bytes are still on their way to the socket.
-    private func spliceWaiting(_ splice: PipeSplice) -> Bool {
-        splice.sides.contains { $0.count > 0 || $0.ended }
-    }
+    /// Whether a side waits on the kernel, which no descriptor event announces: its queue to the
+    /// target to drain, or passed bytes to reach the source's socket before its end.
+    private func spliceWaiting(_ splice: PipeSplice) -> Bool { splice.sides.contains { $0.waits } }
 
     /// Puts the sockets in the sockmap once relayd holds nothing for either side; until then
     /// tries again, every 20 ms for a second, then every second.
     func trySplice(_ pipe: TCPPipe) {
         guard let kernel = owner.loop.splice, !pipe.clientEnded else { return }
-        guard pendingOutput == 0, pipe.pending == 0, partialCount == 0, !pipe.clientPaused, !pipe.peerPaused else {
+        guard pendingOutput == 0, pipe.pending == 0, partialCount == 0, !pipe.clientPaused, !pipe.peerPaused,
+            KernelSplice.established(socket), KernelSplice.established(pipe.socket)
+        else {
             pipe.spliceTries += 1
             return armSpliceTimer(pipe, microseconds: pipe.spliceTries < 50 ? 20_000 : 1_000_000)
         }
@@ -85,41 +87,41 @@ extension StreamConnection {
         pipe.splice = splice
         owner.counters.splicedPipes &+= 1
         // Bytes that arrived meanwhile are the program's to pass or redirect: read what it passed.
-        spliceProgress(0, pipe, splice)
-        guard state == .open, pipe.splice != nil else { return }
-        spliceProgress(1, pipe, splice)
-        guard state == .open, pipe.splice != nil else { return }
+        spliceEvent(pipe, splice)
+        guard state == .open, pipe.splice != nil, !spliceWaiting(splice) else { return }
         armSpliceTimer(pipe, microseconds: Self.spliceCountMicroseconds)
     }
 
     /// A socket of a spliced pipe is readable or writable: both sides move on.
     func spliceEvent(_ pipe: TCPPipe, _ splice: PipeSplice) {
         guard state == .open else { return }
+        moveSplicedSides(pipe, splice)
+        guard state == .open, pipe.splice != nil, spliceWaiting(splice) else { return }
+        splice.waitMicroseconds = PipeSplice.firstWait
+        armSpliceTimer(pipe, microseconds: splice.waitMicroseconds)
+    }
+
+    private func moveSplicedSides(_ pipe: TCPPipe, _ splice: PipeSplice) {
         spliceProgress(0, pipe, splice)
         guard state == .open, pipe.splice != nil else { return }
         spliceProgress(1, pipe, splice)
-        guard state == .open, pipe.splice != nil else { return }
-        if spliceWaiting(splice) { armSpliceTimer(pipe, microseconds: Self.spliceWaitMicroseconds) }
     }
 
     /// Moves side `index` (0: client to peer, 1: peer to client) as far as it can: writes what it
-    /// holds once the kernel's queue for the target drained, reads what the program passed, and
-    /// lets the program redirect again when nothing is held.
+    /// holds once the kernel's queue for the target drained, reads what the program passed
+    /// (counted as it is read, as a pipe in user space counts before passing on), and lets the
+    /// program redirect again when nothing is held. A side that holds bytes, or waits at the
+    /// end of its stream, does not read its source meanwhile.
     func spliceProgress(_ index: Int, _ pipe: TCPPipe, _ splice: PipeSplice) {
         let (source, target) = index == 0 ? (socket, pipe.socket) : (pipe.socket, socket)
         let direction: BandwidthBudget.Direction = index == 0 ? .toPeer : .toClient
-        let buffer = splice.buffer(index)
+        splice.sides[index].waits = false
         while state == .open {
             if splice.sides[index].count > 0 {
-                guard splice.drained(index, target: target) else { return holdSource(index, pipe) }
+                guard splice.drained(index, target: target) else { return waitOnKernel(index, pipe, splice) }
+                let buffer = splice.buffer(index)
                 let side = splice.sides[index]
-                let written = send(target, buffer.baseAddress! + side.start, side.count, sendWithoutSignal)
-                if written < 0 {
-                    let error = errno
-                    if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return waitForTarget(index, pipe) }
-                    return close(index == 0 ? .peerClosed : .error, detail: String(cString: strerror(error)))
-                }
-                guard charge(direction, written, pipe) else { return }
+                guard let written = writeSpliced(target, buffer.baseAddress! + side.start, side.count, index) else { return }
                 splice.wrote(written, index)
                 splice.sides[index].start += written
                 splice.sides[index].count -= written
@@ -128,22 +130,34 @@ extension StreamConnection {
             }
             if splice.sides[index].ended {
                 // Everything before the end is in the target's send queue: the pipe closes, as
-                // it does in user space (the kernel still sends what the queue holds).
-                guard splice.drained(index, target: target) else { return }
+                // it does in user space (the kernel still sends what that queue holds).
+                guard splice.drained(index, target: target) else { return waitOnKernel(index, pipe, splice) }
                 return close(index == 0 ? .clientClosed : .peerClosed)
             }
-            let count = recv(source, buffer.baseAddress!, buffer.count, Int32(MSG_DONTWAIT))
+            let buffer = owner.cipherBuffer
+            let count = recv(source, buffer.baseAddress!, min(buffer.count, PipeSplice.bufferBytes), Int32(MSG_DONTWAIT))
             if count > 0 {
                 if index == 0 { lastInputAt = EventLoop.now() }
                 splice.sides[index].read &+= UInt64(count)
+                guard charge(direction, count, pipe) else { return }
+                var written = 0
+                if splice.drained(index, target: target) {
+                    guard let sent = writeSpliced(target, buffer.baseAddress!, count, index) else { return }
+                    splice.wrote(sent, index)
+                    written = sent
+                    if written == count { continue }
+                }
+                // Kept until the kernel's queue drained or the target takes them.
+                let kept = splice.buffer(index)
+                kept.baseAddress!.copyMemory(from: buffer.baseAddress! + written, byteCount: count - written)
                 splice.sides[index].start = 0
-                splice.sides[index].count = count
+                splice.sides[index].count = count - written
                 continue
             }
             if count == 0 {
                 // The end, once every byte the program passed before it was read: some may still
-                // be on the kernel's way to the socket's queue (the timer looks again).
-                guard let passed = splice.passed(index), passed == splice.sides[index].read else { return }
+                // be on the kernel's way to the socket's queue.
+                guard splice.readAllPassed(index) else { return waitOnKernel(index, pipe, splice) }
                 splice.sides[index].ended = true
                 continue
             }
@@ -151,6 +165,23 @@ extension StreamConnection {
             if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return splice.reopen(index) }
             return close(index == 0 ? .clientClosed : .peerClosed, detail: String(cString: strerror(error)))
         }
+    }
+
+    /// Writes to a side's target: the bytes taken (0 when it is full, the side then waits for
+    /// it), or nil with the pipe closed on an error.
+    private func writeSpliced(_ target: Int32, _ bytes: UnsafeRawPointer, _ count: Int, _ index: Int) -> Int? {
+        let written = send(target, bytes, count, sendWithoutSignal)
+        if written >= 0 { return written }
+        let error = errno
+        if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return 0 }
+        close(index == 0 ? .peerClosed : .error, detail: String(cString: strerror(error)))
+        return nil
+    }
+
+    /// The side waits on the kernel (the timer looks again); its source is not read meanwhile.
+    private func waitOnKernel(_ index: Int, _ pipe: TCPPipe, _ splice: PipeSplice) {
+        splice.sides[index].waits = true
+        holdSource(index, pipe)
     }
 
     /// A side holds bytes its target cannot take yet: its source is not read meanwhile.
@@ -172,26 +203,22 @@ extension StreamConnection {
     /// the loop's metrics; an allocation that ended closes the pipe (its end counted the rest).
     func countSpliced(_ pipe: TCPPipe, _ splice: PipeSplice) {
         let counted = splice.count()
-        owner.loop.core.counters.tcpBytesToPeer &+= counted.toPeer
-        owner.loop.core.counters.tcpBytesToClient &+= counted.toClient
-        owner.counters.splicedBytesToPeer &+= counted.toPeer
-        owner.counters.splicedBytesToClient &+= counted.toClient
+        addSplicedMetrics(toPeer: counted.toPeer, toClient: counted.toClient)
         if counted.ended { close(.relayEnded) }
+    }
+
+    private func addSplicedMetrics(toPeer: UInt64, toClient: UInt64) {
+        owner.loop.core.counters.tcpBytesToPeer &+= toPeer
+        owner.loop.core.counters.tcpBytesToClient &+= toClient
+        owner.counters.splicedBytesToPeer &+= toPeer
+        owner.counters.splicedBytesToClient &+= toClient
     }
 
     /// The pipe closes: its sockets leave the sockmap, and what the kernel redirected is counted
     /// one last time (the transport's release, before the sockets close).
     func endSplice() {
         guard let pipe, let splice = pipe.splice else { return }
-        if !splice.sides.isEmpty {
-            splice.kernel.unsplice(first: splice.first, client: socket, peer: pipe.socket)
-            let counted = splice.count()
-            owner.loop.core.counters.tcpBytesToPeer &+= counted.toPeer
-            owner.loop.core.counters.tcpBytesToClient &+= counted.toClient
-            owner.counters.splicedBytesToPeer &+= counted.toPeer
-            owner.counters.splicedBytesToClient &+= counted.toClient
-            splice.kernel.release(first: splice.first)
-        }
-        pipe.account.traffic.forget(splice)
+        let counted = splice.finish()
+        addSplicedMetrics(toPeer: counted.toPeer, toClient: counted.toClient)
     }
 }

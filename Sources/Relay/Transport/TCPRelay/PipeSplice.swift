@@ -3,46 +3,57 @@ import FastPath
 import Glibc
 import RelayCore
 
-/// An RFC 6062 pipe whose two sockets are in the kernel's sockmap (docs/tcp-relay.md, "In the
-/// kernel"): the pair of slots, and relayd's half of each direction's protocol with the
-/// program. A direction (`Side`) runs from a source socket to a target socket; the program
-/// redirects the source's bytes to the target, or passes them to relayd, which reads them from
-/// the source and writes them to the target itself, but only once every byte redirected before
-/// them left the kernel's queue for the target's send queue (`drained`), so no byte overtakes
-/// another. The program redirects again once relayd read and wrote everything it passed (the
-/// `gate`).
+/// An RFC 6062 pipe whose sockets are in the kernel's sockmap (docs/tcp-relay.md, "In the
+/// kernel"): its slots, and relayd's half of each direction's protocol with the program. A
+/// direction (`Side`) runs from a source socket to a target socket; the program redirects the
+/// source's bytes to the target, or passes them to relayd, which reads them from the source and
+/// writes them to the target itself, but only once every byte redirected before them left the
+/// kernel's queue for the target's send queue (`drained`), so no byte overtakes another. The
+/// program redirects again once relayd read and wrote everything it passed (the `gate`).
 ///
 /// The pipe's loop thread owns the sides; the redirected-byte counts (what the allocation's
 /// `PipedTraffic` has of them) are under a lock, because the allocation's end, on its own loop,
 /// stops the redirects and counts the rest itself (`stopAndCount`). No heap allocation per
-/// byte relayed: a side's buffer is made once, at its first pass.
+/// byte relayed: a side's buffer is made once, the first time its target cannot take at once
+/// what relayd read.
 final class PipeSplice: PipedKernelCount, @unchecked Sendable {
     struct Side {
         /// The source socket's slot (its counts and control entry).
         var slot: UInt32
+        /// Whether the source is in the sockmap (the peer's may have failed to go in: then
+        /// the program sees none of its bytes, and relayd reads them as without the splice).
+        var inMap: Bool
         /// The target's written bytes when the splice began.
         var targetBase: UInt64
         /// Bytes relayd wrote to the target since.
         var written: UInt64 = 0
-        /// Bytes relayd read from the source since (all of them passed by the program).
+        /// Bytes relayd read from the source since.
         var read: UInt64 = 0
-        /// Bytes read and not yet written, at `start` of the pipe's buffer for this side.
+        /// Bytes read and not yet written, at `start` of the side's buffer.
         var start = 0
         var count = 0
-        /// The source ended (its FIN read, with every passed byte before it).
+        /// The source's stream ended (its end read, after every byte passed before it).
         var ended = false
+        /// The side waits on the kernel (no event will say when): its queue to the target to
+        /// drain, or passed bytes to reach the source's socket before its end.
+        var waits = false
         /// Redirected bytes counted in the loop's metrics.
         var inMetrics: UInt64 = 0
+        /// The program's redirected count when the kernel's queue to the target was last seen
+        /// drained: while it stays so, nothing new can be in that queue.
+        var drainedAt: UInt64 = 0
     }
 
     struct Counted {
-        /// The pair's first slot, once the sockets are in the sockmap.
+        /// The pair's first slot while the sockets are in the sockmap; nil before and after.
         var first: UInt32?
         /// Redirected bytes counted in `traffic`, each direction.
         var toPeer: UInt64 = 0
         var toClient: UInt64 = 0
         /// The allocation's end stopped the redirects and counted the rest.
         var stopped = false
+        /// Counted at the pipe's close after the allocation ended, for its end to take.
+        var leftover = TrafficCounters()
     }
 
     let kernel: KernelSplice
@@ -50,12 +61,15 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
     /// Towards the peer (the client's socket is the source), then towards the client; empty
     /// until `start` succeeded.
     var sides: [Side] = []
-    /// One read's worth per side, for what the program passed (made at the first pass).
+    private(set) var spliced: KernelSplice.Spliced?
+    /// Per side, what relayd read and its target could not take yet (made when first needed).
     var buffers: [UnsafeMutableRawBufferPointer?] = [nil, nil]
     private let counted = Locked<Counted>(Counted())
+    /// The next wait on the kernel, doubled while nothing moves (2 ms up to 64 ms).
+    var waitMicroseconds = PipeSplice.firstWait
 
-    /// Bytes a side reads at a time of what the program passed.
-    static let readBytes = 64 * 1024
+    static let firstWait = 2000
+    static let longestWait = 64_000
 
     init(kernel: KernelSplice, traffic: PipedTraffic) {
         self.kernel = kernel
@@ -64,16 +78,24 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
 
     var first: UInt32 { sides[0].slot }
 
-    /// Puts the sockets in the sockmap, unless the allocation ended: false when it did, or no
-    /// pair is free. Under the lock, so the allocation's end either sees the pair or stops this.
+    /// Puts the sockets in the sockmap and opens the redirects, unless the allocation ended:
+    /// false when it did, or when the client's socket cannot go in. Under the lock, so the
+    /// allocation's end either sees the pair or stops this.
     func start(client: Int32, peer: Int32, clientBase: UInt64, peerBase: UInt64, limit: UInt32) -> Bool {
-        let first = counted.withLock { counted -> UInt32? in
-            guard !counted.stopped, !traffic.hasEnded else { return nil }
-            counted.first = kernel.splice(client: client, peer: peer, limit: limit)
-            return counted.first
+        let spliced = counted.withLock { counted -> KernelSplice.Spliced? in
+            guard !counted.stopped, !traffic.hasEnded, let spliced = kernel.splice(client: client, peer: peer)
+            else { return nil }
+            counted.first = spliced.first
+            // With one socket out, the program only passes: relayd reads both sides itself.
+            if spliced.peerInserted { kernel.open(first: spliced.first, limit: limit) }
+            return spliced
         }
-        guard let first else { return false }
-        sides = [Side(slot: first, targetBase: peerBase), Side(slot: first + 1, targetBase: clientBase)]
+        guard let spliced else { return false }
+        self.spliced = spliced
+        sides = [
+            Side(slot: spliced.first, inMap: true, targetBase: peerBase),
+            Side(slot: spliced.first + 1, inMap: spliced.peerInserted, targetBase: clientBase),
+        ]
         return true
     }
 
@@ -81,37 +103,51 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
 
     func buffer(_ side: Int) -> UnsafeMutableRawBufferPointer {
         if let buffer = buffers[side] { return buffer }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBytes, alignment: 16)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferBytes, alignment: 16)
         buffers[side] = buffer
         return buffer
     }
 
+    /// Bytes a side holds at most (one read of what the program passed).
+    static let bufferBytes = 64 * 1024
+
     /// Whether every byte the program redirected towards `side`'s target is in the target's send
     /// queue: its written bytes since the splice, less relayd's own, equal the program's count.
     func drained(_ side: Int, target: Int32) -> Bool {
-        guard let written = KernelSplice.writtenBytes(target), let counts = kernel.counts(slot: sides[side].slot)
+        guard sides[side].inMap else { return true }
+        guard let redirected = kernel.counts(slot: sides[side].slot)?.redirected else { return false }
+        if redirected == sides[side].drainedAt { return true }
+        guard let written = KernelSplice.writtenBytes(target),
+            written &- sides[side].targetBase &- sides[side].written == redirected
         else { return false }
-        return written &- sides[side].targetBase &- sides[side].written == counts.redirected
+        sides[side].drainedAt = redirected
+        return true
     }
 
-    /// Bytes the program passed from `side`'s source so far; nil if the map cannot be read.
-    func passed(_ side: Int) -> UInt64? { kernel.counts(slot: sides[side].slot)?.passed }
+    /// Whether relayd read every byte the program passed from `side`'s source (always, for a
+    /// source outside the sockmap).
+    func readAllPassed(_ side: Int) -> Bool {
+        guard sides[side].inMap else { return true }
+        return kernel.counts(slot: sides[side].slot)?.passed == sides[side].read
+    }
 
     /// Lets the program redirect `side` again once relayd holds nothing of it: every byte passed
     /// is read and written on.
     func reopen(_ side: Int) {
-        guard sides[side].count == 0, let passed = passed(side), passed == sides[side].read else { return }
+        guard sides[side].inMap, sides[side].count == 0,
+            let passed = kernel.counts(slot: sides[side].slot)?.passed, passed == sides[side].read
+        else { return }
         let control = kernel.control(slot: sides[side].slot)
         if relayd_splice_load_gate(control) != passed { relayd_splice_store_gate(control, passed) }
     }
 
-    /// Tells the program what relayd wrote to `side`'s target (its in-flight count).
+    /// Tells the program what relayd wrote to `side`'s target (its count of the target's queue).
     func wrote(_ bytes: Int, _ side: Int) {
         sides[side].written &+= UInt64(bytes)
         relayd_splice_store_written(kernel.control(slot: sides[side].slot), sides[side].written)
     }
 
-    /// Counts in `traffic` what the program redirected since the last count; false once the
+    /// Counts in `traffic` what the program redirected since the last count; `ended` once the
     /// allocation ended (its end counted the rest). The new bytes of each direction are returned
     /// for the loop's metrics.
     func count() -> (ended: Bool, toPeer: UInt64, toClient: UInt64) {
@@ -130,28 +166,59 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
             }
             return false
         }
-        let metrics = (toPeer: (toPeer ?? sides[0].inMetrics) &- sides[0].inMetrics,
-                       toClient: (toClient ?? sides[1].inMetrics) &- sides[1].inMetrics)
-        if let toPeer { sides[0].inMetrics = toPeer }
-        if let toClient { sides[1].inMetrics = toClient }
-        return (ended, metrics.toPeer, metrics.toClient)
+        return (ended, metricsDelta(0, toPeer), metricsDelta(1, toClient))
+    }
+
+    private func metricsDelta(_ side: Int, _ redirected: UInt64?) -> UInt64 {
+        guard let redirected, redirected > sides[side].inMetrics else { return 0 }
+        defer { sides[side].inMetrics = redirected }
+        return redirected - sides[side].inMetrics
+    }
+
+    /// The pipe closes: its sockets leave the sockmap, the last redirects are counted (kept for
+    /// the allocation's end if it already refuses counts), and the pair is freed. Returns the
+    /// new bytes for the loop's metrics.
+    func finish() -> (toPeer: UInt64, toClient: UInt64) {
+        guard let spliced else { return (0, 0) }
+        kernel.unsplice(spliced)
+        let toPeer = kernel.counts(slot: spliced.first)?.redirected
+        let toClient = kernel.counts(slot: spliced.first + 1)?.redirected
+        counted.withLock { counted in
+            counted.first = nil
+            guard !counted.stopped else { return }
+            if let toPeer, toPeer > counted.toPeer {
+                let bytes = toPeer - counted.toPeer
+                if !traffic.add(.toPeer, bytes: Int(bytes)) { counted.leftover.bytesToPeer &+= bytes }
+                counted.toPeer = toPeer
+            }
+            if let toClient, toClient > counted.toClient {
+                let bytes = toClient - counted.toClient
+                if !traffic.add(.toClient, bytes: Int(bytes)) { counted.leftover.bytesToClient &+= bytes }
+                counted.toClient = toClient
+            }
+        }
+        traffic.forget(self)
+        kernel.release(first: spliced.first)
+        self.spliced = nil
+        return (metricsDelta(0, toPeer), metricsDelta(1, toClient))
     }
 
     func stopAndCount() -> TrafficCounters {
         counted.withLock { counted in
+            guard !counted.stopped else { return TrafficCounters() }
             counted.stopped = true
-            guard let first = counted.first else { return TrafficCounters() }
+            var uncounted = counted.leftover
+            guard let first = counted.first else { return uncounted }
             // The program reads the limit under its counters' lock, which the reads below take:
             // a redirect was either counted before them, or sees 0 and passes.
             relayd_splice_store_limit(kernel.control(slot: first), 0)
             relayd_splice_store_limit(kernel.control(slot: first + 1), 0)
-            var uncounted = TrafficCounters()
             if let redirected = kernel.counts(slot: first)?.redirected, redirected > counted.toPeer {
-                uncounted.bytesToPeer = redirected - counted.toPeer
+                uncounted.bytesToPeer &+= redirected - counted.toPeer
                 counted.toPeer = redirected
             }
             if let redirected = kernel.counts(slot: first + 1)?.redirected, redirected > counted.toClient {
-                uncounted.bytesToClient = redirected - counted.toClient
+                uncounted.bytesToClient &+= redirected - counted.toClient
                 counted.toClient = redirected
             }
             return uncounted
@@ -160,13 +227,14 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
 
     func uncounted() -> TrafficCounters {
         counted.withLock { counted in
-            guard !counted.stopped, let first = counted.first else { return TrafficCounters() }
-            var uncounted = TrafficCounters()
+            guard !counted.stopped else { return TrafficCounters() }
+            var uncounted = counted.leftover
+            guard let first = counted.first else { return uncounted }
             if let redirected = kernel.counts(slot: first)?.redirected, redirected > counted.toPeer {
-                uncounted.bytesToPeer = redirected - counted.toPeer
+                uncounted.bytesToPeer &+= redirected - counted.toPeer
             }
             if let redirected = kernel.counts(slot: first + 1)?.redirected, redirected > counted.toClient {
-                uncounted.bytesToClient = redirected - counted.toClient
+                uncounted.bytesToClient &+= redirected - counted.toClient
             }
             return uncounted
         }
