@@ -343,7 +343,20 @@ def rss_kib(pid: int) -> int:
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
 
 
-SLOW_PAYLOAD = 24 << 20  # the kernel's loopback buffers on the way hold about 10 MB
+SLOW_PAYLOAD = 24 << 20
+
+
+def stall(sender: socket.socket, payload: bytes, seconds: float) -> int:
+    """Writes `payload` without blocking for `seconds`: how much the kernel took."""
+    sender.setblocking(False)
+    sent = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and sent < len(payload):
+        try:
+            sent += sender.send(payload[sent:sent + 65536])
+        except BlockingIOError:
+            time.sleep(0.01)
+    return sent  # the kernel's loopback buffers on the way hold about 10 MB
 
 
 def stall_then_drain(server: RelayServer, sender: socket.socket, receiver: socket.socket) -> None:
@@ -351,14 +364,7 @@ def stall_then_drain(server: RelayServer, sender: socket.socket, receiver: socke
     the end, with relayd's memory flat; then `receiver` reads and gets every byte in order."""
     payload = os.urandom(SLOW_PAYLOAD)
     before = rss_kib(server.proc.pid)
-    sender.setblocking(False)
-    sent = 0
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and sent < len(payload):
-        try:
-            sent += sender.send(payload[sent:sent + 65536])
-        except BlockingIOError:
-            time.sleep(0.01)
+    sent = stall(sender, payload, 3)
     grown = rss_kib(server.proc.pid) - before
     assert sent < len(payload), "24 MB could be written to a side that reads nothing"
     assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"

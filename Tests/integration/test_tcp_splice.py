@@ -32,7 +32,7 @@ from conftest import REPO_ROOT, RelayServer, free_port, running, server_kind
 from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
 from test_http_metrics import scrape, value
 from test_tcp_relay import (
-    UCLIENT_TIMEOUT, WAIT, control, connected_pipe, echo, echo_through, metric, rss_kib, start)  # noqa: F401
+    UCLIENT_TIMEOUT, WAIT, control, connected_pipe, echo, echo_through, metric, rss_kib, stall, start)  # noqa: F401
 from test_uclient import _tool, parse_report
 
 pytestmark = [
@@ -115,52 +115,7 @@ def test_bytes_sent_with_the_connection_bind_arrive_first(tmp_path):
                 assert recv_exactly(data, len(later), timeout=20) == later
 
 
-def stall(sender: socket.socket, payload: bytes, seconds: float) -> int:
-    """Writes `payload` without blocking for `seconds`: how much the kernel took."""
-    sender.setblocking(False)
-    sent = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and sent < len(payload):
-        try:
-            sent += sender.send(payload[sent:sent + 65536])
-        except BlockingIOError:
-            time.sleep(0.01)
-    return sent
-
-
 STALL_PAYLOAD = 64 << 20
-
-
-@pytest.mark.parametrize("slow", ["peer", "client"])
-def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
-    """One side reads nothing for 3 s while the other writes 64 MB: the writer stalls after the
-    socket buffers and the program's 4 MiB in flight (a plain redirect would take it all into
-    kernel memory), relayd does not grow, and then every byte arrives in order."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
-        listener.settimeout(WAIT)
-        client.create_permission(listener.getsockname())
-        cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
-        peer, _ = listener.accept()
-        data, bound, _ = client.open_data_connection(cid)
-        with peer, data:
-            TCPRelayClient.check(bound, "ConnectionBind")
-            wait_spliced(s, 1)
-            sender, receiver = (data, peer) if slow == "peer" else (peer, data)
-            payload = os.urandom(STALL_PAYLOAD)
-            before = rss_kib(s.proc.pid)
-            sent = stall(sender, payload, 3)
-            grown = rss_kib(s.proc.pid) - before
-            assert sent < 32 << 20, f"{sent >> 20} MB taken from a sender whose reader reads nothing"
-            assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
-            received: list[bytes] = []
-            reader = threading.Thread(target=lambda: received.append(recv_exactly(receiver, len(payload), timeout=60)))
-            reader.start()
-            sender.setblocking(True)
-            sender.settimeout(60)
-            sender.sendall(payload[sent:])
-            reader.join(timeout=60)
-            assert received and received[0] == payload
 
 
 def cpu_seconds(pid: int) -> float:
@@ -181,6 +136,33 @@ def spliced_pipe(s, client: TCPRelayClient, listener: socket.socket,
     TCPRelayClient.check(bound, "ConnectionBind")
     wait_spliced(s, 1)
     return peer, data
+
+
+
+@pytest.mark.parametrize("slow", ["peer", "client"])
+def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
+    """One side reads nothing for 3 s while the other writes 64 MB: the writer stalls after the
+    socket buffers (a plain redirect would take it all into kernel memory), relayd does not
+    grow, and then every byte arrives in order."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
+        peer, data = spliced_pipe(s, client, listener)
+        with peer, data:
+            sender, receiver = (data, peer) if slow == "peer" else (peer, data)
+            payload = os.urandom(STALL_PAYLOAD)
+            before = rss_kib(s.proc.pid)
+            sent = stall(sender, payload, 3)
+            grown = rss_kib(s.proc.pid) - before
+            assert sent < 32 << 20, f"{sent >> 20} MB taken from a sender whose reader reads nothing"
+            assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
+            received: list[bytes] = []
+            reader = threading.Thread(target=lambda: received.append(recv_exactly(receiver, len(payload), timeout=60)))
+            reader.start()
+            sender.setblocking(True)
+            sender.settimeout(60)
+            sender.sendall(payload[sent:])
+            reader.join(timeout=60)
+            assert received and received[0] == payload
 
 
 def test_both_sides_slow_stall_both_senders(tmp_path):
@@ -256,14 +238,8 @@ def test_a_killed_relayd_leaves_no_pipe_open(tmp_path):
     listener = socket.create_server(("127.0.0.1", 0))
     server = start(tmp_path, *OFFLOAD)
     with listener, running(server) as s, control(s, "tcp") as client:
-        listener.settimeout(WAIT)
-        client.create_permission(listener.getsockname())
-        cid = connection_id(TCPRelayClient.check(client.connect_peer(listener.getsockname()), "Connect"))
-        peer, _ = listener.accept()
-        data, bound, _ = client.open_data_connection(cid)
+        peer, data = spliced_pipe(s, client, listener)
         with peer, data:
-            TCPRelayClient.check(bound, "ConnectionBind")
-            wait_spliced(s, 1)
             stop = threading.Event()
 
             def pump(sock):

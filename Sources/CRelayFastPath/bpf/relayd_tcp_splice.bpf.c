@@ -8,10 +8,10 @@
 // from the socket as before and writes it on itself. It passes when:
 //   - relayd has not yet read and written on everything passed before (`passed` != `gate`): a
 //     redirected byte must never overtake one relayd holds;
-//   - the target's send queue has no room for the segment: its unsent and unacknowledged bytes,
-//     plus what was redirected to it and is still in the kernel's queue in front of it, plus the
-//     segment, must stay within a quarter of its send buffer (what the kernel's worker can then
-//     write at once) and within `limit`. The kernel queues redirected bytes on the target without
+//   - the target's send queue has no room for the segment: the memory its queue holds (unsent
+//     and unacknowledged), plus what was redirected to it and is still in the kernel's queue in
+//     front of it, plus the segment, must stay under half its send buffer (where the kernel's
+//     worker finds the socket writable and writes the segment at once) and within `limit`. The kernel queues redirected bytes on the target without
 //     bound and without closing the source's TCP window, while passed bytes count against the
 //     source's receive buffer, so passing is what stalls a slow reader's sender. A redirect into
 //     a queue the worker could not empty would also hold up the target's own passed bytes,
@@ -29,10 +29,10 @@
 // begins with its sock.
 struct sock {
     int sk_sndbuf;
+    int sk_wmem_queued;
 } __attribute__((preserve_access_index));
 
 struct tcp_sock {
-    __u32 snd_una;
     __u32 write_seq;
 } __attribute__((preserve_access_index));
 
@@ -89,16 +89,17 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     struct splice_counters *counters = bpf_map_lookup_elem(&relayd_splice_counters, &slot);
     if (!control || !counters) return SK_PASS;
     __u32 target = slot ^ 1;
-    __u32 una = 0, written = 0, room = 0;
+    __u32 written = 0, room = 0, queued = 0;
     int reachable = 0;
     struct bpf_sock *sock = bpf_map_lookup_elem(&relayd_splice_sockets, &target);
     if (sock) {
         struct tcp_sock *tcp = bpf_skc_to_tcp_sock(sock);
         if (tcp) {
-            una = tcp->snd_una;
             written = tcp->write_seq;
             int sndbuf = ((struct sock *)tcp)->sk_sndbuf;
-            room = sndbuf > 0 ? (__u32)sndbuf / 4 : 0;
+            int wmem = ((struct sock *)tcp)->sk_wmem_queued;
+            room = sndbuf > 0 ? (__u32)sndbuf / 2 : 0;
+            queued = wmem > 0 ? (__u32)wmem : 0;
             reachable = 1;
         }
         bpf_sk_release(sock);
@@ -116,7 +117,7 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
         // Redirected bytes not yet in the target's send queue (the kernel's queue before it).
         __s32 queued_before = (__s32)((__u32)counters->redirected + by_relayd - (written - counters->base_write));
         if (queued_before < 0) queued_before = 0;
-        __u64 ahead = (__u64)(written - una) + (__u32)queued_before + length;
+        __u64 ahead = (__u64)queued + (__u32)queued_before + length;
         if (ahead <= room && ahead <= limit) {
             counters->redirected += length;
             redirect = 1;

@@ -127,6 +127,8 @@ extension StreamConnection {
                 splice.sides[index].count -= written
                 if splice.sides[index].count > 0 { return waitForTarget(index, pipe) }
                 releaseSource(index, pipe)
+                // Caught up with what the program passed: it may redirect again at once.
+                splice.reopen(index)
             }
             if splice.sides[index].ended {
                 // Everything before the end is in the target's send queue: the pipe closes, as
@@ -145,7 +147,10 @@ extension StreamConnection {
                     guard let sent = writeSpliced(target, buffer.baseAddress!, count, index) else { return }
                     splice.wrote(sent, index)
                     written = sent
-                    if written == count { continue }
+                    if written == count {
+                        splice.reopen(index)
+                        continue
+                    }
                 }
                 // Kept until the kernel's queue drained or the target takes them.
                 let kept = splice.buffer(index)
