@@ -51,13 +51,19 @@ def system_busy() -> int:
     return sum(fields) - fields[3] - fields[4]  # less idle and iowait
 
 
-def pump(sock: socket.socket, total: int, errors: list[str]) -> None:
+def pump(sock: socket.socket, total: int, errors: list[str], rate: float) -> None:
+    """Writes `total` bytes, at most `rate` MiB/s if given (0: as fast as the socket takes)."""
     chunk = os.urandom(CHUNK)
     sent = 0
+    started = time.monotonic()
     try:
         while sent < total:
             sock.sendall(chunk[: min(CHUNK, total - sent)])
             sent += min(CHUNK, total - sent)
+            if rate:
+                ahead = sent / (rate * (1 << 20)) - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
     except OSError as error:
         errors.append(f"send: {error}")
 
@@ -76,14 +82,15 @@ def drain(sock: socket.socket, total: int, errors: list[str]) -> None:
         errors.append(f"recv: {error}")
 
 
-def transfer(pairs: list[tuple[socket.socket, socket.socket]], per_direction: int, pid: int | None) -> dict:
+def transfer(pairs: list[tuple[socket.socket, socket.socket]], per_direction: int, pid: int | None,
+             rate: float) -> dict:
     errors: list[str] = []
     threads = []
     for client, peer in pairs:
         client.settimeout(120)
         peer.settimeout(120)
         for sender, receiver in ((client, peer), (peer, client)):
-            threads.append(threading.Thread(target=pump, args=(sender, per_direction, errors)))
+            threads.append(threading.Thread(target=pump, args=(sender, per_direction, errors, rate)))
             threads.append(threading.Thread(target=drain, args=(receiver, per_direction, errors)))
     hz = os.sysconf("SC_CLK_TCK")
     process_before = cpu_ticks(pid) if pid else 0
@@ -120,7 +127,7 @@ def turn_pairs(server: RelayServer, listeners: list[socket.socket]) -> tuple[TCP
     return client, pairs
 
 
-def run_turn(kind: str, workdir: Path, streams: int, per_direction: int, splice: bool) -> dict:
+def run_turn(kind: str, workdir: Path, streams: int, per_direction: int, splice: bool, rate: float) -> dict:
     extra = ["--log-level=notice", "--relay-threads=2"] if kind == "relayd" else []
     if splice:
         extra += ["--kernel-offload=on", "--kernel-offload-interface=lo"]
@@ -132,7 +139,7 @@ def run_turn(kind: str, workdir: Path, streams: int, per_direction: int, splice:
         client, pairs = turn_pairs(s, listeners)
         try:
             time.sleep(0.5)  # relayd splices a pipe once its ConnectionBind answer is written
-            result = transfer(pairs, per_direction, s.proc.pid)
+            result = transfer(pairs, per_direction, s.proc.pid, rate)
             if kind == "relayd" and "failed" not in result:
                 # What share of the bytes the kernel moved (docs/tcp-relay.md, "Counting").
                 time.sleep(1.3)
@@ -154,7 +161,7 @@ def run_turn(kind: str, workdir: Path, streams: int, per_direction: int, splice:
                 listener.close()
 
 
-def run_haproxy(workdir: Path, streams: int, per_direction: int) -> dict:
+def run_haproxy(workdir: Path, streams: int, per_direction: int, rate: float) -> dict:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
     port = free_port()
@@ -181,7 +188,7 @@ def run_haproxy(workdir: Path, streams: int, per_direction: int) -> dict:
             client = socket.create_connection(("127.0.0.1", port), timeout=10)
             peer, _ = listener.accept()
             pairs.append((client, peer))
-        return transfer(pairs, per_direction, proc.pid)
+        return transfer(pairs, per_direction, proc.pid, rate)
     finally:
         for a, b in pairs:
             a.close()
@@ -200,6 +207,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--streams", type=int, default=4)
     parser.add_argument("--megabytes", type=int, default=256, help="MiB each pipe carries each way")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="MiB/s each sender writes at most (0: as fast as it can; the receivers then set the pace)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="which of " + ", ".join(CONFIGS))
     args = parser.parse_args()
     configs = [c for c in args.configs.split(",") if c in CONFIGS]
@@ -212,10 +221,10 @@ def main() -> None:
                 workdir = Path(scratch) / f"{config}-{rep}"
                 workdir.mkdir()
                 if config == "haproxy":
-                    result = run_haproxy(workdir, args.streams, per_direction)
+                    result = run_haproxy(workdir, args.streams, per_direction, args.rate)
                 else:
                     result = run_turn("coturn" if config == "coturn" else "relayd", workdir, args.streams,
-                                      per_direction, splice=config == "relayd-splice")
+                                      per_direction, splice=config == "relayd-splice", rate=args.rate)
                 print(f"bench-tcp-relay: rep {rep} {config}: {result}", file=sys.stderr, flush=True)
                 results[config].append(result)
 
@@ -223,7 +232,8 @@ def main() -> None:
         values = [r[key] for r in results[config] if "failed" not in r and r.get(key) is not None]
         return statistics.median(values) if values else float("nan")
 
-    print(f"\nRFC 6062 relaying, {args.streams} pipes x {args.megabytes} MiB each way, both ways at once; "
+    pace = f"each sender at {args.rate:g} MiB/s" if args.rate else "senders as fast as the receivers read"
+    print(f"\nRFC 6062 relaying, {args.streams} pipes x {args.megabytes} MiB each way, both ways at once, {pace}; "
           f"medians of the runs that finished, of {args.reps}")
     print(f"{'':16} {'MiB/s':>8} {'process ms/MiB':>15} {'vs coturn':>10} {'system ms/MiB':>14} {'vs coturn':>10} "
           f"{'kernel share':>13} {'stalled':>8}")

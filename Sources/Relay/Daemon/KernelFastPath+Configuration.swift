@@ -42,8 +42,18 @@ extension KernelFastPath {
 
 /// `check-config`'s question about `kernel-offload`, public for the executable.
 public enum KernelOffloadProbe {
-    /// Nil when the BPF program loads into this kernel with this configuration, else why not.
+    /// Nil when the BPF programs load into this kernel with this configuration (the fast path's,
+    /// and the RFC 6062 pipes' sockmap program beside it), else why not.
     public static func problem(configuration: RelayConfiguration) -> String? {
-        KernelFastPath.probe(configuredObject: configuration.kernelOffloadObject)
+        if let problem = KernelFastPath.probe(configuredObject: configuration.kernelOffloadObject) { return problem }
+        guard let fastPath = KernelFastPath.locateObject(configured: configuration.kernelOffloadObject).path else {
+            return nil
+        }
+        do {
+            _ = try KernelSplice(objectPath: KernelSplice.objectPath(besideFastPath: fastPath))
+            return nil
+        } catch {
+            return "TCP splice: \(error.description)"
+        }
     }
 }
