@@ -24,15 +24,34 @@ int relayd_splice_reset_counters(int map_fd, uint32_t slot) {
     return 0;
 }
 
-int64_t relayd_tcp_written_bytes(int socket) {
+static int acked_bytes(int socket, uint64_t *acked) {
     struct tcp_info info;
     socklen_t length = sizeof info;
     memset(&info, 0, sizeof info);
     if (getsockopt(socket, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return -1;
     if (length < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof info.tcpi_bytes_acked) return -1;
-    int unacknowledged = 0;
-    if (ioctl(socket, SIOCOUTQ, &unacknowledged) != 0) return -1;
-    return (int64_t)info.tcpi_bytes_acked + unacknowledged;
+    *acked = info.tcpi_bytes_acked;
+    return 0;
+}
+
+int64_t relayd_tcp_written_bytes(int socket) {
+    // Two system calls: an acknowledgement between them would make the sum short, so the
+    // acknowledged count is read on both sides of the queue's and must agree.
+    for (int attempt = 0; attempt < 16; attempt++) {
+        uint64_t before = 0, after = 0;
+        int unacknowledged = 0;
+        if (acked_bytes(socket, &before) != 0) return -1;
+        if (ioctl(socket, SIOCOUTQ, &unacknowledged) != 0) return -1;
+        if (acked_bytes(socket, &after) != 0) return -1;
+        if (before == after) return (int64_t)after + unacknowledged;
+    }
+    return -1;
+}
+
+int relayd_tcp_unread_bytes(int socket) {
+    int unread = 0;
+    if (ioctl(socket, FIONREAD, &unread) != 0) return -1;
+    return unread;
 }
 
 int relayd_tcp_established(int socket) {

@@ -92,7 +92,7 @@ package final class KernelSplice: @unchecked Sendable {
     /// cannot (it may have closed meanwhile), the client's stays: taking a socket out of a
     /// sockmap drops what the program passed and relayd did not read yet.
     package func splice(client: Int32, peer: Int32) -> Spliced? {
-        guard let pair = freePairs.withLock({ $0.popLast() }) else { return nil }
+        guard let pair = freePairs.withLock({ $0.popLast() }) else { return nil }  // the oldest freed
         var spliced = Spliced(first: pair * 2, cookies: [], peerInserted: false)
         for (offset, socket) in [client, peer].enumerated() {
             var slot = spliced.first + UInt32(offset)
@@ -135,13 +135,19 @@ package final class KernelSplice: @unchecked Sendable {
         }
     }
 
-    /// Frees a pipe's pair, once its counters were read for the last time.
+    /// Frees a pipe's pair, once its counters were read for the last time. It is taken again
+    /// last (the list is first in, first out): a run of the program that looked the old socket
+    /// up just before it left the sockmap must not touch a new pipe's counts.
     package func release(first: UInt32) {
-        freePairs.withLock { $0.append(first / 2) }
+        freePairs.withLock { $0.insert(first / 2, at: 0) }
     }
 
-    /// Whether `socket` is an established TCP connection (only those may enter a sockmap).
-    package static func established(_ socket: Int32) -> Bool { relayd_tcp_established(socket) == 1 }
+    /// Whether `socket` may enter the sockmap now: an established TCP connection (only those may)
+    /// with nothing unread in its receive queue (the program would see a segment relayd read in
+    /// part whole again).
+    package static func ready(_ socket: Int32) -> Bool {
+        relayd_tcp_established(socket) == 1 && relayd_tcp_unread_bytes(socket) == 0
+    }
 
     /// What the program did with the bytes `slot`'s socket received: redirected to the other
     /// side, and passed to relayd. Nil if the map cannot be read.

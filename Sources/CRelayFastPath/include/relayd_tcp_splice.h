@@ -45,8 +45,12 @@ int relayd_splice_read_counters(int map_fd, uint32_t slot, uint64_t *redirected,
 int relayd_splice_reset_counters(int map_fd, uint32_t slot);
 
 // Bytes written into `socket`'s send queue since it was connected: the peer's acknowledged bytes
-// (TCP_INFO's tcpi_bytes_acked) plus the queue not yet acknowledged (SIOCOUTQ). -1 on error.
+// (TCP_INFO's tcpi_bytes_acked) plus the queue not yet acknowledged (SIOCOUTQ), read so that no
+// acknowledgement falls between the two. -1 on error (or if acknowledgements kept arriving).
 int64_t relayd_tcp_written_bytes(int socket);
+
+// Bytes in `socket`'s receive queue not read yet (FIONREAD), -1 on error.
+int relayd_tcp_unread_bytes(int socket);
 
 // 1 if `socket` is a TCP connection in the ESTABLISHED state, 0 if not, -1 on error.
 int relayd_tcp_established(int socket);

@@ -67,7 +67,7 @@ extension StreamConnection {
     func trySplice(_ pipe: TCPPipe) {
         guard let kernel = owner.loop.splice, !pipe.clientEnded else { return }
         guard pendingOutput == 0, pipe.pending == 0, partialCount == 0, !pipe.clientPaused, !pipe.peerPaused,
-            KernelSplice.established(socket), KernelSplice.established(pipe.socket)
+            KernelSplice.ready(socket), KernelSplice.ready(pipe.socket)
         else {
             pipe.spliceTries += 1
             return armSpliceTimer(pipe, microseconds: pipe.spliceTries < 50 ? 20_000 : 1_000_000)
@@ -167,7 +167,12 @@ extension StreamConnection {
                 continue
             }
             let error = errno
-            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return splice.reopen(index) }
+            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR {
+                // Nothing held: the source is read again as it gets bytes (after a wait at its
+                // end, its read event was off).
+                releaseSource(index, pipe)
+                return splice.reopen(index)
+            }
             return close(index == 0 ? .clientClosed : .peerClosed, detail: String(cString: strerror(error)))
         }
     }
