@@ -86,20 +86,7 @@ package final class KernelFastPath: @unchecked Sendable {
     ) throws(Failure) {
         self.localAddresses = localAddresses
         self.egressInterfaces = egressInterfaces
-        guard let object = bpf_object__open_file(objectPath, nil), libbpf_get_error(UnsafeRawPointer(object)) == 0 else {
-            throw Failure(description: "cannot open BPF object \(objectPath): \(String(cString: strerror(errno)))")
-        }
-        for (name, fd) in maps {
-            guard let map = bpf_object__find_map_by_name(object, name), bpf_map__reuse_fd(map, fd) == 0 else {
-                bpf_object__close(object)
-                throw Failure(description: "cannot take over the map \(name) of the running relayd")
-            }
-        }
-        let loaded = bpf_object__load(object)
-        guard loaded == 0 else {
-            bpf_object__close(object)
-            throw Failure(description: "the kernel refused \(objectPath): \(String(cString: strerror(-loaded)))")
-        }
+        let object = try Self.loadObject(objectPath, reusing: maps)
         func map(_ name: String) -> Int32 {
             bpf_object__find_map_by_name(object, name).map { bpf_map__fd($0) } ?? -1
         }

@@ -36,14 +36,7 @@ package final class KernelSplice: @unchecked Sendable {
     /// object, the kernel's refusal, missing privileges).
     package init(objectPath: String) throws(Failure) {
         guard access(objectPath, R_OK) == 0 else { throw Failure(description: "no BPF object at \(objectPath)") }
-        guard let object = bpf_object__open_file(objectPath, nil), libbpf_get_error(UnsafeRawPointer(object)) == 0 else {
-            throw Failure(description: "cannot open BPF object \(objectPath): \(String(cString: strerror(errno)))")
-        }
-        let loaded = bpf_object__load(object)
-        guard loaded == 0 else {
-            bpf_object__close(object)
-            throw Failure(description: "the kernel refused \(objectPath): \(String(cString: strerror(-loaded)))")
-        }
+        let object = try KernelFastPath.loadObject(objectPath)
         func descriptor(_ name: String) -> Int32 {
             bpf_object__find_map_by_name(object, name).map { bpf_map__fd($0) } ?? -1
         }

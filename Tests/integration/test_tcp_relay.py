@@ -368,6 +368,12 @@ def stall_then_drain(server: RelayServer, sender: socket.socket, receiver: socke
     grown = rss_kib(server.proc.pid) - before
     assert sent < len(payload), "24 MB could be written to a side that reads nothing"
     assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
+    send_rest_and_check(sender, receiver, payload, sent)
+
+
+def send_rest_and_check(sender: socket.socket, receiver: socket.socket, payload: bytes, sent: int) -> None:
+    """`receiver` starts reading while `sender` writes the rest of `payload`: every byte arrives
+    in order."""
     received: list[bytes] = []
     reader = threading.Thread(target=lambda: received.append(recv_exactly(receiver, len(payload), timeout=60)))
     reader.start()

@@ -31,8 +31,9 @@ import pytest
 from conftest import REPO_ROOT, RelayServer, free_port, running, server_kind
 from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
 from test_http_metrics import scrape, value
-from test_tcp_relay import (
-    UCLIENT_TIMEOUT, WAIT, control, connected_pipe, echo, echo_through, metric, rss_kib, stall, start)  # noqa: F401
+from test_tcp_relay import (  # noqa: F401 (echo: a fixture)
+    UCLIENT_TIMEOUT, WAIT, connected_pipe, control, echo, echo_through, metric, rss_kib, send_rest_and_check, stall,
+    start)
 from test_uclient import _tool, parse_report
 
 pytestmark = [
@@ -155,14 +156,7 @@ def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
             grown = rss_kib(s.proc.pid) - before
             assert sent < 32 << 20, f"{sent >> 20} MB taken from a sender whose reader reads nothing"
             assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
-            received: list[bytes] = []
-            reader = threading.Thread(target=lambda: received.append(recv_exactly(receiver, len(payload), timeout=60)))
-            reader.start()
-            sender.setblocking(True)
-            sender.settimeout(60)
-            sender.sendall(payload[sent:])
-            reader.join(timeout=60)
-            assert received and received[0] == payload
+            send_rest_and_check(sender, receiver, payload, sent)
 
 
 def test_both_sides_slow_stall_both_senders(tmp_path):
