@@ -99,8 +99,6 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
         return true
     }
 
-    static func index(_ direction: BandwidthBudget.Direction) -> Int { direction == .toPeer ? 0 : 1 }
-
     func buffer(_ side: Int) -> UnsafeMutableRawBufferPointer {
         if let buffer = buffers[side] { return buffer }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferBytes, alignment: 16)
@@ -147,26 +145,49 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
         relayd_splice_store_written(kernel.control(slot: sides[side].slot), sides[side].written)
     }
 
+    /// What the program redirected each way from the pair at `first` (nil where the map cannot
+    /// be read).
+    private func redirected(_ first: UInt32) -> (toPeer: UInt64?, toClient: UInt64?) {
+        (kernel.counts(slot: first)?.redirected, kernel.counts(slot: first + 1)?.redirected)
+    }
+
+    /// The bytes of `totals` that `counted` does not have yet, which it takes.
+    private static func take(_ totals: (toPeer: UInt64?, toClient: UInt64?), into counted: inout Counted)
+        -> TrafficCounters
+    {
+        var new = TrafficCounters()
+        if let toPeer = totals.toPeer, toPeer > counted.toPeer {
+            new.bytesToPeer = toPeer - counted.toPeer
+            counted.toPeer = toPeer
+        }
+        if let toClient = totals.toClient, toClient > counted.toClient {
+            new.bytesToClient = toClient - counted.toClient
+            counted.toClient = toClient
+        }
+        return new
+    }
+
     /// Counts in `traffic` what the program redirected since the last count; `ended` once the
     /// allocation ended (its end counted the rest). The new bytes of each direction are returned
     /// for the loop's metrics.
     func count() -> (ended: Bool, toPeer: UInt64, toClient: UInt64) {
         guard !sides.isEmpty else { return (false, 0, 0) }
-        let toPeer = kernel.counts(slot: sides[0].slot)?.redirected
-        let toClient = kernel.counts(slot: sides[1].slot)?.redirected
+        let totals = redirected(first)
         let ended = counted.withLock { counted -> Bool in
             guard !counted.stopped else { return true }
-            if let toPeer, toPeer > counted.toPeer {
-                guard traffic.add(.toPeer, bytes: Int(toPeer - counted.toPeer)) else { return true }
-                counted.toPeer = toPeer
+            var next = counted
+            let new = Self.take(totals, into: &next)
+            if new.bytesToPeer > 0 {
+                guard traffic.add(.toPeer, bytes: Int(new.bytesToPeer)) else { return true }
+                counted.toPeer = next.toPeer
             }
-            if let toClient, toClient > counted.toClient {
-                guard traffic.add(.toClient, bytes: Int(toClient - counted.toClient)) else { return true }
-                counted.toClient = toClient
+            if new.bytesToClient > 0 {
+                guard traffic.add(.toClient, bytes: Int(new.bytesToClient)) else { return true }
+                counted.toClient = next.toClient
             }
             return false
         }
-        return (ended, metricsDelta(0, toPeer), metricsDelta(1, toClient))
+        return (ended, metricsDelta(0, totals.toPeer), metricsDelta(1, totals.toClient))
     }
 
     private func metricsDelta(_ side: Int, _ redirected: UInt64?) -> UInt64 {
@@ -181,62 +202,43 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
     func finish() -> (toPeer: UInt64, toClient: UInt64) {
         guard let spliced else { return (0, 0) }
         kernel.unsplice(spliced)
-        let toPeer = kernel.counts(slot: spliced.first)?.redirected
-        let toClient = kernel.counts(slot: spliced.first + 1)?.redirected
+        let totals = redirected(spliced.first)
         counted.withLock { counted in
             counted.first = nil
             guard !counted.stopped else { return }
-            if let toPeer, toPeer > counted.toPeer {
-                let bytes = toPeer - counted.toPeer
-                if !traffic.add(.toPeer, bytes: Int(bytes)) { counted.leftover.bytesToPeer &+= bytes }
-                counted.toPeer = toPeer
+            let new = Self.take(totals, into: &counted)
+            if new.bytesToPeer > 0, !traffic.add(.toPeer, bytes: Int(new.bytesToPeer)) {
+                counted.leftover.bytesToPeer &+= new.bytesToPeer
             }
-            if let toClient, toClient > counted.toClient {
-                let bytes = toClient - counted.toClient
-                if !traffic.add(.toClient, bytes: Int(bytes)) { counted.leftover.bytesToClient &+= bytes }
-                counted.toClient = toClient
+            if new.bytesToClient > 0, !traffic.add(.toClient, bytes: Int(new.bytesToClient)) {
+                counted.leftover.bytesToClient &+= new.bytesToClient
             }
         }
         traffic.forget(self)
         kernel.release(first: spliced.first)
         self.spliced = nil
-        return (metricsDelta(0, toPeer), metricsDelta(1, toClient))
+        return (metricsDelta(0, totals.toPeer), metricsDelta(1, totals.toClient))
     }
 
     func stopAndCount() -> TrafficCounters {
         counted.withLock { counted in
             guard !counted.stopped else { return TrafficCounters() }
             counted.stopped = true
-            var uncounted = counted.leftover
-            guard let first = counted.first else { return uncounted }
+            guard let first = counted.first else { return counted.leftover }
             // The program reads the limit under its counters' lock, which the reads below take:
             // a redirect was either counted before them, or sees 0 and passes.
             relayd_splice_store_limit(kernel.control(slot: first), 0)
             relayd_splice_store_limit(kernel.control(slot: first + 1), 0)
-            if let redirected = kernel.counts(slot: first)?.redirected, redirected > counted.toPeer {
-                uncounted.bytesToPeer &+= redirected - counted.toPeer
-                counted.toPeer = redirected
-            }
-            if let redirected = kernel.counts(slot: first + 1)?.redirected, redirected > counted.toClient {
-                uncounted.bytesToClient &+= redirected - counted.toClient
-                counted.toClient = redirected
-            }
-            return uncounted
+            return counted.leftover + Self.take(redirected(first), into: &counted)
         }
     }
 
     func uncounted() -> TrafficCounters {
         counted.withLock { counted in
             guard !counted.stopped else { return TrafficCounters() }
-            var uncounted = counted.leftover
-            guard let first = counted.first else { return uncounted }
-            if let redirected = kernel.counts(slot: first)?.redirected, redirected > counted.toPeer {
-                uncounted.bytesToPeer &+= redirected - counted.toPeer
-            }
-            if let redirected = kernel.counts(slot: first + 1)?.redirected, redirected > counted.toClient {
-                uncounted.bytesToClient &+= redirected - counted.toClient
-            }
-            return uncounted
+            guard let first = counted.first else { return counted.leftover }
+            var copy = counted
+            return counted.leftover + Self.take(redirected(first), into: &copy)
         }
     }
 
