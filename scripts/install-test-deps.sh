@@ -11,6 +11,8 @@ set -euo pipefail
 APT_PACKAGES=(coturn libevent-dev libssl-dev libhiredis-dev libsqlite3-dev libpq-dev pkg-config iproute2)
 APT_PACKAGES+=(postgresql)  # coturn's user database in PostgreSQL (Tests/integration/test_userdb.py starts its own)
 APT_PACKAGES+=(redis-server)  # the cluster's shared store (Tests/integration/test_cluster.py starts its own)
+APT_PACKAGES+=(redis-sentinel)  # Redis high availability (Tests/integration/test_cluster_sentinel.py starts its own)
+APT_PACKAGES+=(stunnel4)  # TLS to Redis through a local tunnel (Tests/integration/test_cluster_sentinel.py)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(curl)  # the docs' curl commands, run by Tests/integration/test_docs.py
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
@@ -82,11 +84,13 @@ stop_coturn_service() {
 }
 
 stop_redis_service() {
-    # The packaged Redis would listen on 6379; the cluster tests start their own on free ports.
+    # The packaged Redis and Sentinel would listen on 6379 and 26379; the cluster tests start their own on free ports.
     if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-        "${SUDO[@]}" systemctl disable --now redis-server.service >/dev/null 2>&1 || true
-    elif [ -x /etc/init.d/redis-server ]; then
-        "${SUDO[@]}" /etc/init.d/redis-server stop >/dev/null 2>&1 || true
+        "${SUDO[@]}" systemctl disable --now redis-server.service redis-sentinel.service >/dev/null 2>&1 || true
+    else
+        for service in redis-server redis-sentinel; do
+            [ -x "/etc/init.d/$service" ] && { "${SUDO[@]}" "/etc/init.d/$service" stop >/dev/null 2>&1 || true; }
+        done
     fi
 }
 
@@ -126,8 +130,8 @@ stop_coturn_service
 
 stop_redis_service
 
-for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl redis-server \
-    stun go lintian dpkg-shlibdeps systemd-analyze curl; do
+for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl redis-server redis-sentinel \
+    stunnel4 stun go lintian dpkg-shlibdeps systemd-analyze curl; do
     command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
 done
 

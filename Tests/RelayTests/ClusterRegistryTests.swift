@@ -134,6 +134,7 @@ import Testing
         switch HostResolver.resolve("localhost") {
         case .address(let text): #expect(text == "127.0.0.1" || text == "::1", "\(text)")
         case .failure(let reason): Issue.record("localhost did not resolve: \(reason)")
+        case let other: Issue.record("a host name resolved to \(other)")
         }
         if case .address(let text) = HostResolver.resolve("no-such-host.invalid") {
             Issue.record("an .invalid name resolved to \(text)")

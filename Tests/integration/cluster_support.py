@@ -40,6 +40,17 @@ class ClusterNode(RelayServer):
         assert resp.status == 200, resp
         return resp.json()
 
+    def log_text_events(self) -> list[dict]:
+        """Every JSON log line, in order."""
+        found = []
+        for line in self.log_text().splitlines():
+            if line.startswith("{"):
+                try:
+                    found.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return found
+
     def log_events(self, event: str) -> list[dict]:
         found = []
         for line in self.log_text().splitlines():

@@ -20,11 +20,14 @@ READY_TIMEOUT = 5.0
 
 
 class RedisServer:
-    def __init__(self, workdir: Path, password: str | None = None):
+    """`extra` goes on redis-server's command line (a replica's `--replicaof`, TLS settings)."""
+
+    def __init__(self, workdir: Path, password: str | None = None, extra: list[str] | None = None):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.password = password
+        self.extra = list(extra or [])
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir / "redis.log"
         binary = shutil.which("redis-server")
@@ -41,7 +44,8 @@ class RedisServer:
         cmd = [self.binary, "--port", str(self.port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no",
                "--daemonize", "no", "--protected-mode", "yes", "--dir", str(self.workdir)]
         if self.password:
-            cmd += ["--requirepass", self.password]
+            cmd += ["--requirepass", self.password, "--masterauth", self.password]
+        cmd += self.extra
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          preexec_fn=die_with_parent)

@@ -53,7 +53,12 @@ final class ClusterAdmissionLedger: AdmissionLedger {
 
     func admit(_ request: AdmissionRequest) -> AdmissionDecision {
         let userQuota = local.userQuota(ofTenant: request.tenant)
-        let needsRedis = state.withLock { $0.redisUp && (userQuota > 0 || $0.clusterTotalQuota > 0) }
+        // Counted across nodes but Redis is away: decided on this node's counts, and counted so.
+        let needsRedis = state.withLock { s -> Bool in
+            guard userQuota > 0 || s.clusterTotalQuota > 0 else { return false }
+            if !s.redisUp { s.counters.local += 1 }
+            return s.redisUp
+        }
         // The local ledger checks blocks itself; before asking Redis, this ledger does.
         guard needsRedis else { return withRedirect(local.admit(request), request) }
         if local.blocklist.isBlocked(request.user, now: request.wallTime) { return .refused(.init(.blocked)) }

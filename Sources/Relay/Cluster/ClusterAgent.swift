@@ -63,6 +63,11 @@ final class ClusterAgent {
     func start() {
         connection.onUp = { [unowned self] in redisUp() }
         connection.onDown = { [unowned self] reason in redisDown(reason) }
+        connection.onMaster = { [unowned self] master in
+            logger.notice(
+                "cluster: the sentinels name \(master) as the Redis master",
+                metadata: ["event": "cluster_redis_master", "master": "\(master)"])
+        }
         let event = event_new(base, -1, 0, ClusterAgent.woken, Unmanaged.passUnretained(self).toOpaque())!
         wake = event
         ledger.attach(event)
@@ -81,7 +86,9 @@ final class ClusterAgent {
         // node that is gone. The loop no longer runs: a blocking connection, 200 ms at most.
         guard wasUp, leaving else { return }
         do {
-            let client = try RedisBlockingClient(connection.endpoint, timeout: timeval(tv_sec: 0, tv_usec: 200_000))
+            // The master last connected to, rather than asking the sentinels again.
+            let endpoint = connection.master.map { connection.endpoint.direct(host: $0.host, port: $0.port) }
+            let client = try RedisBlockingClient(endpoint ?? connection.endpoint, timeout: timeval(tv_sec: 0, tv_usec: 200_000))
             _ = try client.command(["DEL", ClusterKeys.node(name), ClusterKeys.quota(name)], what: "leaving")
             _ = try client.command(["SREM", ClusterKeys.registry, name], what: "leaving")
             logger.info("cluster: node \(name) left", metadata: ["event": "cluster_left", "node": "\(name)"])

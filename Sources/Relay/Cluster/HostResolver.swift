@@ -1,12 +1,16 @@
 import Foundation
 import Glibc
 import RelayCore
+import StunCodec
 
 /// Resolves a host name on a thread of its own, so a slow DNS server never stalls the main loop
-/// (hiredis 0.14 resolves inside `redisAsyncConnect`, synchronously). The loop polls `take()`.
+/// (hiredis 0.14 resolves inside `redisAsyncConnect`, synchronously); or asks Redis's sentinels
+/// where the master is, which blocks as long. The loop polls `take()`.
 public final class HostResolver: Sendable {
     public enum Outcome: Sendable, Equatable {
         case address(String)
+        /// The master the sentinels named (`named`, as they wrote it) at `address`.
+        case master(address: String, port: Int, named: RedisSentinel.Address)
         case failure(String)
     }
 
@@ -19,6 +23,28 @@ public final class HostResolver: Sendable {
 
     /// Starts resolving `host` unless a resolution is under way.
     func start(_ host: String) {
+        start { Self.resolve(host) }
+    }
+
+    /// Starts asking `sentinel` for its master (with `credentials` when it has none of its own),
+    /// and resolving the host it names, unless a resolution is under way.
+    func start(_ sentinel: RedisSentinel, credentials: RedisEndpoint) {
+        start {
+            let master: RedisSentinel.Address
+            do throws(RedisBlockingClient.Failure) {
+                master = try sentinel.master(credentials: credentials, timeout: timeval(tv_sec: 0, tv_usec: 500_000))
+            } catch {
+                return .failure(error.description)
+            }
+            if IPAddress(master.host) != nil { return .master(address: master.host, port: master.port, named: master) }
+            switch Self.resolve(master.host) {
+            case .address(let address): return .master(address: address, port: master.port, named: master)
+            case let other: return other
+            }
+        }
+    }
+
+    private func start(_ work: @escaping @Sendable () -> Outcome) {
         let begin = state.withLock { s -> Bool in
             guard !s.running else { return false }
             s.running = true
@@ -27,7 +53,7 @@ public final class HostResolver: Sendable {
         }
         guard begin else { return }
         let thread = Thread { [self] in
-            let outcome = Self.resolve(host)
+            let outcome = work()
             state.withLock { s in
                 s.running = false
                 s.outcome = outcome

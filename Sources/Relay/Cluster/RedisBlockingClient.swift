@@ -3,7 +3,7 @@ import Glibc
 
 /// A blocking connection to Redis with a timeout, for what runs outside the event loop or must
 /// finish before the process exits: `relayd cluster status`, and a node leaving the registry at
-/// shutdown (docs/cluster.md).
+/// shutdown (docs/cluster.md). With sentinels, it asks them for the master first.
 final class RedisBlockingClient {
     struct Failure: Error, CustomStringConvertible {
         let description: String
@@ -11,8 +11,23 @@ final class RedisBlockingClient {
 
     private let context: UnsafeMutablePointer<redisContext>
 
-    /// Connects, authenticates and selects the database, each step within `timeout`.
-    init(_ endpoint: RedisEndpoint, timeout: timeval) throws(Failure) {
+    /// Connects to `endpoint`, or to the master its sentinels name (checked with `ROLE`), then
+    /// authenticates and selects the database, each step within `timeout`.
+    convenience init(_ endpoint: RedisEndpoint, timeout: timeval) throws(Failure) {
+        guard let sentinel = endpoint.sentinel else {
+            try self.init(direct: endpoint, timeout: timeout)
+            return
+        }
+        let master = try sentinel.master(credentials: endpoint, timeout: timeout)
+        try self.init(direct: endpoint.direct(host: master.host, port: master.port), timeout: timeout)
+        guard RedisSentinel.isMaster(try command(["ROLE"], what: "ROLE")) else {
+            throw Failure(description: "\(master), named master by the sentinels, is not a master (a failover is under way)")
+        }
+    }
+
+    /// Connects to the server at `endpoint`'s host and port. With `authOptional`, a server that
+    /// has no password set is used without (a sentinel asked with the master's credentials).
+    init(direct endpoint: RedisEndpoint, timeout: timeval, authOptional: Bool = false) throws(Failure) {
         guard let context = redisConnectWithTimeout(endpoint.host, Int32(endpoint.port), timeout) else {
             throw Failure(description: "cannot reach Redis at \(endpoint): out of memory")
         }
@@ -22,7 +37,9 @@ final class RedisBlockingClient {
         }
         redisSetTimeout(context, timeout)
         if let password = endpoint.password {
-            _ = try command(endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password], what: "AUTH")
+            do {
+                _ = try command(endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password], what: "AUTH")
+            } catch where authOptional && error.description.contains(RedisSentinel.noPasswordConfigured) {}
         }
         if endpoint.database != 0 { _ = try command(["SELECT", String(endpoint.database)], what: "SELECT") }
     }

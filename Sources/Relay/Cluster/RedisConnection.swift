@@ -6,7 +6,11 @@ import StunCodec
 /// (the main thread's): commands never block, replies arrive as callbacks on that loop. It
 /// authenticates (`AUTH`), selects the database, reconnects after a loss, and gives up on a
 /// Redis that stops answering (a reply later than `replyTimeout`), so a hung Redis looks like a
-/// gone one (docs/cluster.md).
+/// gone one (docs/cluster.md). With sentinels (`RedisSentinel`), each attempt first asks them
+/// where the master is and checks its `ROLE`. While up, it asks them again every second: a
+/// failover that leaves the old master running (a manual one, or a partition) lets it take
+/// writes for seconds before it is demoted, so a new name ends the connection at once, as does
+/// a write refused as `READONLY`.
 final class RedisConnection {
     enum State: Equatable {
         /// No connection; the next attempt is due at `retryAt`.
@@ -28,6 +32,15 @@ final class RedisConnection {
     private var ticker: LoopEvent?
     private let resolver = HostResolver()
     private var resolving = false
+    /// The master the sentinels last named.
+    private(set) var master: RedisSentinel.Address?
+    /// A reply said `READONLY`: the server is a replica now; the next tick drops the connection.
+    private var demoted = false
+    /// Asks the sentinels, while up, whether the master is still the same.
+    private let watcher = HostResolver()
+    private var watchAt: Int64 = 0
+    /// Between two such questions (ms).
+    let watchInterval: Int64 = 1000
 
     /// A reply slower than this ends the connection (ms).
     let replyTimeout: Int64
@@ -37,6 +50,8 @@ final class RedisConnection {
     /// Called when the connection is up (handshake done) and when it is lost, with why.
     var onUp: (() -> Void)?
     var onDown: ((String) -> Void)?
+    /// Called when the sentinels name a master other than the last one (and the first time).
+    var onMaster: ((RedisSentinel.Address) -> Void)?
 
     init(endpoint: RedisEndpoint, base: OpaquePointer, replyTimeout: Int64 = 1000) {
         self.endpoint = endpoint
@@ -55,6 +70,7 @@ final class RedisConnection {
         ticker = nil
         onUp = nil
         onDown = nil
+        onMaster = nil
         if let context {
             self.context = nil
             relayd_redis_set_data(context, nil)
@@ -99,11 +115,12 @@ final class RedisConnection {
 
     private static let replied: @convention(c) (UnsafeMutablePointer<redisAsyncContext>?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = { context, reply, privdata in
         let box = Unmanaged<ReplyBox>.fromOpaque(privdata!).takeRetainedValue()
+        let answer = reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) }
         if let context, let raw = relayd_redis_get_data(context) {
             let connection = Unmanaged<RedisConnection>.fromOpaque(raw).takeUnretainedValue()
             connection.replyArrived()
+            if answer?.errorMessage?.hasPrefix("READONLY") == true { connection.demoted = true }
         }
-        let answer = reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) }
         box.reply?(answer)
     }
 
@@ -116,10 +133,16 @@ final class RedisConnection {
     }
 
     /// Resolves a host name off the loop first (`HostResolver`); an address connects at once.
+    /// With sentinels, asks them first, off the loop.
     private func connect() {
         guard context == nil else { return }
-        if IPAddress(endpoint.host) != nil { return connect(to: endpoint.host) }
-        resolver.start(endpoint.host)
+        if let sentinel = endpoint.sentinel {
+            resolver.start(sentinel, credentials: endpoint)
+        } else if IPAddress(endpoint.host) != nil {
+            return connect(to: endpoint.host, port: endpoint.port)
+        } else {
+            resolver.start(endpoint.host)
+        }
         state = .connecting
         resolving = true
     }
@@ -127,13 +150,19 @@ final class RedisConnection {
     private func resolved(_ outcome: HostResolver.Outcome) {
         resolving = false
         switch outcome {
-        case .address(let address): connect(to: address)
+        case .address(let address): connect(to: address, port: endpoint.port)
+        case .master(let address, let port, let named):
+            if named != master {
+                master = named
+                onMaster?(named)
+            }
+            connect(to: address, port: port)
         case .failure(let reason): lost(reason)
         }
     }
 
-    private func connect(to address: String) {
-        guard context == nil, let raw = redisAsyncConnect(address, Int32(endpoint.port)) else { return }
+    private func connect(to address: String, port: Int) {
+        guard context == nil, let raw = redisAsyncConnect(address, Int32(port)) else { return }
         if relayd_redis_async_error(raw) != 0 {
             let reason = String(cString: relayd_redis_async_errstr(raw))
             redisAsyncFree(raw)
@@ -152,6 +181,8 @@ final class RedisConnection {
             handshake.append(endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password])
         }
         if endpoint.database != 0 { handshake.append(["SELECT", String(endpoint.database)]) }
+        // The sentinels' answer may be stale (a failover under way): the server must say master.
+        if endpoint.sentinel != nil { handshake.append(["ROLE"]) }
         handshake.append(["PING"])
         var failure: String? = nil
         for (i, command) in handshake.enumerated() {
@@ -162,6 +193,9 @@ final class RedisConnection {
                 if let message = reply?.errorMessage, failure == nil {
                     // Redis's own words ("WRONGPASS …", "NOAUTH …"): never the password.
                     failure = "\(name) refused: \(message)"
+                }
+                if name == "ROLE", let reply, reply.errorMessage == nil, !RedisSentinel.isMaster(reply), failure == nil {
+                    failure = "\(address):\(port), named master by the sentinels, is not a master (a failover is under way)"
                 }
                 guard last else { return }
                 if let failure {
@@ -205,6 +239,8 @@ final class RedisConnection {
 
     private func lost(_ reason: String) {
         state = .down
+        demoted = false
+        _ = watcher.take()
         sentAt.removeAll()
         sentHead = 0
         retryAt = Self.nowMillis() + retryInterval
@@ -217,14 +253,30 @@ final class RedisConnection {
         case .down:
             if context == nil && now >= retryAt { connect() }
         case .connecting, .up:
+            if demoted {
+                demoted = false
+                return drop("a write was refused as READONLY: the server is a replica now")
+            }
             if resolving {
                 if let outcome = resolver.take() { resolved(outcome) }
                 return
             }
             if sentHead < sentAt.count && now - sentAt[sentHead] > replyTimeout {
-                drop("no reply within \(replyTimeout) ms")
+                return drop("no reply within \(replyTimeout) ms")
             }
+            if state == .up, let sentinel = endpoint.sentinel { watch(sentinel, now: now) }
         }
+    }
+
+    /// A master the sentinels now name instead of ours ends the connection; the next attempt
+    /// connects to it. A question they do not answer changes nothing.
+    private func watch(_ sentinel: RedisSentinel, now: Int64) {
+        if case .master(_, _, let named) = watcher.take(), named != master {
+            return drop("the sentinels name \(named) as the master now")
+        }
+        guard now >= watchAt else { return }
+        watchAt = now + watchInterval
+        watcher.start(sentinel, credentials: endpoint)
     }
 
     static func nowMillis() -> Int64 {

@@ -1,6 +1,7 @@
 /// Where the cluster's Redis is (docs/cluster.md): `cluster-redis = redis://[user:password@]host:port[/db]`,
-/// or coturn's `redis-statsdb = "ip=… port=… dbname=… password=…"` naming the same thing. TLS to
-/// Redis is not offered: Debian 12's hiredis (0.14) has none.
+/// the sentinels that know its master (`redis+sentinel://…`, `RedisSentinel`), or coturn's
+/// `redis-statsdb = "ip=… port=… dbname=… password=…"` naming the same thing. TLS to Redis is
+/// not offered: Debian 12's hiredis (0.14) has none (docs/cluster.md, "TLS to Redis").
 public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
     public var host: String
     public var port: Int
@@ -9,6 +10,8 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
     public var password: String?
     /// The logical database (`SELECT`), 0 by default.
     public var database: Int
+    /// The sentinels to ask where the master is; nil: `host` and `port` are Redis itself.
+    public var sentinel: RedisSentinel?
 
     public init(host: String, port: Int = 6379, user: String? = nil, password: String? = nil, database: Int = 0) {
         self.host = host
@@ -20,20 +23,39 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
 
     /// The URL with the password masked: safe for logs and the configuration summary.
     public var description: String {
-        var auth = ""
-        if let user { auth = user }
-        if password != nil { auth += ":\(RelayConfiguration.redaction)" }
-        if !auth.isEmpty { auth += "@" }
+        if let sentinel { return sentinel.description(master: self) }
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "redis://\(auth)\(shownHost):\(port)/\(database)"
+        return "redis://\(Self.maskedUserinfo(user: user, password: password))\(shownHost):\(port)/\(database)"
     }
 
-    static let expectedURL = "'redis://[user:password@]host[:port][/db]'"
+    /// `user:***@`, `:***@`, `user@` or nothing.
+    static func maskedUserinfo(user: String?, password: String?) -> String {
+        var auth = user ?? ""
+        if password != nil { auth += ":\(RelayConfiguration.redaction)" }
+        return auth.isEmpty ? "" : auth + "@"
+    }
+
+    /// This endpoint's credentials and database on the server at `host`:`port` (the master a
+    /// sentinel named).
+    func direct(host: String, port: Int) -> RedisEndpoint {
+        RedisEndpoint(host: host, port: port, user: user, password: password, database: database)
+    }
+
+    static let expectedURL =
+        "'redis://[user:password@]host[:port][/db]' or 'redis+sentinel://[user:password@]host[:port][,host[:port]…]/master-name[/db]'"
     static let expectedStatsDB = "'ip=… port=… dbname=… password=…' (coturn's redis-statsdb)"
 
     /// `redis://[user:password@]host[:port][/db]`; user and password are percent-decoded, an
     /// IPv6 host is in brackets.
     public static func parseURL(_ text: String) -> RedisEndpoint? {
+        if text.lowercased().hasPrefix(RedisSentinel.scheme) {
+            var endpoint = RedisEndpoint(host: "")
+            guard let sentinel = RedisSentinel.parse(text.dropFirst(RedisSentinel.scheme.count), into: &endpoint) else {
+                return nil
+            }
+            endpoint.sentinel = sentinel
+            return endpoint
+        }
         guard text.lowercased().hasPrefix("redis://") else { return nil }
         var rest = Substring(text.dropFirst("redis://".count))
         var database = 0
@@ -48,23 +70,25 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
         var user: String? = nil
         var password: String? = nil
         if let at = rest.lastIndex(of: "@") {
-            let credentials = rest[..<at]
+            guard let parsed = credentials(rest[..<at]) else { return nil }
+            (user, password) = parsed
             rest = rest[rest.index(after: at)...]
-            if let colon = credentials.firstIndex(of: ":") {
-                let name = credentials[..<colon]
-                guard let decodedName = percentDecoded(name),
-                    let decodedPassword = percentDecoded(credentials[credentials.index(after: colon)...])
-                else { return nil }
-                user = decodedName.isEmpty ? nil : decodedName
-                password = decodedPassword
-            } else {
-                guard let decoded = percentDecoded(credentials) else { return nil }
-                // `redis://secret@host`: a lone credential is the password, as redis-cli reads it.
-                password = decoded
-            }
         }
         guard let (host, port) = hostAndPort(rest) else { return nil }
         return RedisEndpoint(host: host, port: port, user: user, password: password, database: database)
+    }
+
+    /// A URL's userinfo, percent-decoded: `user:password`, `:password`, or a lone password
+    /// (`redis://secret@host`, as redis-cli reads it).
+    static func credentials(_ text: Substring) -> (user: String?, password: String?)? {
+        guard let colon = text.firstIndex(of: ":") else {
+            guard let decoded = percentDecoded(text) else { return nil }
+            return (nil, decoded)
+        }
+        guard let name = percentDecoded(text[..<colon]),
+            let password = percentDecoded(text[text.index(after: colon)...])
+        else { return nil }
+        return (name.isEmpty ? nil : name, password)
     }
 
     /// coturn's connection string: space-separated `key=value` pairs (`ip` or `host`, `port`,
@@ -94,7 +118,7 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
         return endpoint
     }
 
-    private static func hostAndPort(_ text: Substring) -> (String, Int)? {
+    static func hostAndPort(_ text: Substring, defaultPort: Int = 6379) -> (String, Int)? {
         var host: Substring
         var portText: Substring? = nil
         if text.hasPrefix("[") {
@@ -112,7 +136,7 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
             host = text
         }
         guard !host.isEmpty, !host.contains(where: { $0 == " " || $0 == "/" || $0 == "@" }) else { return nil }
-        var port = 6379
+        var port = defaultPort
         if let portText {
             guard let n = Int(portText), (1...65535).contains(n) else { return nil }
             port = n
