@@ -12,7 +12,7 @@ APT_PACKAGES=(coturn libevent-dev libssl-dev libhiredis-dev libsqlite3-dev libpq
 APT_PACKAGES+=(postgresql)  # coturn's user database in PostgreSQL (Tests/integration/test_userdb.py starts its own)
 APT_PACKAGES+=(redis-server)  # the cluster's shared store (Tests/integration/test_cluster.py starts its own)
 APT_PACKAGES+=(redis-sentinel)  # Redis high availability (Tests/integration/test_cluster_sentinel.py starts its own)
-APT_PACKAGES+=(stunnel4)  # TLS to Redis through a local tunnel (Tests/integration/test_cluster_sentinel.py)
+APT_PACKAGES+=(stunnel4)  # TLS to Redis through a local tunnel (Tests/integration/test_cluster_redis_tls.py)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(curl)  # the docs' curl commands, run by Tests/integration/test_docs.py
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
@@ -89,7 +89,7 @@ stop_redis_service() {
         "${SUDO[@]}" systemctl disable --now redis-server.service redis-sentinel.service >/dev/null 2>&1 || true
     else
         for service in redis-server redis-sentinel; do
-            [ -x "/etc/init.d/$service" ] && { "${SUDO[@]}" "/etc/init.d/$service" stop >/dev/null 2>&1 || true; }
+            if [ -x "/etc/init.d/$service" ]; then "${SUDO[@]}" "/etc/init.d/$service" stop >/dev/null 2>&1 || true; fi
         done
     fi
 }

@@ -153,12 +153,12 @@ def test_a_demoted_master_sends_every_node_to_the_promoted_replica(group, nodes)
     assert eventually(lambda: SentinelGroup.replica_in_sync(group.master, group.replica), timeout=5)
     alice = allocate(nodes[0], "alice")
     assert isinstance(alice, TurnClient)
+    assert eventually(lambda: share(group.replica, "n1", "alice") == 1, timeout=3)
     # A manual failover: the old master stays up and becomes a replica.
     reply = group.sentinels[0].command("SENTINEL", "FAILOVER", MASTER_NAME)
     assert reply == "OK", reply
     assert eventually(lambda: group.current() is group.replica, timeout=15), "no failover"
     elected = time.monotonic()
-    assert eventually(lambda: share(group.replica, "n1", "alice") == 1, timeout=8)
     # Writes reach the new master: an allocation made now is counted there, by every node.
     bobs = [allocate(node, f"bob-{node.name}") for node in nodes]
     assert all(isinstance(b, TurnClient) for b in bobs), bobs

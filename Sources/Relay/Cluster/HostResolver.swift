@@ -17,6 +17,8 @@ public final class HostResolver: Sendable {
     private struct State {
         var running = false
         var outcome: Outcome? = nil
+        /// The resolution under way is no longer wanted: its outcome is dropped.
+        var discard = false
     }
 
     private let state = Locked(State())
@@ -56,11 +58,19 @@ public final class HostResolver: Sendable {
             let outcome = work()
             state.withLock { s in
                 s.running = false
-                s.outcome = outcome
+                if s.discard { s.discard = false } else { s.outcome = outcome }
             }
         }
         thread.name = "relayd-resolver"
         thread.start()
+    }
+
+    /// Forgets the finished resolution, and the one under way when it finishes.
+    func cancel() {
+        state.withLock { s in
+            s.outcome = nil
+            if s.running { s.discard = true }
+        }
     }
 
     /// The finished resolution, once.

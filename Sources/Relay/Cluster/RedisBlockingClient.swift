@@ -20,13 +20,15 @@ final class RedisBlockingClient {
         }
         let master = try sentinel.master(credentials: endpoint, timeout: timeout)
         try self.init(direct: endpoint.direct(host: master.host, port: master.port), timeout: timeout)
-        guard RedisSentinel.isMaster(try command(["ROLE"], what: "ROLE")) else {
+        let role = try command(["ROLE"], what: "ROLE", refusalThrows: false)
+        guard !RedisSentinel.refusesRole(role) else {
             throw Failure(description: "\(master), named master by the sentinels, is not a master (a failover is under way)")
         }
     }
 
-    /// Connects to the server at `endpoint`'s host and port. With `authOptional`, a server that
-    /// has no password set is used without (a sentinel asked with the master's credentials).
+    /// Connects to the server at `endpoint`'s host and port. With `authOptional`, a refused `AUTH`
+    /// is not an error: the commands then run unauthenticated (a sentinel asked with the master's
+    /// credentials may have no password set; one that needs a password answers `NOAUTH`).
     init(direct endpoint: RedisEndpoint, timeout: timeval, authOptional: Bool = false) throws(Failure) {
         guard let context = redisConnectWithTimeout(endpoint.host, Int32(endpoint.port), timeout) else {
             throw Failure(description: "cannot reach Redis at \(endpoint): out of memory")
@@ -39,7 +41,7 @@ final class RedisBlockingClient {
         if let password = endpoint.password {
             do {
                 _ = try command(endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password], what: "AUTH")
-            } catch where authOptional && error.description.contains(RedisSentinel.noPasswordConfigured) {}
+            } catch where authOptional {}
         }
         if endpoint.database != 0 { _ = try command(["SELECT", String(endpoint.database)], what: "SELECT") }
     }
@@ -47,7 +49,7 @@ final class RedisBlockingClient {
     deinit { redisFree(context) }
 
     /// One command and its reply; an error reply throws, with Redis's words.
-    func command(_ arguments: [String], what: String) throws(Failure) -> RedisReply {
+    func command(_ arguments: [String], what: String, refusalThrows: Bool = true) throws(Failure) -> RedisReply {
         let context = self.context
         let raw = withRedisArgv(arguments.map { Array($0.utf8) }) { argc, argv, lengths in
             redisCommandArgv(context, argc, argv, lengths)
@@ -55,7 +57,7 @@ final class RedisBlockingClient {
         guard let raw else { throw Failure(description: "\(what): \(errorText)") }
         defer { freeReplyObject(raw) }
         let reply = RedisReply(raw.assumingMemoryBound(to: redisReply.self))
-        if let message = reply.errorMessage { throw Failure(description: "\(what) refused: \(message)") }
+        if refusalThrows, let message = reply.errorMessage { throw Failure(description: "\(what) refused: \(message)") }
         return reply
     }
 

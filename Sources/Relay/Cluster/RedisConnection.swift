@@ -190,12 +190,13 @@ final class RedisConnection {
             let name = command[0]
             _ = issue(command.map { Array($0.utf8) }) { [weak self] reply in
                 guard let self, self.state == .connecting else { return }
-                if let message = reply?.errorMessage, failure == nil {
+                if name == "ROLE" {
+                    if let reply, RedisSentinel.refusesRole(reply), failure == nil {
+                        failure = "\(address):\(port), named master by the sentinels, is not a master (a failover is under way)"
+                    }
+                } else if let message = reply?.errorMessage, failure == nil {
                     // Redis's own words ("WRONGPASS …", "NOAUTH …"): never the password.
                     failure = "\(name) refused: \(message)"
-                }
-                if name == "ROLE", let reply, reply.errorMessage == nil, !RedisSentinel.isMaster(reply), failure == nil {
-                    failure = "\(address):\(port), named master by the sentinels, is not a master (a failover is under way)"
                 }
                 guard last else { return }
                 if let failure {
@@ -240,7 +241,8 @@ final class RedisConnection {
     private func lost(_ reason: String) {
         state = .down
         demoted = false
-        _ = watcher.take()
+        // A question still out names the master of the connection just lost: not an answer.
+        watcher.cancel()
         sentAt.removeAll()
         sentHead = 0
         retryAt = Self.nowMillis() + retryInterval

@@ -79,7 +79,7 @@ public struct RedisSentinel: Sendable, Equatable {
             else { return nil }
             switch pair[..<eq] {
             case "sentinel-user": sentinel.user = value.isEmpty ? nil : value
-            case "sentinel-password": sentinel.password = value
+            case "sentinel-password": sentinel.password = value.isEmpty ? nil : value
             default: return nil
             }
         }

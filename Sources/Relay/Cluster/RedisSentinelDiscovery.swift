@@ -1,9 +1,6 @@
 import Glibc
 
 extension RedisSentinel {
-    /// Why a sentinel's answer was refused: written so a log line says what the operator must fix.
-    static let noPasswordConfigured = "without any password configured"
-
     /// Where the master is now, by the first sentinel that knows `masterName` (blocking; each
     /// sentinel within `timeout`). A sentinel that is down, refuses, or does not monitor that name
     /// is skipped; when none answers, the error lists what each said (docs/cluster.md).
@@ -11,11 +8,13 @@ extension RedisSentinel {
         var failures: [String] = []
         for address in sentinels {
             do {
+                // The sentinels' own credentials, as a pair; else the master's, borrowed: a
+                // sentinel that refuses those is asked without (it may have no password set).
+                let own = user != nil || password != nil
                 let asked = RedisEndpoint(
-                    host: address.host, port: address.port, user: user ?? endpoint.user,
-                    password: password ?? endpoint.password)
-                // With the master's password borrowed, a sentinel without one is asked without.
-                let client = try RedisBlockingClient(direct: asked, timeout: timeout, authOptional: password == nil)
+                    host: address.host, port: address.port, user: own ? user : endpoint.user,
+                    password: own ? password : endpoint.password)
+                let client = try RedisBlockingClient(direct: asked, timeout: timeout, authOptional: !own)
                 let reply = try client.command(
                     ["SENTINEL", "get-master-addr-by-name", masterName], what: "SENTINEL get-master-addr-by-name")
                 if let master = Self.address(reply) { return master }
@@ -42,5 +41,13 @@ extension RedisSentinel {
     /// once connected to the address the sentinels gave, in case that server was since demoted.
     static func isMaster(_ reply: RedisReply) -> Bool {
         reply.elements?.first?.text == "master"
+    }
+
+    /// Whether a `ROLE` reply rules the server out. `ROLE` is in Redis's `@admin` category: an
+    /// ACL user without it gets `NOPERM`, and the server is taken as the sentinels named it (a
+    /// demoted one still shows itself by `READONLY`).
+    static func refusesRole(_ reply: RedisReply) -> Bool {
+        if let message = reply.errorMessage { return !message.hasPrefix("NOPERM") }
+        return !isMaster(reply)
     }
 }
