@@ -37,15 +37,18 @@ struct Block: ParsableCommand {
                 struct Entry: Decodable {
                     var user: String
                     var until: Int
+                    var set_by: String?
+                    var set_at: Int?
                 }
                 var blocks: [Entry]
             }
             let blocks = (try? JSONDecoder().decode(Blocks.self, from: Data(body.utf8)))?.blocks ?? []
             let now = Int(Date().timeIntervalSince1970)
-            print("USER  UNTIL  LEFT")
+            let time = { (t: Int) in ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(t))) }
+            print("USER  UNTIL  LEFT  SET BY  SET AT")
             for b in blocks {
-                let until = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(b.until)))
-                print("\(b.user)  \(until)  \(AllocationPage.duration(max(0, b.until - now)))")
+                let left = AllocationPage.duration(max(0, b.until - now))
+                print("\(b.user)  \(time(b.until))  \(left)  \(b.set_by ?? "-")  \(b.set_at.map(time) ?? "-")")
             }
             return
         }

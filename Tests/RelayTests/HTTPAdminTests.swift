@@ -15,8 +15,20 @@ import Testing
         var terminated: [AllocationSelector] = []
         var answers = true
         let blocklist = UserBlocklist()
+        /// Blocks set and lifted through the API, in order (the real server keeps them too).
+        var blockChanges: [String] = []
 
         init(records: [AllocationRecord]) { self.records = records }
+
+        func setBlock(_ entry: UserBlocklist.Entry) -> Bool {
+            blockChanges.append("set \(entry.user) by \(entry.setBy) at \(entry.setAt)")
+            return blocklist.block(entry)
+        }
+
+        func liftBlock(_ user: String) -> Bool {
+            blockChanges.append("lift \(user)")
+            return blocklist.unblock(user)
+        }
 
         var upgrades: [String] = []
         func upgrade(trigger: String) -> UpgradeOutcome {
@@ -178,15 +190,19 @@ import Testing
         let now = HTTPRouterTests.now
         let json = Self.call(router, .post, "/api/v1/users/al%20ice/block", body: #"{"seconds": 60}"#)
         #expect(json.status == 200)
-        #expect(json.bodyText == #"{"user":"al ice","blocked":true,"until":\#(now + 60)}"#)
+        #expect(
+            json.bodyText == #"{"user":"al ice","blocked":true,"until":\#(now + 60),"set_by":"ops","set_at":\#(now)}"#)
         #expect(server.blocklist.isBlocked("al ice", now: now))
         #expect(Self.call(router, .post, "/api/v1/users/bob/block", query: "seconds=30").status == 200)
         #expect(
             Self.call(router, .get, "/api/v1/blocks").bodyText
-                == #"{"blocks":[{"user":"al ice","until":\#(now + 60)},{"user":"bob","until":\#(now + 30)}]}"#)
+                == #"{"blocks":[{"user":"al ice","until":\#(now + 60),"set_by":"ops","set_at":\#(now)},"#
+                + #"{"user":"bob","until":\#(now + 30),"set_by":"ops","set_at":\#(now)}]}"#)
         #expect(Self.call(router, .get, "/api/v1/users/bob/block").status == 200)
         #expect(Self.call(router, .delete, "/api/v1/users/bob/block").status == 200)
         #expect(Self.call(router, .get, "/api/v1/users/bob/block").status == 404)
+        #expect(Self.call(router, .delete, "/api/v1/users/bob/block").status == 404)
+        #expect(server.blockChanges == ["set al ice by ops at \(now)", "set bob by ops at \(now)", "lift bob", "lift bob"])
         for bad in [#"{"seconds": 0}"#, #"{"seconds": "x"}"#, "", #"{"seconds": 99999999}"#] {
             #expect(Self.call(router, .post, "/api/v1/users/carol/block", body: bad).status == 400)
         }

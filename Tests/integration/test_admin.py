@@ -217,7 +217,8 @@ def test_block_refuses_allocate_survives_sighup_and_lapses(admin_server):
     assert result.status == 200
     blocked = json.loads(result.body)
     assert blocked["user"] == "carol" and blocked["blocked"] is True
-    assert get_json(server, "/api/v1/blocks")["blocks"] == [{"user": "carol", "until": blocked["until"]}]
+    assert get_json(server, "/api/v1/blocks")["blocks"] == [
+        {"user": "carol", "until": blocked["until"], "set_by": "ops", "set_at": blocked["set_at"]}]
     with pytest.raises(TurnError) as refused:
         allocate(server, "carol").close()
     assert refused.value.code == 403

@@ -23,6 +23,8 @@ final class ClusterAgent {
     let ttlMillis: Int
     let connection: RedisConnection
     let ledger: ClusterAdmissionLedger
+    /// The cluster's blocks, kept in step with Redis (docs/admin.md, "Blocks that last").
+    var blocks: ClusterBlocks?
     private let logger: Logger
     private let base: OpaquePointer
     private var template: NodeRecord
@@ -116,6 +118,7 @@ final class ClusterAgent {
         }
         // Redis may have lost this node's share or kept an old one: write it anew.
         ledger.replaceShare(share)
+        blocks?.connectionUp()
         heartbeat()
     }
 
@@ -150,6 +153,7 @@ final class ClusterAgent {
         ticks += 1
         guard connection.state == .up else { return }
         ledger.flushDeltas(share)
+        blocks?.tick(connection)
         if ticks % 10 == 0 { heartbeat() }
     }
 

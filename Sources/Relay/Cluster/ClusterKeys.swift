@@ -11,6 +11,12 @@ enum ClusterKeys {
     static let totalField = "#total"
     static func userField(_ user: String) -> String { "u:" + user }
 
+    /// The cluster's blocks (docs/admin.md, "Blocks that last"): a hash of user to
+    /// `until setAt by` (`BlockRecord`), and a counter every change increments, which nodes poll.
+    /// Neither has a TTL: blocks outlive every node.
+    static let blocks = prefix + "blocks"
+    static let blocksVersion = prefix + "blocks:version"
+
     static func node(_ name: String) -> String { nodePrefix + name }
     static func quota(_ name: String) -> String { quotaPrefix + name }
 

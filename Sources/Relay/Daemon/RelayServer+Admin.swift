@@ -29,6 +29,14 @@ extension RelayServer: AdminControl {
         return total
     }
 
+    public func setBlock(_ entry: UserBlocklist.Entry) -> Bool {
+        blocks.set(entry, now: Int64(time(nil)))
+    }
+
+    public func liftBlock(_ user: String) -> Bool {
+        blocks.lift(user, now: Int64(time(nil)))
+    }
+
     public func userTraffic() -> [UserTraffic]? {
         guard let answers = askLoops(.userTraffic) else { return nil }
         var parts: [UserTraffic] = []

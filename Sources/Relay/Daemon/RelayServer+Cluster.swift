@@ -24,6 +24,9 @@ extension RelayServer {
                 nodeName: agent.name, redisUp: agent.connection.state == .up, fleet: agent.fleet,
                 counters: agent.counters)
         }
+        let clusterBlocks = ClusterBlocks(store: blocks, logger: logger)
+        blocks.onChange = { [unowned clusterBlocks] user, entry in clusterBlocks.changed(user, entry) }
+        agent.blocks = clusterBlocks
         clusterAgent = agent
         agent.start()
         logger.info(
@@ -47,6 +50,7 @@ extension RelayServer {
     /// heir of a live upgrade that publishes them under the same name (docs/live-upgrade.md).
     func stopCluster(leaving: Bool = true) {
         http?.router.cluster = nil
+        blocks.onChange = nil
         clusterAgent?.stop(leaving: leaving)
         clusterAgent = nil
     }

@@ -89,6 +89,8 @@ public final class RelayServer {
     var usageTimer: LoopEvent?
     /// Users the admin API blocked (docs/admin.md); outlives reloads.
     public var blocklist: UserBlocklist { admission.blocklist }
+    /// Where blocks are kept beyond the process: `state-dir`, and the cluster's Redis.
+    let blocks: BlockStore
     /// What the cores ask before they allocate: the cluster's ledger in a cluster, else the node's.
     var ledger: any AdmissionLedger { clusterLedger ?? admission }
 
@@ -139,9 +141,18 @@ public final class RelayServer {
         // A mobility ticket issued before a crash or a live upgrade still moves its allocation
         // after it.
         mobility.adopt(keys)
+        blocks = BlockStore(blocklist: admission.blocklist, directory: state?.path, logger: logger)
+        blocks.load(now: Int64(time(nil)))
         if let inheritance {
-            // A user blocked before the upgrade stays blocked (docs/admin.md).
-            for entry in inheritance.blocks { admission.blocklist.block(entry.user, until: entry.until) }
+            // A user blocked before the upgrade stays blocked (docs/admin.md); who set it and
+            // when come from the blocks file, when there is one.
+            let known = Dictionary(admission.blocklist.list(now: 0).map { ($0.user, $0) }) { first, _ in first }
+            for entry in inheritance.blocks {
+                let origin = known[entry.user]
+                admission.blocklist.block(
+                    UserBlocklist.Entry(
+                        user: entry.user, until: entry.until, setBy: origin?.setBy ?? "", setAt: origin?.setAt ?? 0))
+            }
         }
         let mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         self.mailboxes = mailboxes

@@ -56,7 +56,9 @@ extension APIRouter {
         if path == Self.blocksPath {
             return authorizedAdmin(request, monotonic: monotonic, allow: [.get]) { key, admin in
                 let blocks = admin.blocklist.list(now: now).compactMap { entry in
-                    Self.tenantView(entry.user, for: key).map { UserBlocklist.Entry(user: $0, until: entry.until) }
+                    Self.tenantView(entry.user, for: key).map {
+                        UserBlocklist.Entry(user: $0, until: entry.until, setBy: entry.setBy, setAt: entry.setAt)
+                    }
                 }
                 return .json(200, Self.blocksJSON(blocks))
             }
@@ -214,7 +216,7 @@ extension APIRouter {
             }
             return .json(200, Self.blockJSON(entry))
         case .delete:
-            guard admin.blocklist.unblock(user) else { return .error(404, "not_found", "user '\(user)' is not blocked") }
+            guard admin.liftBlock(user) else { return .error(404, "not_found", "user '\(user)' is not blocked") }
             logger.notice(
                 "user unblocked", metadata: ["event": "admin_unblock", "key": "\(key)", "user": "\(LogSafe.text(user))"])
             return .json(200, "{\"user\":\(JSONWriter.quoted(user)),\"blocked\":false}")
@@ -224,8 +226,8 @@ extension APIRouter {
                     400, "invalid_request",
                     "give the block's length as {\"seconds\": N} or ?seconds=N, N from 1 to \(Self.maxBlockSeconds)")
             }
-            let entry = UserBlocklist.Entry(user: user, until: now + Int64(seconds))
-            guard admin.blocklist.block(user, until: entry.until) else {
+            let entry = UserBlocklist.Entry(user: user, until: now + Int64(seconds), setBy: key, setAt: now)
+            guard admin.setBlock(entry) else {
                 return .error(503, "blocklist_full", "\(UserBlocklist.limit) users are blocked already")
             }
             logger.notice(

@@ -15,6 +15,11 @@ public protocol AdminControl: AnyObject {
     /// The users with live allocations, summed over every loop thread; nil as above.
     func userTraffic() -> [UserTraffic]?
     var blocklist: UserBlocklist { get }
+    /// Sets a block and keeps it (`state-dir`, the cluster: docs/admin.md, "Blocks that last");
+    /// false when the blocklist is full.
+    func setBlock(_ entry: UserBlocklist.Entry) -> Bool
+    /// Lifts a block here and wherever it is kept; false when there was none.
+    func liftBlock(_ user: String) -> Bool
     /// Starts this binary again and hands it the node's sockets and the allocations that can move (a live
     /// upgrade, docs/live-upgrade.md); returns once the heir serves or the upgrade failed.
     func upgrade(trigger: String) -> UpgradeOutcome

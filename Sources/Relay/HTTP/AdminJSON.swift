@@ -71,6 +71,8 @@ extension APIRouter {
             o.key("blocked")
             o.raw("true")
             o.field("until", Int(entry.until))
+            if !entry.setBy.isEmpty { o.field("set_by", entry.setBy) }
+            if entry.setAt > 0 { o.field("set_at", Int(entry.setAt)) }
         }
         return w.text
     }
@@ -84,6 +86,8 @@ extension APIRouter {
                     a.object { b in
                         b.field("user", e.user)
                         b.field("until", Int(e.until))
+                        if !e.setBy.isEmpty { b.field("set_by", e.setBy) }
+                        if e.setAt > 0 { b.field("set_at", Int(e.setAt)) }
                     }
                 }
             }

@@ -4,23 +4,31 @@ import Synchronization
 /// `POST /api/v1/users/{user}/block`, docs/admin.md). Shared by every loop thread and the main
 /// thread; it lives as long as the server, so a reload (SIGHUP) keeps it. An Allocate of a
 /// blocked user gets 403 (RFC 8656 §7.2: the request is refused on administrative grounds).
+/// What keeps blocks beyond the process (`state-dir`, the cluster's Redis) replaces the table
+/// with `replace(with:now:)`.
 ///
 /// The Allocate path reads one atomic count first and takes the lock only while some user is
 /// blocked, so a server without blocks pays nothing for the check.
 public final class UserBlocklist: Sendable {
-    /// A blocked user and when the block lapses.
+    /// A blocked user, when the block lapses, and who set it when.
     public struct Entry: Sendable, Hashable {
         public let user: String
         /// Unix time.
         public let until: Int64
+        /// The admin API key that set it (its name); empty when not known.
+        public let setBy: String
+        /// When it was set (unix time); 0 when not known.
+        public let setAt: Int64
 
-        public init(user: String, until: Int64) {
+        public init(user: String, until: Int64, setBy: String = "", setAt: Int64 = 0) {
             self.user = user
             self.until = until
+            self.setBy = setBy
+            self.setAt = setAt
         }
     }
 
-    private let entries = Locked([String: Int64]())
+    private let entries = Locked([String: Entry]())
     private let count = Atomic<Int>(0)
     /// At most this many users at once: an API caller cannot grow the table without bound.
     public static let limit = 100_000
@@ -31,10 +39,32 @@ public final class UserBlocklist: Sendable {
     /// is full.
     @discardableResult
     public func block(_ user: String, until: Int64) -> Bool {
+        block(Entry(user: user, until: until))
+    }
+
+    /// Sets `entry` (replacing an earlier block of its user); false when the table is full.
+    @discardableResult
+    public func block(_ entry: Entry) -> Bool {
         entries.withLock { table in
-            guard table[user] != nil || table.count < Self.limit else { return false }
-            table[user] = until
+            guard table[entry.user] != nil || table.count < Self.limit else { return false }
+            table[entry.user] = entry
             count.store(table.count, ordering: .releasing)
+            return true
+        }
+    }
+
+    /// Makes `entries` the whole table, less those lapsed at `now` and beyond `limit`; whether
+    /// anything changed.
+    @discardableResult
+    public func replace(with entries: [Entry], now: Int64) -> Bool {
+        var table: [String: Entry] = [:]
+        for entry in entries where entry.until > now && (table[entry.user] != nil || table.count < Self.limit) {
+            table[entry.user] = entry
+        }
+        return self.entries.withLock { current in
+            defer { count.store(current.count, ordering: .releasing) }
+            guard current != table else { return false }
+            current = table
             return true
         }
     }
@@ -54,7 +84,7 @@ public final class UserBlocklist: Sendable {
     public func isBlocked(_ user: String, now: Int64) -> Bool {
         guard count.load(ordering: .acquiring) > 0 else { return false }
         return entries.withLock { table in
-            guard let until = table[user] else { return false }
+            guard let until = table[user]?.until else { return false }
             if until > now { return true }
             table[user] = nil
             count.store(table.count, ordering: .releasing)
@@ -65,9 +95,9 @@ public final class UserBlocklist: Sendable {
     /// The blocks still in force at unix time `now`, by user name; lapsed ones are forgotten.
     public func list(now: Int64) -> [Entry] {
         entries.withLock { table in
-            table = table.filter { $0.value > now }
+            table = table.filter { $0.value.until > now }
             count.store(table.count, ordering: .releasing)
-            return table.map { Entry(user: $0.key, until: $0.value) }.sorted { $0.user < $1.user }
+            return table.values.sorted { $0.user < $1.user }
         }
     }
 }
