@@ -79,7 +79,8 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A URL's userinfo, percent-decoded: `user:password`, `:password`, or a lone password
-    /// (`redis://secret@host`, as redis-cli reads it).
+    /// (`redis://secret@host`, as redis-cli reads it); `user:` names the user without a password
+    /// (given by `cluster-redis-password-file`).
     static func credentials(_ text: Substring) -> (user: String?, password: String?)? {
         guard let colon = text.firstIndex(of: ":") else {
             guard let decoded = percentDecoded(text) else { return nil }
@@ -88,7 +89,7 @@ public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
         guard let name = percentDecoded(text[..<colon]),
             let password = percentDecoded(text[text.index(after: colon)...])
         else { return nil }
-        return (name.isEmpty ? nil : name, password)
+        return (name.isEmpty ? nil : name, password.isEmpty ? nil : password)
     }
 
     /// coturn's connection string: space-separated `key=value` pairs (`ip` or `host`, `port`,

@@ -101,6 +101,22 @@ struct ConfigField: Sendable {
 extension ConfigKey {
     typealias Field<Value> = WritableKeyPath<RelayConfiguration, Value> & Sendable
 
+    /// A key naming a file a secret is read from (`SecretFile`): the path is the setting shown
+    /// and compared; `apply` puts the file's values (exactly one with `single`) where the secret
+    /// itself would go. The file is read at each load, so SIGHUP reads it again.
+    static func secretFile(
+        _ name: String, _ field: Field<String?>, single: Bool = false,
+        apply: @escaping @Sendable (inout RelayConfiguration, [String]) throws(ConfigValueError) -> Void
+    ) -> ConfigKey {
+        ConfigKey(
+            name, .secretFile, field: .optional(field),
+            support: .implemented { config, text throws(ConfigValueError) in
+                let values = single ? [try SecretFile.value(text)] : try SecretFile.values(text)
+                config[keyPath: field] = text
+                try apply(&config, values)
+            })
+    }
+
     static func flag(_ name: String, _ field: Field<Bool>, alias: Bool = false) -> ConfigKey {
         ConfigKey(
             name, .flag, arity: .optional, field: alias ? nil : .value(field),

@@ -58,6 +58,10 @@ enum ConfigKeyTable {
         .list("static-auth-secret", .string(maxLength: 4096), \.staticAuthSecrets, secret: true) {
             text throws(ConfigValueError) in try ConfigValueParser.string(text)
         },
+        // One secret a line, the first signing (docs/configuration.md, "Secrets in files").
+        .secretFile("static-auth-secret-file", \.staticAuthSecretFile) { config, values throws(ConfigValueError) in
+            config.staticAuthSecrets += try values.map { v throws(ConfigValueError) in try ConfigValueParser.string(v) }
+        },
         ConfigKey(
             "rest-api-separator", .character, field: .value(\.restAPISeparator),
             support: .implemented { config, text throws(ConfigValueError) in
@@ -106,6 +110,9 @@ enum ConfigKeyTable {
         .string("cert", \.cert),
         .string("pkey", \.pkey),
         .string("pkey-pwd", \.pkeyPassword, secret: true),
+        .secretFile("pkey-pwd-file", \.pkeyPasswordFile, single: true) { config, values throws(ConfigValueError) in
+            config.pkeyPassword = values[0]
+        },
         .string("cipher-list", \.cipherList),
         .flag("no-tlsv1", \.noTLSv1),
         .flag("no-tlsv1_1", \.noTLSv1_1),
@@ -189,6 +196,10 @@ enum ConfigKeyTable {
         .list(
             "api-key", .apiKey, \.apiKeys, secret: true, show: { "\($0.name):\(RelayConfiguration.redaction)\($0.scope == .admin ? ":admin" : "")" },
             parse: ConfigValueParser.apiKey),
+        // One `name:token[:scope]` a line.
+        .secretFile("api-key-file", \.apiKeyFile) { config, values throws(ConfigValueError) in
+            config.apiKeys += try values.map { v throws(ConfigValueError) in try ConfigValueParser.apiKey(v) }
+        },
         .integer("credential-ttl", seconds, \.credentialTTL),
         .integer("credential-max-ttl", seconds, \.credentialMaxTTL),
         .list("advertised-uri", .uri, \.advertisedURIs, parse: ConfigValueParser.uri),
@@ -234,6 +245,10 @@ enum ConfigKeyTable {
     ]
 
     private static let cluster: [ConfigKey] = [
+        // The password in `cluster-redis`'s place (the URL then carries none).
+        .secretFile("cluster-redis-password-file", \.clusterRedisPasswordFile, single: true) {
+            config, values throws(ConfigValueError) in config.clusterRedisPassword = values[0]
+        }.needsRestart(),
         ConfigKey(
             "cluster-redis", .redisURL, secret: true, field: .optional(\.clusterRedis),
             support: .implemented { config, text throws(ConfigValueError) in

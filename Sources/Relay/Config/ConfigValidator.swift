@@ -21,11 +21,34 @@ enum ConfigValidator {
     static func validate(
         _ config: inout RelayConfiguration, sources: ConfigSources, warnings: inout [String]
     ) throws(ConfigError) {
+        try checkSecretFiles(&config, sources: sources)
         try checkPorts(config, sources: sources)
         try checkAuthentication(&config, sources: sources, warnings: &warnings)
         try checkPlaceholderSecret(config, sources: sources, warnings: &warnings)
         try checkServices(config, sources: sources)
         try checkUniqueness(config, sources: sources)
+    }
+
+    /// A secret is given in one place: the key or its file (docs/configuration.md, "Secrets in
+    /// files"). The Redis password file replaces the URL's password.
+    private static func checkSecretFiles(_ config: inout RelayConfiguration, sources: ConfigSources) throws(ConfigError) {
+        for (key, file) in [
+            ("static-auth-secret", "static-auth-secret-file"), ("api-key", "api-key-file"), ("pkey-pwd", "pkey-pwd-file"),
+        ] where sources.last(key) != nil && sources.last(file) != nil {
+            throw .conflict("\(key) and \(file) both set: give the secret in one place", key: file, at: sources.last(file))
+        }
+        guard let password = config.clusterRedisPassword else { return }
+        guard config.clusterRedis != nil else {
+            throw .conflict(
+                "cluster-redis-password-file is set without cluster-redis", key: "cluster-redis-password-file",
+                at: sources.last("cluster-redis-password-file"))
+        }
+        if config.clusterRedis?.password != nil {
+            throw .conflict(
+                "cluster-redis has a password and cluster-redis-password-file is set: give it in one place",
+                key: "cluster-redis-password-file", at: sources.last("cluster-redis-password-file"))
+        }
+        config.clusterRedis?.password = password
     }
 
     private static func checkPorts(_ config: RelayConfiguration, sources: ConfigSources) throws(ConfigError) {

@@ -38,6 +38,8 @@ enum ConfigValueType: Hashable, Sendable {
     case optionalText(maxLength: Int)
     /// `redis://[user:password@]host[:port][/db]`.
     case redisURL
+    /// The path of a file a secret is read from (`SecretFile`).
+    case secretFile
     /// coturn's `ip=… port=… dbname=… password=…`.
     case redisStatsDB
     /// `key=value` pairs, comma-separated.
@@ -71,6 +73,7 @@ enum ConfigValueType: Hashable, Sendable {
         case .uri: return "a stun:, stuns:, turn: or turns: URI"
         case .optionalText(let maxLength): return "text of at most \(maxLength) characters"
         case .redisURL: return RedisEndpoint.expectedURL
+        case .secretFile: return "the path of a readable file holding the secret"
         case .redisStatsDB: return RedisEndpoint.expectedStatsDB
         case .labels: return "'key=value' pairs, comma-separated (letters, digits, '-', '_', '.', '/')"
         case .ignored: return "any value"

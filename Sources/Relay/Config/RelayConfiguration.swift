@@ -30,6 +30,15 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var useAuthSecret = false
     /// Every configured secret is tried, so a new one can be added before the old one is dropped.
     public var staticAuthSecrets: [String] = []
+    /// Files the secrets of `static-auth-secret`, `api-key`, the Redis URL's password and
+    /// `pkey-pwd` are read from (docs/configuration.md, "Secrets in files"), instead of naming
+    /// them; read again on SIGHUP.
+    public var staticAuthSecretFile: String?
+    public var apiKeyFile: String?
+    public var clusterRedisPasswordFile: String?
+    public var pkeyPasswordFile: String?
+    /// The password `cluster-redis-password-file` held, until it replaces the URL's.
+    var clusterRedisPassword: String?
     /// Between the expiry timestamp and the user id in a REST username.
     public var restAPISeparator = ":"
     public var ltCredMech = false
