@@ -26,7 +26,7 @@ import Testing
             "cluster-total-quota", "cluster-node-ttl", "api-rate-limit", "api-tls", "api-cert", "api-pkey",
             "tenant", "tls-server-name", "origin", "reserve-allocations", "reserve-bps", "cross-tenant-relay",
             "proxy-protocol-from", "static-auth-secret-file", "api-key-file", "pkey-pwd-file",
-            "cluster-redis-password-file",
+            "cluster-redis-password-file", "cert-check-interval",
         ]))
     }
 
@@ -39,7 +39,7 @@ import Testing
             "simple-log", "log-format", "pidfile", "state-dir", "userdb", "psql-userdb", "redis-userdb", "tcp-idle-timeout", "tls-handshake-timeout", "kernel-offload",
             "kernel-offload-object", "kernel-offload-interface", "kernel-offload-xdp", "cluster-redis", "node-name",
             "node-labels", "cluster-node-ttl", "api-tls", "rfc5780", "no-rfc5780", "no-dtls", "proxy-protocol-from",
-            "cluster-redis-password-file",
+            "cluster-redis-password-file", "cert-check-interval",
         ]))
     }
 

@@ -136,3 +136,38 @@ def test_log_level_applies_on_reload(tmp_path):
         assert "user=after" not in log and "tls_reload_skipped" not in between
         for c in (before, before_peer, after, after_peer):
             c.close()
+
+
+def test_a_renewed_certificate_is_served_without_a_sighup(tmp_path):
+    """As a Kubernetes Secret volume renews it: the files are symbolic links into a directory
+    that a new one replaces (docs/tls.md, "Renewed certificates")."""
+    first_cert, _ = make_test_cert(tmp_path / "cert1")
+    second_cert, _ = make_test_cert(tmp_path / "cert2")
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    (volume / "..data").symlink_to(tmp_path / "cert1")
+    for name in ("cert.pem", "pkey.pem"):
+        (volume / name).symlink_to(volume / "..data" / name)
+    server = FileServer(tmp_path / "srv", conf(secrets.token_hex(16), cert=str(volume / "cert.pem"),
+                                                pkey=str(volume / "pkey.pem")))
+    server.streams = True
+    server.tls_port = free_port(avoid=server.relay_ports)
+    server.extra_args = [f"--tls-listening-port={server.tls_port}", "--cert-check-interval=1"]
+    base = server.command
+
+    def command():
+        return [a for a in base() if a != "--no-tls"]
+
+    server.command = command
+    with running(server):
+        assert served_fingerprint(server) == file_fingerprint(first_cert)
+        swap = volume / "..data.new"
+        swap.symlink_to(tmp_path / "cert2")
+        swap.replace(volume / "..data")
+        assert eventually(lambda: served_fingerprint(server) == file_fingerprint(second_cert), timeout=5)
+        wait_for_log(server, "certificate_files_changed")
+        # Nothing changes: no reload.
+        reloads = server.log_text().count("configuration reloaded")
+        assert reloads == 1
+        eventually(lambda: False, timeout=2.5)
+        assert server.log_text().count("configuration reloaded") == reloads

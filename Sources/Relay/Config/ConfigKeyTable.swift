@@ -227,6 +227,7 @@ enum ConfigKeyTable {
         .integer("allocate-rate-limit", 0...Int(Int32.max), \.allocateRateLimit),
         .integer("tcp-idle-timeout", seconds, \.tcpIdleTimeout).needsRestart(),
         .integer("tls-handshake-timeout", seconds, \.tlsHandshakeTimeout).needsRestart(),
+        .integer("cert-check-interval", 0...86400, \.certCheckInterval).needsRestart(),
         .integer("max-connections-per-ip", 0...Int(Int32.max), \.maxConnectionsPerIP),
         .integer("max-pending-connections-per-ip", 0...Int(Int32.max), \.maxPendingConnectionsPerIP),
         .integer("max-pending-connections", positiveCount, \.maxPendingConnections),

@@ -198,6 +198,9 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Seconds a TCP/TLS connection without an allocation may stay idle.
     public var tcpIdleTimeout = 30
     public var tlsHandshakeTimeout = 10
+    /// Seconds between two looks at the certificate and key files (`cert`, `pkey`, `api-cert`,
+    /// `api-pkey`); a change reloads as SIGHUP does (docs/tls.md). 0: only SIGHUP reloads.
+    public var certCheckInterval = 60
     /// Concurrent TCP/TLS connections per source IP (0: unlimited, the default).
     public var maxConnectionsPerIP = 0
     /// Concurrent TCP/TLS connections and DTLS sessions per source IP without an allocation: a hard

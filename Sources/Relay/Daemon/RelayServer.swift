@@ -401,6 +401,18 @@ public final class RelayServer {
                 http?.router.sampleTraffic(monotonic: HTTPListener.monotonicSeconds())
             },
         ]
+        if configuration.certCheckInterval > 0 {
+            // Renewed certificates are served without a SIGHUP (docs/tls.md).
+            let c = configuration
+            var watch = CertificateWatch(paths: [c.cert, c.pkey, c.apiCert, c.apiPkey].compactMap { $0 })
+            events.append(
+                LoopEvent(base: base, every: timeval(tv_sec: c.certCheckInterval, tv_usec: 0)) { [unowned self] in
+                    guard watch.changed() else { return }
+                    logger.notice(
+                        "certificate files changed: reloading", metadata: ["event": "certificate_files_changed"])
+                    reload()
+                })
+        }
         if let interval = notifier.watchdogInterval {
             let half = interval / 2
             let micros = half.components.seconds * 1_000_000 + half.components.attoseconds / 1_000_000_000_000
