@@ -12,6 +12,7 @@ APT_PACKAGES=(coturn libevent-dev libssl-dev libhiredis-dev libsqlite3-dev libpq
 APT_PACKAGES+=(postgresql)  # coturn's user database in PostgreSQL (Tests/integration/test_userdb.py starts its own)
 APT_PACKAGES+=(redis-server)  # the cluster's shared store (Tests/integration/test_cluster.py starts its own)
 APT_PACKAGES+=(redis-sentinel)  # Redis high availability (Tests/integration/test_cluster_sentinel.py starts its own)
+APT_PACKAGES+=(buildah podman runc)  # the OCI image, built and run (Tests/integration/test_package.py)
 APT_PACKAGES+=(stunnel4)  # TLS to Redis through a local tunnel (Tests/integration/test_cluster_redis_tls.py)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(curl)  # the docs' curl commands, run by Tests/integration/test_docs.py
@@ -131,7 +132,7 @@ stop_coturn_service
 stop_redis_service
 
 for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl redis-server redis-sentinel \
-    stunnel4 stun go lintian dpkg-shlibdeps systemd-analyze curl; do
+    stunnel4 buildah podman runc stun go lintian dpkg-shlibdeps systemd-analyze curl; do
     command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
 done
 

@@ -33,7 +33,9 @@ struct CheckConfig: ParsableCommand {
             loaded.warnings + ConfigAdvisor.warnings(for: configuration, interfaceAddresses: interfaces)
             // Read only here, not at every start: a large or slow database would hold it up.
             + (ConfigAdvisor.userDatabaseWarning(configuration).map { [$0] } ?? [])
-        for warning in warnings { print("warning: \(warning)") }
+        let descriptors = DescriptorBudget(configuration: configuration.resolvingAddresses(interfaces: interfaces))
+        for warning in warnings + (descriptors.warning.map { [$0] } ?? []) { print("warning: \(warning)") }
+        print(descriptors.summary)
         if configuration.kernelOffload != .off {
             if let problem = KernelOffloadProbe.problem(configuration: configuration) {
                 print("kernel-offload: would not work here: \(problem)")

@@ -27,8 +27,11 @@ struct Serve: ParsableCommand {
         defer { logging.flushLogFile() }
         let logger = logging.logger
         let interfaces = InterfaceAddresses.current()
+        DescriptorBudget.raiseSoftLimit()
+        let descriptors = DescriptorBudget(configuration: loaded.configuration.resolvingAddresses(interfaces: interfaces))
         let warnings =
             loaded.warnings + logging.notes + ConfigAdvisor.warnings(for: loaded.configuration, interfaceAddresses: interfaces)
+            + (descriptors.warning.map { [$0] } ?? [])
         for warning in warnings { logger.warning("\(warning)", metadata: ["event": "config_warning"]) }
         // Started by a running relayd for a live upgrade: its sockets and state first
         // (docs/live-upgrade.md).

@@ -6,6 +6,7 @@ address to the configured listener of an already running server.
 
 from __future__ import annotations
 
+import resource
 import subprocess
 from pathlib import Path
 
@@ -43,6 +44,8 @@ static-auth-secret={SECRET}
 user=alice:alicePassw0rd
 api-key=ops:apiT0ken-secret
 no-tls
+# 16,384 relay ports + 3,000 clients fit the 20,000 descriptors a test machine allows.
+max-connections=3000
 """)
     result = check_config(config)
     assert result.returncode == 0, result.stderr
@@ -173,3 +176,34 @@ def test_the_shipped_placeholder_secret_is_refused_beyond_loopback(tmp_path):
         assert result.returncode != 0, result.stdout
         assert f"{SHIPPED_CONF}:" in result.stderr and "key 'static-auth-secret': is the placeholder" in result.stderr, \
             result.stderr
+
+
+def test_the_descriptor_limit_is_checked_against_ports_and_connections(tmp_path):
+    """check-config adds up what the configuration can hold open (relay sockets, TCP/TLS
+    clients, listeners) and compares it with the hard RLIMIT_NOFILE that `relayd serve` raises
+    its soft limit to (docs/configuration.md)."""
+    config = write(tmp_path, f"""
+listening-ip=127.0.0.1
+relay-ip=127.0.0.1
+use-auth-secret
+static-auth-secret={SECRET}
+min-port=40000
+max-port=44999
+max-connections=1000
+""")
+
+    def limited(hard: int):
+        def apply():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        binary = RelayServer.default_binary("relayd")
+        return subprocess.run([binary, "check-config", "-c", str(config)], capture_output=True, text=True,
+                              timeout=30, preexec_fn=apply)
+
+    roomy = limited(8000)
+    line = next(l for l in roomy.stdout.splitlines() if l.startswith("descriptors:"))
+    assert "5000 relay sockets (5000 ports x 1 relay addresses)" in line and "+ 1000 TCP/TLS clients" in line
+    assert "the limit here is 8000" in line and line.endswith(": fits"), line
+    assert not any("descriptors but the limit" in w for w in warnings(roomy))
+    tight = limited(4096)
+    assert any("descriptors but the limit here is 4096" in w for w in warnings(tight)), tight.stdout
+    assert tight.returncode == 0

@@ -10,6 +10,7 @@ import grp
 import os
 import pwd
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -225,3 +226,52 @@ def test_install_run_remove_purge(deb, tmp_path):
     finally:
         if installed:
             subprocess.run(["dpkg", "-P", "relayd"], capture_output=True, timeout=300)
+
+
+def test_the_image_built_from_the_package_answers_stun(deb, tmp_path):
+    """scripts/build-image.sh (docs/operations.md, "Container image"): an OCI image FROM scratch
+    with the package's files and the libraries relayd links, no shell; podman runs it on the
+    host's network as its non-root user, and it answers a STUN Binding."""
+    for tool in ("buildah", "podman", "runc"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} not found (Debian package {tool}; run scripts/install-test-deps.sh)")
+    tag = f"localhost/relayd-test:{os.getpid()}"
+    archive = tmp_path / "relayd-image.tar"
+    built = run(str(REPO_ROOT / "scripts" / "build-image.sh"), "--deb", str(deb), "--tag", tag,
+                "--archive", str(archive), timeout=600)
+    assert built.stdout.strip().splitlines()[-1] == tag
+    name = f"relayd-image-test-{os.getpid()}"
+    try:
+        assert archive.stat().st_size > 1_000_000
+        files = run("podman", "image", "inspect", tag, "--format", "{{.Config.User}} {{json .Config.Entrypoint}}")
+        assert files.stdout.strip() == '65532:65532 ["/usr/bin/relayd"]', files.stdout
+        mount = run("podman", "image", "mount", tag).stdout.strip()
+        try:
+            root = Path(mount)
+            assert (root / "usr" / "bin" / "relayd").is_file()
+            assert not (root / "bin" / "sh").exists() and not (root / "usr" / "bin" / "sh").exists()
+            assert (root / "usr" / "lib" / "relayd" / "relayd_fastpath.bpf.o").is_file()
+        finally:
+            run("podman", "image", "unmount", tag, check=False)
+        port = free_port()
+        relay = free_port_range(width=10)
+        # runc: this machine mounts cgroup v2 beside v1 with a controller (hybrid), which crun
+        # refuses. Without CAP_SYS_RESOURCE here, the container's limits may only go down.
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        run("podman", "--runtime", "runc", "run", "-d", "--rm", "--name", name, "--network", "host",
+            "--ulimit", f"nofile={hard}:{hard}", "--ulimit", "nproc=4096:4096", tag,
+            "--listening-ip=127.0.0.1", f"--listening-port={port}", "--relay-ip=127.0.0.1",
+            f"--min-port={relay.start}", f"--max-port={relay.stop - 1}", "--no-tls", "--no-dtls",
+            "--use-auth-secret", "--static-auth-secret=image-test-secret-0123456789",
+            "--api-listening-ip=127.0.0.1", f"--api-listening-port={free_port()}", timeout=120)
+        client = stunclient.TurnClient(("127.0.0.1", port), attempts=20)
+        try:
+            response = client.binding()
+            assert response.xor_address(stunclient.Attr.XOR_MAPPED_ADDRESS)[0] == "127.0.0.1"
+        finally:
+            client.close()
+        user = run("podman", "top", name, "user").stdout.split()
+        assert user[-1] in ("relayd", "65532"), user
+    finally:
+        run("podman", "rm", "-f", "-t", "2", name, check=False, timeout=60)
+        run("podman", "rmi", "-f", tag, check=False, timeout=60)
