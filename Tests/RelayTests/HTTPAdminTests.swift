@@ -25,8 +25,8 @@ import Testing
             return blocklist.block(entry)
         }
 
-        func liftBlock(_ user: String) -> Bool {
-            blockChanges.append("lift \(user)")
+        func liftBlock(_ user: String, by: String) -> Bool {
+            blockChanges.append("lift \(user) by \(by)")
             return blocklist.unblock(user)
         }
 
@@ -202,7 +202,7 @@ import Testing
         #expect(Self.call(router, .delete, "/api/v1/users/bob/block").status == 200)
         #expect(Self.call(router, .get, "/api/v1/users/bob/block").status == 404)
         #expect(Self.call(router, .delete, "/api/v1/users/bob/block").status == 404)
-        #expect(server.blockChanges == ["set al ice by ops at \(now)", "set bob by ops at \(now)", "lift bob", "lift bob"])
+        #expect(server.blockChanges == ["set al ice by ops at \(now)", "set bob by ops at \(now)", "lift bob by ops", "lift bob by ops"])
         for bad in [#"{"seconds": 0}"#, #"{"seconds": "x"}"#, "", #"{"seconds": 99999999}"#] {
             #expect(Self.call(router, .post, "/api/v1/users/carol/block", body: bad).status == 400)
         }

@@ -57,7 +57,8 @@ def nodes(tmp_path, redis):
     started = []
     try:
         for name in ("b1", "b2", "b3"):
-            node = ClusterNode(tmp_path / name, name, redis, secret, extra=[ADMIN_KEY])
+            node = ClusterNode(tmp_path / name, name, redis, secret,
+                               extra=[ADMIN_KEY, f"--state-dir={tmp_path / name / 'state'}"])
             node.start()
             started.append(node)
         yield started
@@ -108,12 +109,32 @@ def test_a_block_holds_on_every_node_within_a_second_and_outlives_every_restart(
     assert eventually(lambda: allocation_answer(b1, secret, "oscar") == 403
                       and allocation_answer(b3, secret, "oscar") == 403, timeout=5)
     assert eventually(lambda: all(allocation_answer(n, secret, "mallory") == 403 for n in nodes), timeout=3)
+    # Nothing settles back: no node's reconnection undid another's block.
+    eventually(lambda: False, timeout=1)
+    assert all(allocation_answer(n, secret, u) == 403 for n in nodes for u in ("mallory", "oscar"))
+
+    # A change made while Redis is away survives a restart of its node (state-dir), and every
+    # node and Redis restart at once: the blocks come back from the nodes' files.
+    redis.kill()
+    assert eventually(lambda: b3.metric("relayd_cluster_redis_up") == 0, timeout=3)
+    assert admin(b3, "POST", "/api/v1/users/peggy/block", {"seconds": 600})[0] == 200
+    for node in nodes:
+        assert not node.stop()
+    redis.start()
+    for node in nodes:
+        node.start()
+    assert eventually(lambda: all(allocation_answer(n, secret, u) == 403
+                                  for n in nodes for u in ("mallory", "oscar", "peggy")), timeout=5)
 
     # Lifted on one node: lifted everywhere.
     assert admin(b3, "DELETE", "/api/v1/users/mallory/block")[0] == 200
     assert eventually(lambda: all(allocation_answer(n, secret, "mallory") == 200 for n in nodes), timeout=2)
-    assert redis.command("HEXISTS", "relayd:blocks", "mallory") == 0
-    assert [b["user"] for b in admin(b1, "GET", "/api/v1/blocks")[1]["blocks"]] == ["oscar"]
+    assert [b["user"] for b in admin(b1, "GET", "/api/v1/blocks")[1]["blocks"]] == ["oscar", "peggy"]
+    # A lift is kept in Redis as an entry that ended when it was made, so no node's older copy
+    # brings the block back.
+    lifted = redis.command("HGET", "relayd:blocks", "mallory")
+    until, set_at, by = lifted.split(" ")
+    assert until == set_at and by == "ops", lifted
 
 
 def test_malformed_blocks_in_redis_are_ignored_and_counted(nodes, redis):

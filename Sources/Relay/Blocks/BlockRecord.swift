@@ -1,24 +1,40 @@
 import RelayCore
 
 /// A block as text (docs/admin.md, "Blocks that last"): `until setAt by`, with the user in front
-/// in the `state-dir` file (`until setAt user by`). Times are unix seconds; the user and the
-/// key name are percent-encoded, so a space or a newline in a name cannot break a line. Reading
-/// is bounded and total: anything malformed is refused (nil), never trusted.
+/// in the `state-dir` file (`until setAt user by`, and `pending` for a change the cluster has not
+/// confirmed). A lift is an entry whose `until` is its `setAt`. Times are unix seconds; the user
+/// and the key name are percent-encoded, so a space or a newline in a name cannot break a line.
+/// Reading is bounded and total: anything malformed is refused (nil), never trusted.
 enum BlockRecord {
-    /// The admin API's limit on a user name, and a key name's.
-    static let maxUserBytes = 256
-    static let maxSetByBytes = 128
+    /// A user name: the admin API's 256 bytes, with a tenant's prefix (`tenant/`) in front.
+    static let maxUserBytes = 512
+    /// A key name, as kept (`clampedSetBy` cuts a longer one).
+    static let maxSetByBytes = 256
 
     /// The file's line for `entry`, with its newline.
-    static func line(_ entry: UserBlocklist.Entry) -> String {
-        "\(entry.until) \(entry.setAt) \(encoded(entry.user)) \(encoded(entry.setBy))\n"
+    static func line(_ entry: UserBlocklist.Entry, pending: Bool = false) -> String {
+        "\(entry.until) \(entry.setAt) \(encoded(entry.user)) \(encoded(entry.setBy))\(pending ? " pending" : "")\n"
     }
 
-    /// One line of the file (without its newline).
-    static func parseLine(_ line: Substring) -> UserBlocklist.Entry? {
+    /// One line of the file (without its newline), and whether it is a change not yet confirmed.
+    static func parseLine(_ line: Substring) -> (entry: UserBlocklist.Entry, pending: Bool)? {
         let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-        guard fields.count == 4, let user = decoded(fields[2], limit: maxUserBytes), !user.isEmpty else { return nil }
-        return entry(user: user, until: fields[0], setAt: fields[1], setBy: fields[3])
+        guard fields.count == 4 || (fields.count == 5 && fields[4] == "pending"),
+            let user = decoded(fields[2], limit: maxUserBytes), !user.isEmpty,
+            let entry = entry(user: user, until: fields[0], setAt: fields[1], setBy: fields[3])
+        else { return nil }
+        return (entry, fields.count == 5)
+    }
+
+    /// A key name cut to what a record keeps, on a character boundary.
+    static func clampedSetBy(_ name: String) -> String {
+        guard name.utf8.count > maxSetByBytes else { return name }
+        var out = ""
+        for character in name {
+            guard out.utf8.count + character.utf8.count <= maxSetByBytes else { break }
+            out.append(character)
+        }
+        return out
     }
 
     /// The value stored in Redis under the user's field.

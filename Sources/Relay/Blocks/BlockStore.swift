@@ -3,22 +3,33 @@ import Logging
 import RelayCore
 
 /// The blocks the admin API sets, kept beyond the process (docs/admin.md, "Blocks that last"):
-/// in `state-dir/blocks`, rewritten whole through a new file renamed over it at each change, and
-/// in a cluster in Redis (`ClusterBlocks`), which is then the authority every node takes its
-/// table from. Used on the main thread only (the admin API and the cluster agent run there).
+/// in `state-dir/blocks`, rewritten whole through a new file renamed over it, and in a cluster in
+/// Redis (`ClusterBlocks`). In a cluster it also holds the changes made here that Redis has not
+/// confirmed (`pending`): they are written to the file too, so a restart still sends them. Used
+/// on the main thread only (the admin API and the cluster agent run there).
 final class BlockStore {
     let blocklist: UserBlocklist
-    /// `state-dir/blocks`; nil without a state directory.
-    let path: String?
+    /// `state-dir/blocks`; nil without a state directory, or once a live upgrade handed over.
+    private(set) var path: String?
     private let logger: Logger
-    /// A change made on this node, for the cluster to publish: the new block, or nil when the
-    /// user's block was lifted.
-    var onChange: ((_ user: String, _ entry: UserBlocklist.Entry?) -> Void)?
+    /// Whether changes are kept for a cluster to confirm.
+    var clustered = false
+    struct Pending {
+        /// The block, or a lift (`until == setAt`).
+        var entry: UserBlocklist.Entry
+        var serial: UInt64
+    }
+    /// Changes made here that the cluster has not confirmed, by user; a later one replaces an
+    /// earlier one.
+    private(set) var pending: [String: Pending] = [:]
+    private var serial: UInt64 = 0
+    /// The table changed since the file was written.
+    private var dirty = false
 
     static let fileName = "blocks"
     static let header = "relayd-blocks 1"
-    /// The biggest file read back: 100,000 blocks of long names fit; a bigger file is refused.
-    static let maximumFileBytes = 64 << 20
+    /// The biggest file read back: 100,000 blocks of 512-byte names, percent-encoded, fit.
+    static let maximumFileBytes = 192 << 20
 
     init(blocklist: UserBlocklist, directory: String?, logger: Logger) {
         self.blocklist = blocklist
@@ -26,8 +37,8 @@ final class BlockStore {
         self.logger = logger
     }
 
-    /// Adds the file's blocks still in force at `now` to the blocklist (at start-up, before
-    /// blocks handed over by a live upgrade, which replace them user by user).
+    /// Adds the file's blocks still in force at `now` to the blocklist, and its unconfirmed
+    /// changes to `pending` (at start-up).
     func load(now: Int64) {
         guard let path, access(path, F_OK) == 0 else { return }
         guard let bytes = StateDirectory.readFile(path, limit: Self.maximumFileBytes) else {
@@ -36,62 +47,114 @@ final class BlockStore {
                 metadata: ["event": "blocks_file_refused"])
             return
         }
-        let (entries, refused) = Self.parse(bytes)
-        guard let entries else {
-            logger.warning("blocks file \(path) has no '\(Self.header)' header; starting without it",
+        let (records, refused) = Self.parse(bytes)
+        guard let records else {
+            logger.warning(
+                "blocks file \(path) has no '\(Self.header)' header; starting without it",
                 metadata: ["event": "blocks_file_refused"])
             return
         }
-        for entry in entries where entry.until > now { blocklist.block(entry) }
+        for (entry, isPending) in records {
+            if entry.until > now { blocklist.block(entry) }
+            if isPending { remember(entry) }
+        }
         if refused > 0 {
-            logger.warning("blocks file \(path): \(refused) malformed lines skipped", metadata: ["event": "blocks_file_damaged"])
+            logger.warning(
+                "blocks file \(path): \(refused) malformed lines skipped", metadata: ["event": "blocks_file_damaged"])
         }
     }
 
-    /// The file's entries and how many lines were refused; nil entries when the header is wrong.
-    static func parse(_ bytes: [UInt8]) -> (entries: [UserBlocklist.Entry]?, refused: Int) {
+    /// The file's records and how many lines were refused; nil records when the header is wrong.
+    static func parse(_ bytes: [UInt8]) -> (records: [(entry: UserBlocklist.Entry, pending: Bool)]?, refused: Int) {
         let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)
         guard let first = lines.first, first.elementsEqual(header.utf8) else { return (nil, 0) }
-        var entries: [UserBlocklist.Entry] = []
+        var records: [(entry: UserBlocklist.Entry, pending: Bool)] = []
         var refused = 0
         for line in lines.dropFirst() {
-            guard let text = String(validating: line, as: UTF8.self), let entry = BlockRecord.parseLine(text[...]) else {
+            guard let text = String(validating: line, as: UTF8.self), let record = BlockRecord.parseLine(text[...]) else {
                 refused += 1
                 continue
             }
-            entries.append(entry)
+            records.append(record)
         }
-        return (entries, refused)
+        return (records, refused)
     }
 
-    /// Sets a block here, keeps it, and hands it to the cluster; false when the table is full.
+    /// Sets a block here and keeps it; false when the blocklist is full.
     func set(_ entry: UserBlocklist.Entry, now: Int64) -> Bool {
-        guard blocklist.block(entry) else { return false }
+        let kept = UserBlocklist.Entry(
+            user: entry.user, until: entry.until, setBy: BlockRecord.clampedSetBy(entry.setBy), setAt: entry.setAt)
+        guard blocklist.block(kept) else { return false }
+        if clustered { remember(kept) }
         save(now: now)
-        onChange?(entry.user, entry)
         return true
     }
 
-    /// Lifts a block here and everywhere; false when there was none here.
-    func lift(_ user: String, now: Int64) -> Bool {
-        guard blocklist.unblock(user) else { return false }
-        save(now: now)
-        onChange?(user, nil)
-        return true
+    /// Lifts a block here, and in a cluster everywhere (even one this node has not heard of
+    /// yet); false when there was none here.
+    func lift(_ user: String, by: String, now: Int64) -> Bool {
+        let found = blocklist.unblock(user)
+        if clustered { remember(UserBlocklist.Entry(user: user, until: now, setBy: BlockRecord.clampedSetBy(by), setAt: now)) }
+        if found || clustered { save(now: now) }
+        return found
     }
 
-    /// The table as the cluster holds it; kept when it changed anything.
-    func replace(with entries: [UserBlocklist.Entry], now: Int64) {
-        if blocklist.replace(with: entries, now: now) { save(now: now) }
+    private func remember(_ entry: UserBlocklist.Entry) {
+        serial += 1
+        pending[entry.user] = Pending(entry: entry, serial: serial)
     }
 
-    /// Writes the blocks in force to the file: a new file, synced, renamed over the old one.
+    /// The cluster confirmed this change (unless a later one replaced it meanwhile).
+    func confirm(_ user: String, serial: UInt64) {
+        guard pending[user]?.serial == serial else { return }
+        pending[user] = nil
+        dirty = true
+    }
+
+    /// Entries read from the cluster: each replaces this node's entry for its user unless this
+    /// node has an unconfirmed change of that user. A lift or a lapsed block ends the user's
+    /// block. With `whole`, users the cluster does not list lose their block too.
+    func apply(_ entries: [UserBlocklist.Entry], whole: Bool, now: Int64) {
+        if whole {
+            var table: [String: UserBlocklist.Entry] = [:]
+            for entry in entries where entry.until > now { table[entry.user] = entry }
+            for (user, change) in pending { table[user] = change.entry.until > now ? change.entry : nil }
+            if blocklist.replace(with: Array(table.values), now: now) { dirty = true }
+            return
+        }
+        for entry in entries where pending[entry.user] == nil {
+            if entry.until > now {
+                blocklist.block(entry)
+            } else {
+                blocklist.unblock(entry.user)
+            }
+            dirty = true
+        }
+    }
+
+    /// Writes the file if anything changed since the last write (the cluster's changes are
+    /// written at most once a tick, not once each).
+    func saveIfDirty(now: Int64) {
+        if dirty { save(now: now) }
+    }
+
+    /// After a live upgrade the heir owns `state-dir`: this process writes no more.
+    func stopSaving() {
+        path = nil
+    }
+
+    /// Writes the blocks in force and the unconfirmed changes: a new file (this process's own
+    /// name, created exclusively), synced, renamed over the old one, and the directory synced.
     /// A failure is logged; the blocks still hold in this process.
     private func save(now: Int64) {
+        dirty = false
         guard let path else { return }
-        let text = Self.header + "\n" + blocklist.list(now: now).map(BlockRecord.line).joined()
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        var text = Self.header + "\n"
+        for entry in blocklist.list(now: now) where pending[entry.user] == nil { text += BlockRecord.line(entry) }
+        for change in pending.values { text += BlockRecord.line(change.entry, pending: true) }
+        let temporary = "\(path).\(getpid()).tmp"
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         var ok = fd >= 0
         if ok {
             let bytes = Array(text.utf8)
@@ -106,10 +169,23 @@ final class BlockStore {
             ok = close(fd) == 0 && ok
             ok = ok && rename(temporary, path) == 0
         }
-        guard !ok else { return }
+        guard !ok else {
+            Self.syncDirectory(of: path)
+            return
+        }
         let reason = String(cString: strerror(errno))
         unlink(temporary)
-        logger.error("blocks file \(path): cannot write it (\(reason)); the blocks hold until this process ends",
+        dirty = true
+        logger.error(
+            "blocks file \(path): cannot write it (\(reason)); the blocks hold until this process ends",
             metadata: ["event": "blocks_file_unwritable"])
+    }
+
+    private static func syncDirectory(of path: String) {
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
     }
 }

@@ -3,149 +3,173 @@ import Logging
 import RelayCore
 
 /// Blocks across the cluster (docs/admin.md, "Blocks that last"), on the main loop beside the
-/// agent. Redis holds the table (`ClusterKeys.blocks`) and a version every change increments.
-/// Every 100 ms the node reads the version; when it moved, it reads the table and makes it its
-/// own, so a block set on any node holds on every node within a few hundred milliseconds.
-/// A change made here is sent at once and kept until Redis confirms it, so one made while Redis
-/// is away is published when it returns, and a table read meanwhile does not undo it. A Redis
-/// that lost the table (restarted empty, no version) gets it back from the nodes' own copies.
+/// agent. Redis holds the table, a version and a log of the users changed
+/// (`ClusterBlockScripts`); every change carries its time and the later one wins.
+///
+/// On each new connection the node first merges its own table into Redis (so a Redis that lost
+/// the table, or came back from an old snapshot or a lagging replica, gets the blocks back
+/// without undoing a newer change) and reads the whole table. Then, every 100 ms, it sends the
+/// changes made here that Redis has not confirmed, and asks what changed since the version it
+/// holds: the users the log names, or the whole table when the log does not reach back.
 final class ClusterBlocks {
     private let store: BlockStore
     private let logger: Logger
-    private struct Change {
-        /// The block set, or nil: lifted.
-        var entry: UserBlocklist.Entry?
-        var serial: UInt64
-        var sent: Bool
-    }
-    /// This node's changes Redis has not confirmed, by user; a later change replaces an earlier.
-    private var pending: [String: Change] = [:]
-    private var serial: UInt64 = 0
-    /// The version of the table last made ours on this connection; nil: none yet.
-    private var version: String?
-    /// A version or table read is in flight.
+    /// The version of the table this node holds, on this connection; nil: read it whole.
+    private var version: Int64?
+    /// This connection merged the node's table into Redis.
+    private var merged = false
+    /// A read is in flight.
     private var reading = false
-    /// Entries the last table read refused (malformed): counted, never trusted.
+    /// Unconfirmed changes sent on this connection, by user, with their serial.
+    private var sent: [String: UInt64] = [:]
+    private var ticks = 0
+    /// Entries refused as malformed, and replies that were errors.
     private(set) var refused: UInt64 = 0
+    private(set) var errors: UInt64 = 0
 
-    /// Fields a single HSET or HDEL carries.
+    /// Entries (users and values) a single script call carries.
     static let chunk = 500
+    /// A lift or a lapsed block is forgotten once this old (seconds): long enough that a node
+    /// back from a partition cannot bring back a block lifted meanwhile.
+    static let forgetAfter: Int64 = 86_400
 
     init(store: BlockStore, logger: Logger) {
         self.store = store
         self.logger = logger
     }
 
-    /// A change made on this node (the admin API), to publish.
-    func changed(_ user: String, _ entry: UserBlocklist.Entry?) {
-        serial += 1
-        pending[user] = Change(entry: entry, serial: serial, sent: false)
-    }
-
-    /// A new connection: read the table again and send every unconfirmed change again.
+    /// A new connection: merge, read the table whole, send every unconfirmed change again.
     func connectionUp() {
         version = nil
+        merged = false
         reading = false
-        for user in pending.keys { pending[user]?.sent = false }
+        sent = [:]
     }
 
     /// Every 100 ms while Redis is up.
     func tick(_ connection: RedisConnection) {
+        ticks += 1
+        let now = Int64(time(nil))
+        if !merged {
+            merged = true
+            merge(connection, now: now)
+        }
         flush(connection)
-        guard !reading else { return }
-        reading = true
-        connection.send(["GET", ClusterKeys.blocksVersion]) { [weak self] reply in
-            guard let self else { return }
-            guard let reply, reply.errorMessage == nil else {
-                self.reading = false
-                return
+        if !reading { read(connection) }
+        if ticks % 10 == 0 { store.saveIfDirty(now: now) }
+    }
+
+    private var keys: [String] { [ClusterKeys.blocks, ClusterKeys.blocksVersion, ClusterKeys.blocksLog] }
+
+    /// This node's blocks in force, sent as if new: each lands unless Redis holds a newer change.
+    private func merge(_ connection: RedisConnection, now: Int64) {
+        let entries = store.blocklist.list(now: now).filter { store.pending[$0.user] == nil }
+        for start in stride(from: 0, to: entries.count, by: Self.chunk) {
+            var arguments = ["EVAL", ClusterBlockScripts.set, "3"] + keys
+            for entry in entries[start..<min(start + Self.chunk, entries.count)] {
+                arguments += [entry.user, BlockRecord.value(entry)]
             }
-            if let current = reply.text {
-                guard current != self.version else {
-                    self.reading = false
-                    return
-                }
-                self.read(connection, version: current)
-            } else {
-                self.publishAll(connection)
-            }
+            connection.send(arguments) { [weak self] reply in self?.check(reply, doing: "merging the blocks") }
         }
     }
 
     private func flush(_ connection: RedisConnection) {
-        for (user, change) in pending where !change.sent {
-            pending[user]?.sent = true
+        for (user, change) in store.pending where sent[user] != change.serial {
+            sent[user] = change.serial
             let serial = change.serial
-            connection.send(["MULTI"])
-            if let entry = change.entry {
-                connection.send(["HSET", ClusterKeys.blocks, user, BlockRecord.value(entry)])
-            } else {
-                connection.send(["HDEL", ClusterKeys.blocks, user])
-            }
-            connection.send(["INCR", ClusterKeys.blocksVersion])
-            connection.send(["EXEC"]) { [weak self] reply in
-                guard let self, self.pending[user]?.serial == serial else { return }
-                if reply?.elements != nil {
-                    self.pending[user] = nil
+            let arguments = ["EVAL", ClusterBlockScripts.set, "3"] + keys + [user, BlockRecord.value(change.entry)]
+            let accepted = connection.send(arguments) { [weak self] reply in
+                guard let self else { return }
+                if reply?.integer != nil {
+                    self.store.confirm(user, serial: serial)
                 } else {
-                    self.pending[user]?.sent = false
+                    self.check(reply, doing: "sending a block")
+                    if self.sent[user] == serial { self.sent[user] = nil }
                 }
             }
+            if !accepted { sent[user] = nil }
         }
     }
 
-    /// Makes the cluster's table this node's, with this node's unconfirmed changes on top.
-    private func read(_ connection: RedisConnection, version: String) {
+    private func read(_ connection: RedisConnection) {
+        reading = true
+        let since = version.map(String.init) ?? "-1"
+        let accepted = connection.send(["EVAL", ClusterBlockScripts.since, "3"] + keys + [since]) { [weak self] reply in
+            guard let self else { return }
+            guard let fields = reply?.elements, let first = fields.first, let version = first.text.flatMap(Int64.init) ?? first.integer
+            else {
+                self.reading = false
+                self.check(reply, doing: "reading the blocks")
+                return
+            }
+            switch fields.count > 1 ? fields[1].text : nil {
+            case "full": self.readWhole(connection, version: version)
+            case "delta":
+                self.reading = false
+                self.apply(Array(fields.dropFirst(2)), whole: false, version: version, connection: connection)
+            default:
+                self.reading = false
+                self.version = version
+            }
+        }
+        if !accepted { reading = false }
+    }
+
+    private func readWhole(_ connection: RedisConnection, version: Int64) {
         connection.send(["HGETALL", ClusterKeys.blocks]) { [weak self] reply in
             guard let self else { return }
             self.reading = false
-            guard let fields = reply?.elements else { return }
-            let now = Int64(time(nil))
-            var table: [String: UserBlocklist.Entry] = [:]
-            var lapsed: [String] = []
-            var refused = 0
-            var i = 0
-            while i + 1 < fields.count {
-                defer { i += 2 }
-                guard case .string(let user) = fields[i], let value = fields[i + 1].text,
-                    let entry = BlockRecord.parse(user: user, value: value[...])
-                else {
-                    refused += 1
-                    continue
-                }
-                if entry.until > now { table[entry.user] = entry } else { lapsed.append(entry.user) }
-            }
-            for (user, change) in self.pending { table[user] = change.entry }
-            self.store.replace(with: Array(table.values), now: now)
-            self.version = version
-            for start in stride(from: 0, to: lapsed.count, by: Self.chunk) {
-                connection.send(["HDEL", ClusterKeys.blocks] + lapsed[start..<min(start + Self.chunk, lapsed.count)])
-            }
-            if refused > 0 {
-                self.refused += UInt64(refused)
-                self.logger.warning(
-                    "cluster: \(refused) malformed blocks in Redis ignored",
-                    metadata: ["event": "cluster_blocks_malformed", "count": "\(refused)"])
-            }
+            guard let fields = reply?.elements else { return self.check(reply, doing: "reading the blocks") }
+            self.apply(fields, whole: true, version: version, connection: connection)
         }
     }
 
-    /// Redis has no version: it lost the table (or never had one). This node's copy goes back;
-    /// every node does the same, so the union of what they held comes back.
-    private func publishAll(_ connection: RedisConnection) {
-        let entries = store.blocklist.list(now: Int64(time(nil)))
-        for start in stride(from: 0, to: entries.count, by: Self.chunk) {
-            var command = ["HSET", ClusterKeys.blocks]
-            for entry in entries[start..<min(start + Self.chunk, entries.count)] {
-                command += [entry.user, BlockRecord.value(entry)]
+    /// User and value pairs from Redis, made this node's; old lifts and lapsed blocks forgotten.
+    private func apply(_ fields: [RedisReply], whole: Bool, version: Int64, connection: RedisConnection) {
+        let now = Int64(time(nil))
+        var entries: [UserBlocklist.Entry] = []
+        var forgettable: [String] = []
+        var malformed = 0
+        var i = 0
+        while i + 1 < fields.count {
+            defer { i += 2 }
+            guard case .string(let user) = fields[i], let value = fields[i + 1].text else {
+                malformed += 1
+                continue
             }
-            connection.send(command)
+            if value.isEmpty, let name = String(validating: user, as: UTF8.self) {
+                // Gone from the table: not blocked.
+                entries.append(UserBlocklist.Entry(user: name, until: 0))
+                continue
+            }
+            guard let entry = BlockRecord.parse(user: user, value: value[...]) else {
+                malformed += 1
+                continue
+            }
+            entries.append(entry)
+            if entry.until <= now - Self.forgetAfter {
+                forgettable += [entry.user, value]
+            }
         }
-        connection.send(["INCR", ClusterKeys.blocksVersion]) { [weak self] _ in self?.reading = false }
-        if !entries.isEmpty {
-            logger.notice(
-                "cluster: Redis had no blocks; published this node's \(entries.count)",
-                metadata: ["event": "cluster_blocks_published", "count": "\(entries.count)"])
+        store.apply(entries, whole: whole, now: now)
+        self.version = version
+        for start in stride(from: 0, to: forgettable.count, by: 2 * Self.chunk) {
+            let slice = forgettable[start..<min(start + 2 * Self.chunk, forgettable.count)]
+            connection.send(["EVAL", ClusterBlockScripts.forget, "1", ClusterKeys.blocks] + slice) { [weak self] reply in
+                self?.check(reply, doing: "forgetting old blocks")
+            }
         }
+        if malformed > 0 {
+            refused += UInt64(malformed)
+            logger.warning(
+                "cluster: \(malformed) malformed blocks in Redis ignored",
+                metadata: ["event": "cluster_blocks_malformed", "count": "\(malformed)"])
+        }
+    }
+
+    private func check(_ reply: RedisReply?, doing what: String) {
+        guard let message = reply?.errorMessage else { return }
+        errors += 1
+        logger.warning("cluster: Redis refused \(what): \(message)", metadata: ["event": "cluster_redis_error"])
     }
 }

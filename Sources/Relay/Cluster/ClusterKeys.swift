@@ -12,10 +12,13 @@ enum ClusterKeys {
     static func userField(_ user: String) -> String { "u:" + user }
 
     /// The cluster's blocks (docs/admin.md, "Blocks that last"): a hash of user to
-    /// `until setAt by` (`BlockRecord`), and a counter every change increments, which nodes poll.
-    /// Neither has a TTL: blocks outlive every node.
+    /// `until setAt by` (`BlockRecord`; a lift is an entry whose `until` is its `setAt`), a
+    /// counter every change increments, which nodes poll, and the list of users changed, one per
+    /// increment (the last `ClusterBlockScripts.logLength`). None has a TTL: blocks outlive every
+    /// node. The scripts are in `ClusterBlockScripts`.
     static let blocks = prefix + "blocks"
     static let blocksVersion = prefix + "blocks:version"
+    static let blocksLog = prefix + "blocks:log"
 
     static func node(_ name: String) -> String { nodePrefix + name }
     static func quota(_ name: String) -> String { quotaPrefix + name }

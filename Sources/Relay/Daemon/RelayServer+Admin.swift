@@ -33,8 +33,8 @@ extension RelayServer: AdminControl {
         blocks.set(entry, now: Int64(time(nil)))
     }
 
-    public func liftBlock(_ user: String) -> Bool {
-        blocks.lift(user, now: Int64(time(nil)))
+    public func liftBlock(_ user: String, by: String) -> Bool {
+        blocks.lift(user, by: by, now: Int64(time(nil)))
     }
 
     public func userTraffic() -> [UserTraffic]? {

@@ -24,9 +24,8 @@ extension RelayServer {
                 nodeName: agent.name, redisUp: agent.connection.state == .up, fleet: agent.fleet,
                 counters: agent.counters)
         }
-        let clusterBlocks = ClusterBlocks(store: blocks, logger: logger)
-        blocks.onChange = { [unowned clusterBlocks] user, entry in clusterBlocks.changed(user, entry) }
-        agent.blocks = clusterBlocks
+        blocks.clustered = true
+        agent.blocks = ClusterBlocks(store: blocks, logger: logger)
         clusterAgent = agent
         agent.start()
         logger.info(
@@ -50,7 +49,6 @@ extension RelayServer {
     /// heir of a live upgrade that publishes them under the same name (docs/live-upgrade.md).
     func stopCluster(leaving: Bool = true) {
         http?.router.cluster = nil
-        blocks.onChange = nil
         clusterAgent?.stop(leaving: leaving)
         clusterAgent = nil
     }

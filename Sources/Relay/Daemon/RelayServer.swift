@@ -144,15 +144,15 @@ public final class RelayServer {
         blocks = BlockStore(blocklist: admission.blocklist, directory: state?.path, logger: logger)
         blocks.load(now: Int64(time(nil)))
         if let inheritance {
-            // A user blocked before the upgrade stays blocked (docs/admin.md); who set it and
-            // when come from the blocks file, when there is one.
+            // The blocks handed over are the set in force (docs/admin.md); who set each and when
+            // come from the blocks file, when there is one.
             let known = Dictionary(admission.blocklist.list(now: 0).map { ($0.user, $0) }) { first, _ in first }
-            for entry in inheritance.blocks {
+            let handed = inheritance.blocks.map { entry in
                 let origin = known[entry.user]
-                admission.blocklist.block(
-                    UserBlocklist.Entry(
-                        user: entry.user, until: entry.until, setBy: origin?.setBy ?? "", setAt: origin?.setAt ?? 0))
+                return UserBlocklist.Entry(
+                    user: entry.user, until: entry.until, setBy: origin?.setBy ?? "", setAt: origin?.setAt ?? 0)
             }
+            admission.blocklist.replace(with: handed, now: Int64(time(nil)))
         }
         let mailboxes = (0..<threadCount).map { _ in LoopMailbox() }
         self.mailboxes = mailboxes

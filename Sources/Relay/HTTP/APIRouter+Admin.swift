@@ -216,7 +216,7 @@ extension APIRouter {
             }
             return .json(200, Self.blockJSON(entry))
         case .delete:
-            guard admin.liftBlock(user) else { return .error(404, "not_found", "user '\(user)' is not blocked") }
+            guard admin.liftBlock(user, by: key) else { return .error(404, "not_found", "user '\(user)' is not blocked") }
             logger.notice(
                 "user unblocked", metadata: ["event": "admin_unblock", "key": "\(key)", "user": "\(LogSafe.text(user))"])
             return .json(200, "{\"user\":\(JSONWriter.quoted(user)),\"blocked\":false}")

@@ -18,8 +18,9 @@ public protocol AdminControl: AnyObject {
     /// Sets a block and keeps it (`state-dir`, the cluster: docs/admin.md, "Blocks that last");
     /// false when the blocklist is full.
     func setBlock(_ entry: UserBlocklist.Entry) -> Bool
-    /// Lifts a block here and wherever it is kept; false when there was none.
-    func liftBlock(_ user: String) -> Bool
+    /// Lifts a block here and wherever it is kept (`by`: the admin key's name); false when there
+    /// was none here.
+    func liftBlock(_ user: String, by: String) -> Bool
     /// Starts this binary again and hands it the node's sockets and the allocations that can move (a live
     /// upgrade, docs/live-upgrade.md); returns once the heir serves or the upgrade failed.
     func upgrade(trigger: String) -> UpgradeOutcome

@@ -272,6 +272,9 @@ extension RelayServer {
         // go on under a name of this process's own, with a share of what stays here.
         let clusterName = clusterAgent?.name
         stopCluster(leaving: false)
+        // state-dir is the heir's now, its blocks file with it; and its unconfirmed block changes
+        // are in that file for the heir to send.
+        blocks.stopSaving()
         let committed = HandoverReplies()
         for mailbox in mailboxes { mailbox.post(.handover(.commit(committed))) }
         if committed.wait(loops: threadCount, seconds: 10) == nil {
