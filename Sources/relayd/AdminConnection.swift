@@ -21,6 +21,49 @@ struct AdminConnection: ParsableArguments {
     @Flag(help: "Do not verify the API's TLS certificate.")
     var insecure = false
 
+    @Flag(help: "With -c naming a cluster: ask only this node, not every node of the cluster.")
+    var thisNode = false
+
+    /// The token: --token, RELAYD_API_TOKEN, else the first admin api-key of -c.
+    func chosenToken(configured: String?) throws -> String {
+        let environment = ProcessInfo.processInfo.environment["RELAYD_API_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let chosen = token ?? environment ?? configured else {
+            throw ValidationError("no admin token: give --token, set RELAYD_API_TOKEN, or -c a configuration with api-key=name:token:admin")
+        }
+        return chosen
+    }
+
+    /// Every live node of the cluster `-c` joins, with a client for its admin API (docs/admin.md,
+    /// "A fleet"); nil when the command acts on one node: no `-c`, no `cluster-redis` in it,
+    /// `--api`, or `--this-node`. Each node's certificate is pinned by the SHA-256 it publishes
+    /// in the registry, unless `--cacert` (then its host is checked) or `--insecure`.
+    func fleet() throws -> [FleetNode]? {
+        guard let config, api == nil, !thisNode else { return nil }
+        let c = try LoadedConfiguration.load(["-c", config]).configuration
+        guard let redis = c.clusterRedis else { return nil }
+        let token = try chosenToken(configured: c.apiKeys.first { $0.scope == .admin }?.token)
+        let registry: ClusterFleet
+        do {
+            registry = try ClusterStatusQuery.fetch(redis)
+        } catch {
+            throw ValidationError("cannot read the cluster's registry: \(error.description) (--this-node asks only this node)")
+        }
+        return registry.nodes.map { node in
+            guard var endpoint = APIClient.Endpoint(url: node.api) else {
+                return FleetNode(name: node.name, client: nil, problem: "publishes no reachable API endpoint")
+            }
+            if let cacert {
+                endpoint.caFile = cacert
+            } else if endpoint.tls && !node.apiSHA256.isEmpty {
+                endpoint.pinnedSHA256 = node.apiSHA256
+            }
+            endpoint.insecure = insecure
+            var client = APIClient(endpoint: endpoint, token: token)
+            client.timeoutSeconds = 5
+            return FleetNode(name: node.name, client: client, problem: nil)
+        }
+    }
+
     func client() throws -> APIClient {
         var endpoint = APIClient.Endpoint(host: "127.0.0.1", port: 8080, tls: false)
         var configuredToken: String? = nil
@@ -43,11 +86,7 @@ struct AdminConnection: ParsableArguments {
             endpoint.pinnedCertificate = nil
         }
         endpoint.insecure = insecure
-        let environment = ProcessInfo.processInfo.environment["RELAYD_API_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
-        guard let chosen = token ?? environment ?? configuredToken else {
-            throw ValidationError("no admin token: give --token, set RELAYD_API_TOKEN, or -c a configuration with api-key=name:token:admin")
-        }
-        return APIClient(endpoint: endpoint, token: chosen)
+        return APIClient(endpoint: endpoint, token: try chosenToken(configured: configuredToken))
     }
 
     /// Sends the request; a non-2xx answer ends the command with the API's message.

@@ -25,6 +25,11 @@ final class ClusterAgent {
     let ledger: ClusterAdmissionLedger
     /// The cluster's blocks, kept in step with Redis (docs/admin.md, "Blocks that last").
     var blocks: ClusterBlocks?
+    /// The SHA-256 of the API's certificate the entry publishes (a reload may renew it).
+    var apiSHA256: String {
+        get { template.apiSHA256 }
+        set { template.apiSHA256 = newValue }
+    }
     private let logger: Logger
     private let base: OpaquePointer
     private var template: NodeRecord

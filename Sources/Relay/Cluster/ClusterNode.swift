@@ -31,6 +31,10 @@ enum ClusterNode {
         if !c.noTLS && c.cert != nil { record.tlsPort = c.tlsListeningPort }
         record.version = String(RelaydVersion.string.split(separator: " ").last ?? "")
         record.startedAt = startedAt
+        let own = clientAddress(family: .ipv4, configuration: c, interfaceAddresses: interfaceAddresses)
+            ?? clientAddress(family: .ipv6, configuration: c, interfaceAddresses: interfaceAddresses)
+        record.api = NodeAPIEndpoint.url(configuration: c, clientAddress: own) ?? ""
+        record.apiSHA256 = NodeAPIEndpoint.certificatePath(configuration: c).flatMap(NodeAPIEndpoint.fingerprint) ?? ""
         return record
     }
 

@@ -21,6 +21,10 @@ public struct NodeRecord: Sendable, Equatable {
     public var version = ""
     /// Unix time the node started.
     public var startedAt: Int64 = 0
+    /// The admin API's base URL, and the SHA-256 of its certificate (lowercase hex; empty for
+    /// plain HTTP): what the CLI's fleet commands reach and pin (`NodeAPIEndpoint`).
+    public var api = ""
+    public var apiSHA256 = ""
 
     public init(name: String) { self.name = name }
 
@@ -40,6 +44,8 @@ public struct NodeRecord: Sendable, Equatable {
             ("draining", draining ? "1" : "0"),
             ("version", version),
             ("started", String(startedAt)),
+            ("api", api),
+            ("api_sha256", apiSHA256),
         ]
     }
 
@@ -66,6 +72,14 @@ public struct NodeRecord: Sendable, Equatable {
         draining = map["draining"] == "1"
         version = map["version"] ?? ""
         startedAt = map["started"].flatMap { Int64($0) } ?? 0
+        // Only a URL the API client reads and a well-formed digest are kept: the CLI connects
+        // to what the registry says.
+        if let url = map["api"], url.utf8.count <= 300, APIClient.Endpoint(url: url) != nil { api = url }
+        if let digest = map["api_sha256"], digest.utf8.count == 64,
+            digest.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        {
+            apiSHA256 = digest
+        }
     }
 
     private static func words(_ text: String?) -> [String] {

@@ -60,6 +60,10 @@ extension RelayServer {
         streams.reloadTLS(using: next)
         if let problem = http?.update(configuration: next) {
             logger.error("\(problem)", metadata: ["event": "reload_api_tls_failed"])
+        } else {
+            // A renewed API certificate, now served: the fleet's CLI pins it from the next heartbeat.
+            clusterAgent?.apiSHA256 =
+                NodeAPIEndpoint.certificatePath(configuration: next).flatMap(NodeAPIEndpoint.fingerprint) ?? ""
         }
         ports.reconfigure(range: next.minPort...next.maxPort, addresses: RelayAddress.mappings(configuration: next).map(\.bound))
         // New mobility tickets are sealed under a new key; the ones already out still open.

@@ -16,6 +16,9 @@ public struct APIClient: Sendable {
         public var pinnedCertificate: String?
         /// Trust the CAs in this PEM file (else the system's), and check the host name.
         public var caFile: String?
+        /// Trust exactly the certificate whose DER form has this SHA-256 (lowercase hex), as a
+        /// node publishes it in the cluster's registry (docs/admin.md, "A fleet").
+        public var pinnedSHA256: String?
         /// Check nothing (a self-signed certificate in a test).
         public var insecure = false
 
@@ -189,7 +192,7 @@ public struct APIClient: Sendable {
         // evhttp closes after the answer without close_notify; the body's length is known.
         SSL_CTX_set_options(ctx, RELAYD_SSL_OP_IGNORE_UNEXPECTED_EOF)
         let isIP = endpoint.host.contains(":") || endpoint.host.allSatisfy { $0.isNumber || $0 == "." }
-        if !endpoint.insecure {
+        if !endpoint.insecure && endpoint.pinnedSHA256 == nil {
             if let pinned = endpoint.pinnedCertificate {
                 // The first certificate of the file (the leaf of a fullchain.pem) is the only
                 // trust anchor: a CA certificate later in the file must not vouch for others.
@@ -210,7 +213,7 @@ public struct APIClient: Sendable {
         }
         guard let ssl = SSL_new(ctx) else { throw Failure(description: "OpenSSL: no TLS session") }
         defer { SSL_free(ssl) }
-        if !endpoint.insecure && endpoint.pinnedCertificate == nil {
+        if !endpoint.insecure && endpoint.pinnedCertificate == nil && endpoint.pinnedSHA256 == nil {
             let param = SSL_get0_param(ssl)
             let set = isIP ? X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host) : SSL_set1_host(ssl, endpoint.host)
             guard set == 1 else { throw Failure(description: "cannot check the certificate against '\(endpoint.host)'") }
@@ -235,6 +238,19 @@ public struct APIClient: Sendable {
             defer { if let peer { X509_free(peer) } }
             guard let peer, X509_cmp(peer, pinnedLeaf) == 0 else {
                 throw Failure(description: "\(endpoint.url) does not serve the configured certificate")
+            }
+        }
+        if let digest = endpoint.pinnedSHA256, !endpoint.insecure {
+            // The chain is not what vouches here: the digest the registry holds is.
+            let peer = SSL_get1_peer_certificate(ssl)
+            defer { if let peer { X509_free(peer) } }
+            var bytes = [UInt8](repeating: 0, count: 32)
+            var length: UInt32 = 0
+            let hex = Array("0123456789abcdef".utf8)
+            guard let peer, X509_digest(peer, EVP_sha256(), &bytes, &length) == 1,
+                String(decoding: bytes.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self) == digest
+            else {
+                throw Failure(description: "\(endpoint.url) does not serve the certificate the cluster's registry names")
             }
         }
         let written = request.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }

@@ -55,12 +55,13 @@ extension APIRouter {
         }
         let server = server?()
         let users = admin?.userTraffic()?.sorted { ($0.bytes, $1.user) > ($1.bytes, $0.user) }
-        let view = StatusView(
+        var view = StatusView(
             version: RelaydVersion.string,
             uptimeSeconds: server.map { max(0, Int(Double(now) - $0.process.startTime)) } ?? 0,
             draining: health.isDraining, loopThreads: service.loopThreads, metrics: registry.total(),
             rates: trafficHistory.rates(), topUsers: users,
             openStreamConnections: server?.openStreamConnections ?? 0, credentialsIssued: service.credentials(.issued))
+        if let snapshot = cluster?() { view.cluster = (snapshot.nodeName, snapshot.fleet) }
         return html(200, request.method == .head ? "" : StatusPage.render(view))
     }
 

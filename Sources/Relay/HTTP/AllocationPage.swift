@@ -47,10 +47,12 @@ public struct AllocationPage: Decodable, Sendable {
     }
 
     /// The allocations as an aligned text table, one line each, with a header.
-    public static func table(_ items: [Item]) -> String {
-        let header = ["SESSION", "USER", "TRANSPORT", "CLIENT", "RELAYED", "AGE", "LEFT", "PERMS", "CHANS", "TO PEER", "TO CLIENT"]
-        let rows = items.map { i in
-            [
+    /// With `nodes` (one name per item: a fleet's listing), a NODE column first.
+    public static func table(_ items: [Item], nodes: [String]? = nil) -> String {
+        var header = ["SESSION", "USER", "TRANSPORT", "CLIENT", "RELAYED", "AGE", "LEFT", "PERMS", "CHANS", "TO PEER", "TO CLIENT"]
+        if nodes != nil { header.insert("NODE", at: 0) }
+        let rows = items.enumerated().map { k, i in
+            (nodes.map { [$0[k]] } ?? []) + [
                 i.session, i.user, i.transport, i.client, i.relayed.joined(separator: ","), duration(i.age_seconds),
                 duration(i.remaining_seconds), "\(i.permissions.count)", "\(i.channels.count)",
                 bytes(i.traffic.bytes_to_peer), bytes(i.traffic.bytes_to_client),

@@ -15,6 +15,8 @@ public struct StatusView: Sendable {
     public var topUsers: [UserTraffic]?
     public var openStreamConnections: Int
     public var credentialsIssued: UInt64
+    /// In a cluster: this node's name, and the fleet as last read (nil while Redis is away).
+    public var cluster: (node: String, fleet: ClusterFleet?)? = nil
 }
 
 /// The status page: one server-rendered HTML document, no script and no external asset (the
@@ -104,8 +106,27 @@ public enum StatusPage {
         html += row("TLS handshakes completed", id: "tls-ok", m.tlsHandshakesOK)
         html += row("TLS handshakes failed", id: "tls-failed", m.tlsHandshakesFailed)
         html += "</table></section>\n"
+        if let cluster = v.cluster { html += fleet(cluster.node, cluster.fleet) }
         html += "<footer>Refreshed every \(refreshSeconds) s. The same counters are on /metrics.</footer></body></html>\n"
         return html
+    }
+
+    /// The cluster's nodes as the registry lists them (docs/cluster.md): state, load,
+    /// allocations; this node marked.
+    static func fleet(_ own: String, _ fleet: ClusterFleet?) -> String {
+        var html = "<section id=\"fleet\"><h2>Fleet</h2>"
+        guard let fleet else {
+            return html + "<p id=\"fleet-unknown\">Redis is unreachable: the fleet is not known.</p></section>\n"
+        }
+        html += "<table><tr><th>Node</th><th>State</th><th>Allocations</th><th>Packets/s</th><th>Relayed</th><th>CPU</th></tr>"
+        for node in fleet.nodes {
+            let id = escape(node.name)
+            html += "<tr data-node=\"\(id)\"><td>\(id)\(node.name == own ? " (this node)" : "")</td>"
+            html += "<td class=\"\(node.draining ? "warn" : "ok")\">\(node.draining ? "draining" : "serving")</td>"
+            html += "<td class=\"allocations\">\(node.allocations)</td><td>\(node.packetsPerSecond)</td>"
+            html += "<td>\(bitRate(Double(node.bytesPerSecond) * 8))</td><td>\(node.cpuPercent)%</td></tr>"
+        }
+        return html + "</table></section>\n"
     }
 
     /// The form that trades an admin token for a session cookie.

@@ -1,0 +1,44 @@
+import COpenSSL
+import RelayCore
+import StunCodec
+
+/// Where a node's admin API is, as it publishes it in the registry (docs/admin.md, "A fleet"):
+/// its base URL, and for HTTPS the SHA-256 of its certificate, which `relayd sessions` and
+/// `relayd kick` pin when they fan out to every node. The trust comes from Redis: whoever may
+/// read the registry may reach the nodes, as whoever may write it already decides their quotas.
+enum NodeAPIEndpoint {
+    /// `http(s)://address:port` of the API on `address` (the node's own address for clients),
+    /// or nil when the API listens on loopback only (no other host can reach it).
+    static func url(configuration c: RelayConfiguration, clientAddress: IPAddress?) -> String? {
+        let scheme = c.apiUsesTLS || c.apiSharesTURNPort && !c.noTLS && c.cert != nil ? "https" : "http"
+        let ip: IPAddress
+        if c.apiSharesTURNPort {
+            guard let address = clientAddress else { return nil }
+            ip = address
+        } else if c.apiListeningIP == .ipv4Any || c.apiListeningIP == .ipv6Any {
+            guard let address = clientAddress else { return nil }
+            ip = address
+        } else {
+            ip = c.apiListeningIP
+        }
+        guard !ip.isLoopback || clientAddress?.isLoopback == true else { return nil }
+        let host = ip.family == .ipv6 ? "[\(ip)]" : "\(ip)"
+        return "\(scheme)://\(host):\(c.apiListeningPort)"
+    }
+
+    /// The lowercase hex SHA-256 of the DER form of the first certificate in `path`.
+    static func fingerprint(certificate path: String) -> String? {
+        guard let certificate = APIClient.firstCertificate(path) else { return nil }
+        defer { X509_free(certificate) }
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        guard X509_digest(certificate, EVP_sha256(), &digest, &length) == 1, length == 32 else { return nil }
+        let hex = Array("0123456789abcdef".utf8)
+        return String(decoding: digest.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
+    }
+
+    /// The certificate the API serves: `api-cert`, else `cert`.
+    static func certificatePath(configuration c: RelayConfiguration) -> String? {
+        c.apiUsesTLS ? c.apiCert ?? c.cert : c.apiSharesTURNPort ? c.cert : nil
+    }
+}
