@@ -31,7 +31,7 @@ import Testing
     }
 
     @Test("Malformed lines and values are refused", arguments: [
-        "", "1 2 bob", "1 2 bob ops extra", "1 2 bob ops pendin", "x 2 bob ops", "1 x bob ops", "0 2 bob ops", "1 -1 bob ops",
+        "", "1 2 bob", "1 2 bob ops extra", "1 2 bob ops pendin", "x 2 bob ops", "1 x bob ops", "-1 2 bob ops", "1 -1 bob ops",
         "1 2  ops", "1 2 %zz ops", "1 2 %ff ops", "1 2 bob %", "1 2 \(String(repeating: "a", count: 513)) ops",
         "1 2 bob \(String(repeating: "b", count: 257))", "99999999999999999999 2 bob ops",
     ])
@@ -62,6 +62,8 @@ import Testing
         #expect(store.lift("carol", by: "ci", now: now))
         #expect(!store.lift("carol", by: "ci", now: now))
         #expect(store.pending.isEmpty, "without a cluster nothing waits for confirmation")
+        // Changes are written at most once a second, by the main loop's timer.
+        store.saveIfDirty(now: now)
         let path = "\(directory)/\(BlockStore.fileName)"
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
@@ -102,10 +104,12 @@ import Testing
         restarted.load(now: now)
         #expect(restarted.blocklist.isBlocked("mallory", now: now))
         #expect(restarted.pending.keys.sorted() == ["trent"])
-        #expect(restarted.pending["trent"]?.entry.until == now, "a lift is kept as an entry that ends when set")
+        #expect(restarted.pending["trent"]?.entry.until == 0, "a lift is kept as an entry that ends at 0")
+        #expect(restarted.pending["trent"]?.entry.setAt == now)
         // After a live upgrade the old process no longer writes the heir's file.
         restarted.stopSaving()
         #expect(restarted.set(.init(user: "eve", until: now + 60), now: now))
+        restarted.saveIfDirty(now: now)
         let again = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
         again.load(now: now)
         #expect(!again.blocklist.isBlocked("eve", now: now))
@@ -123,5 +127,25 @@ import Testing
         let many = (0...UserBlocklist.limit).map { UserBlocklist.Entry(user: "u\($0)", until: 100) }
         blocklist.replace(with: many, now: 10)
         #expect(blocklist.list(now: 10).count == UserBlocklist.limit)
+    }
+}
+
+extension BlockStoreTests {
+    @Test("Outside a cluster, a change replaces a stale unconfirmed one left in the file")
+    func stalePending() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relayd-blocks-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let now: Int64 = 9_000
+        try "relayd-blocks 1\n0 \(now - 5) carol ops pending\n".write(
+            toFile: "\(directory)/\(BlockStore.fileName)", atomically: false, encoding: .utf8)
+        let store = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
+        store.load(now: now)
+        #expect(store.set(.init(user: "carol", until: now + 60, setBy: "ops", setAt: now), now: now))
+        store.saveIfDirty(now: now)
+        let again = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
+        again.load(now: now)
+        #expect(again.blocklist.isBlocked("carol", now: now))
+        #expect(again.pending.isEmpty)
     }
 }

@@ -130,11 +130,27 @@ def test_a_block_holds_on_every_node_within_a_second_and_outlives_every_restart(
     assert admin(b3, "DELETE", "/api/v1/users/mallory/block")[0] == 200
     assert eventually(lambda: all(allocation_answer(n, secret, "mallory") == 200 for n in nodes), timeout=2)
     assert [b["user"] for b in admin(b1, "GET", "/api/v1/blocks")[1]["blocks"]] == ["oscar", "peggy"]
-    # A lift is kept in Redis as an entry that ended when it was made, so no node's older copy
+    # A lift is kept in Redis as an entry with until 0 and its time, so no node's older copy
     # brings the block back.
     lifted = redis.command("HGET", "relayd:blocks", "mallory")
     until, set_at, by = lifted.split(" ")
-    assert until == set_at and by == "ops", lifted
+    assert until == "0" and abs(int(set_at) - time.time()) < 60 and by == "ops", lifted
+
+    # Redis loses everything without dropping a connection: the nodes notice the version going
+    # back and give their blocks back.
+    redis.command("FLUSHALL")
+    assert eventually(lambda: redis.command("HEXISTS", "relayd:blocks", "oscar") == 1, timeout=3)
+    assert all(allocation_answer(n, secret, "oscar") == 403 for n in nodes)
+
+    # A change Redis refuses (it holds a later one, here from a node whose clock is ahead) is
+    # not kept where it was made: that node takes Redis's.
+    later = f"{int(time.time()) + 600} {int(time.time()) + 100} other"
+    redis.command("HSET", "relayd:blocks", "victor", later)
+    redis.command("INCR", "relayd:blocks:version")
+    assert eventually(lambda: all(allocation_answer(n, secret, "victor") == 403 for n in nodes), timeout=3)
+    assert admin(b1, "DELETE", "/api/v1/users/victor/block")[0] == 200
+    assert eventually(lambda: allocation_answer(b1, secret, "victor") == 403, timeout=3)
+    assert redis.command("HGET", "relayd:blocks", "victor") == later
 
 
 def test_malformed_blocks_in_redis_are_ignored_and_counted(nodes, redis):

@@ -2,7 +2,7 @@ import RelayCore
 
 /// A block as text (docs/admin.md, "Blocks that last"): `until setAt by`, with the user in front
 /// in the `state-dir` file (`until setAt user by`, and `pending` for a change the cluster has not
-/// confirmed). A lift is an entry whose `until` is its `setAt`. Times are unix seconds; the user
+/// confirmed). A lift is an entry whose `until` is 0. Times are unix seconds; the user
 /// and the key name are percent-encoded, so a space or a newline in a name cannot break a line.
 /// Reading is bounded and total: anything malformed is refused (nil), never trusted.
 enum BlockRecord {
@@ -53,7 +53,7 @@ enum BlockRecord {
     }
 
     private static func entry(user: String, until: Substring, setAt: Substring, setBy: Substring) -> UserBlocklist.Entry? {
-        guard let until = Int64(until), until > 0, let setAt = Int64(setAt), setAt >= 0,
+        guard let until = Int64(until), until >= 0, let setAt = Int64(setAt), setAt >= 0,
             let by = decoded(setBy, limit: maxSetByBytes)
         else { return nil }
         return UserBlocklist.Entry(user: user, until: until, setBy: by, setAt: setAt)

@@ -80,22 +80,27 @@ final class BlockStore {
         return (records, refused)
     }
 
-    /// Sets a block here and keeps it; false when the blocklist is full.
+    /// Sets a block here and keeps it (the file is written within a second, by `saveIfDirty`);
+    /// false when the blocklist is full.
     func set(_ entry: UserBlocklist.Entry, now: Int64) -> Bool {
         let kept = UserBlocklist.Entry(
             user: entry.user, until: entry.until, setBy: BlockRecord.clampedSetBy(entry.setBy), setAt: entry.setAt)
         guard blocklist.block(kept) else { return false }
-        if clustered { remember(kept) }
-        save(now: now)
+        if clustered { remember(kept) } else { pending[kept.user] = nil }
+        dirty = true
         return true
     }
 
     /// Lifts a block here, and in a cluster everywhere (even one this node has not heard of
-    /// yet); false when there was none here.
+    /// yet): a lift is kept as an entry with `until` 0. False when there was none here.
     func lift(_ user: String, by: String, now: Int64) -> Bool {
         let found = blocklist.unblock(user)
-        if clustered { remember(UserBlocklist.Entry(user: user, until: now, setBy: BlockRecord.clampedSetBy(by), setAt: now)) }
-        if found || clustered { save(now: now) }
+        if clustered {
+            remember(UserBlocklist.Entry(user: user, until: 0, setBy: BlockRecord.clampedSetBy(by), setAt: now))
+        } else {
+            pending[user] = nil
+        }
+        if found || clustered { dirty = true }
         return found
     }
 
@@ -123,17 +128,13 @@ final class BlockStore {
             return
         }
         for entry in entries where pending[entry.user] == nil {
-            if entry.until > now {
-                blocklist.block(entry)
-            } else {
-                blocklist.unblock(entry.user)
-            }
-            dirty = true
+            let changed = entry.until > now ? blocklist.update(entry) : blocklist.unblock(entry.user)
+            if changed { dirty = true }
         }
     }
 
-    /// Writes the file if anything changed since the last write (the cluster's changes are
-    /// written at most once a tick, not once each).
+    /// Writes the file if anything changed since the last write: at most once a second (the
+    /// main loop's timer and the cluster's tick call it), so a burst of changes costs one write.
     func saveIfDirty(now: Int64) {
         if dirty { save(now: now) }
     }

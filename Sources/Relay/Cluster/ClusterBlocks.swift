@@ -61,11 +61,12 @@ final class ClusterBlocks {
 
     private var keys: [String] { [ClusterKeys.blocks, ClusterKeys.blocksVersion, ClusterKeys.blocksLog] }
 
-    /// This node's blocks in force, sent as if new: each lands unless Redis holds a newer change.
+    /// This node's blocks in force, sent as if new: each lands unless Redis holds a change of
+    /// the same second or later.
     private func merge(_ connection: RedisConnection, now: Int64) {
         let entries = store.blocklist.list(now: now).filter { store.pending[$0.user] == nil }
         for start in stride(from: 0, to: entries.count, by: Self.chunk) {
-            var arguments = ["EVAL", ClusterBlockScripts.set, "3"] + keys
+            var arguments = ["EVAL", ClusterBlockScripts.set, "3"] + keys + ["merge"]
             for entry in entries[start..<min(start + Self.chunk, entries.count)] {
                 arguments += [entry.user, BlockRecord.value(entry)]
             }
@@ -77,11 +78,13 @@ final class ClusterBlocks {
         for (user, change) in store.pending where sent[user] != change.serial {
             sent[user] = change.serial
             let serial = change.serial
-            let arguments = ["EVAL", ClusterBlockScripts.set, "3"] + keys + [user, BlockRecord.value(change.entry)]
+            let arguments = ["EVAL", ClusterBlockScripts.set, "3"] + keys + ["change", user, BlockRecord.value(change.entry)]
             let accepted = connection.send(arguments) { [weak self] reply in
                 guard let self else { return }
-                if reply?.integer != nil {
+                if let refused = reply?.elements {
                     self.store.confirm(user, serial: serial)
+                    // Redis held a newer change: this node takes it.
+                    if !refused.isEmpty { self.apply(refused, whole: false, version: self.version, connection: connection) }
                 } else {
                     self.check(reply, doing: "sending a block")
                     if self.sent[user] == serial { self.sent[user] = nil }
@@ -103,6 +106,12 @@ final class ClusterBlocks {
                 return
             }
             switch fields.count > 1 ? fields[1].text : nil {
+            case "full" where self.version.map({ version < $0 }) ?? false:
+                // The version went back: Redis lost data without dropping the connection
+                // (FLUSHALL, eviction). Merge this node's table again, then read it whole.
+                self.reading = false
+                self.version = nil
+                self.merged = false
             case "full": self.readWhole(connection, version: version)
             case "delta":
                 self.reading = false
@@ -125,7 +134,8 @@ final class ClusterBlocks {
     }
 
     /// User and value pairs from Redis, made this node's; old lifts and lapsed blocks forgotten.
-    private func apply(_ fields: [RedisReply], whole: Bool, version: Int64, connection: RedisConnection) {
+    /// `version`: the table's version they make this node hold (nil: unchanged).
+    private func apply(_ fields: [RedisReply], whole: Bool, version: Int64?, connection: RedisConnection) {
         let now = Int64(time(nil))
         var entries: [UserBlocklist.Entry] = []
         var forgettable: [String] = []
@@ -147,12 +157,12 @@ final class ClusterBlocks {
                 continue
             }
             entries.append(entry)
-            if entry.until <= now - Self.forgetAfter {
+            if max(entry.until, entry.setAt) <= now - Self.forgetAfter {
                 forgettable += [entry.user, value]
             }
         }
         store.apply(entries, whole: whole, now: now)
-        self.version = version
+        if let version { self.version = version }
         for start in stride(from: 0, to: forgettable.count, by: 2 * Self.chunk) {
             let slice = forgettable[start..<min(start + 2 * Self.chunk, forgettable.count)]
             connection.send(["EVAL", ClusterBlockScripts.forget, "1", ClusterKeys.blocks] + slice) { [weak self] reply in

@@ -399,6 +399,8 @@ public final class RelayServer {
             // The status page's rates (docs/admin.md).
             LoopEvent(base: base, every: timeval(tv_sec: 1, tv_usec: 0)) { [unowned self] in
                 http?.router.sampleTraffic(monotonic: HTTPListener.monotonicSeconds())
+                // Blocks changed in the last second reach state-dir (docs/admin.md).
+                blocks.saveIfDirty(now: Int64(time(nil)))
             },
         ]
         if configuration.certCheckInterval > 0 {
@@ -425,6 +427,7 @@ public final class RelayServer {
         notifier.notifyReady(status: readyStatus)
         event_base_dispatch(base)
         for event in events { event.cancel() }
+        blocks.saveIfDirty(now: Int64(time(nil)))
         handover.predecessorWatch = nil
         handover.drainStart = nil
         drain.timer = nil

@@ -53,6 +53,18 @@ public final class UserBlocklist: Sendable {
         }
     }
 
+    /// Sets `entry` unless the table holds exactly it; whether the table changed (false also when
+    /// the table is full).
+    @discardableResult
+    public func update(_ entry: Entry) -> Bool {
+        entries.withLock { table in
+            guard table[entry.user] != entry, table[entry.user] != nil || table.count < Self.limit else { return false }
+            table[entry.user] = entry
+            count.store(table.count, ordering: .releasing)
+            return true
+        }
+    }
+
     /// Makes `entries` the whole table, less those lapsed at `now` and beyond `limit`; whether
     /// anything changed.
     @discardableResult
@@ -94,10 +106,12 @@ public final class UserBlocklist: Sendable {
 
     /// The blocks still in force at unix time `now`, by user name; lapsed ones are forgotten.
     public func list(now: Int64) -> [Entry] {
-        entries.withLock { table in
+        let inForce = entries.withLock { table in
             table = table.filter { $0.value.until > now }
             count.store(table.count, ordering: .releasing)
-            return table.values.sorted { $0.user < $1.user }
+            return Array(table.values)
         }
+        // Sorted outside the lock the loop threads take.
+        return inForce.sorted { $0.user < $1.user }
     }
 }
