@@ -18,30 +18,14 @@ struct Sessions: ParsableCommand {
 
     func run() throws {
         if let fleet = try connection.fleet() { return runFleet(fleet) }
-        var items: [AllocationPage.Item] = []
-        var raw: [String] = []
-        var cursor: String? = nil
-        repeat {
-            var query = ["limit=\(APIRouter.maxPageSize)"]
-            if let user { query.append("user=\(AdminConnection.encode(user))") }
-            if let cursor { query.append("cursor=\(cursor)") }
-            let body = try connection.call(
-                "sessions", "GET", APIRouter.allocationsPath + "?" + query.joined(separator: "&"))
-            guard let page = try? AllocationPage.decode(body) else {
-                connection.fail("sessions", "the API answered something else than an allocation list")
+        switch collect(FleetNode(name: "", client: try connection.client(), problem: nil)) {
+        case .failure(let failure): connection.fail("sessions", failure.reason)
+        case .success(let (items, raw)):
+            if json {
+                print(try Self.jsonArray(raw))
+            } else {
+                print(AllocationPage.table(items), terminator: "")
             }
-            items += page.allocations
-            raw.append(body)
-            // Each page must move forward, or a misbehaving server would keep us here.
-            if let next = page.next_cursor, page.allocations.isEmpty || next <= (cursor ?? "") {
-                connection.fail("sessions", "the API's cursor did not advance")
-            }
-            cursor = page.next_cursor
-        } while cursor != nil
-        if json {
-            print(try Self.jsonArray(raw))
-        } else {
-            print(AllocationPage.table(items), terminator: "")
         }
     }
 
@@ -76,7 +60,8 @@ struct Sessions: ParsableCommand {
         FleetFailure.report(failures, command: "sessions")
     }
 
-    /// One node's allocations, every page, and the pages as they came.
+    /// One node's allocations, every page, and the pages as they came (each page must move the
+    /// cursor forward, or a misbehaving server would keep us here).
     private func collect(_ node: FleetNode) -> Result<([AllocationPage.Item], [String]), FleetFailure> {
         var items: [AllocationPage.Item] = []
         var raw: [String] = []
@@ -88,8 +73,13 @@ struct Sessions: ParsableCommand {
             switch node.call("GET", APIRouter.allocationsPath + "?" + query.joined(separator: "&")) {
             case .failure(let failure): return .failure(failure)
             case .success(let (status, body)):
-                guard status == 200, let page = try? AllocationPage.decode(body) else {
-                    return .failure(FleetFailure(node: node.name, reason: "HTTP \(status): \(body.prefix(200))"))
+                guard status == 200 else {
+                    let message = (try? JSONDecoder().decode(AdminConnection.APIErrorBody.self, from: Data(body.utf8)))?.message
+                    return .failure(FleetFailure(node: node.name, reason: "HTTP \(status): \(message ?? String(body.prefix(200)))"))
+                }
+                guard let page = try? AllocationPage.decode(body) else {
+                    return .failure(
+                        FleetFailure(node: node.name, reason: "the API answered something else than an allocation list"))
                 }
                 if let next = page.next_cursor, page.allocations.isEmpty || next <= (cursor ?? "") {
                     return .failure(FleetFailure(node: node.name, reason: "the API's cursor did not advance"))

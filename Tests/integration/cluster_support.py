@@ -12,6 +12,7 @@ from pathlib import Path
 
 from conftest import RelayServer
 from redis_support import RedisServer
+from stunclient import TurnClient, TurnError, rest_credentials
 
 TTL = 2  # cluster-node-ttl for the tests: a dead node is gone from the registry within it
 WAIT = 6.0
@@ -116,3 +117,25 @@ def eventually(predicate, timeout: float = WAIT, interval: float = 0.05) -> bool
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+def allocate_or_code(node: RelayServer, user: str, secret: str | None = None) -> TurnClient | int:
+    """A client allocated on `node` for `user` (REST credentials under `secret`, by default the
+    node's), or the error code it got."""
+    client = TurnClient(node.address)
+    try:
+        client.allocate(*rest_credentials(secret or node.secret, user))
+    except TurnError as e:
+        client.close()
+        return e.code
+    return client
+
+
+def allocation_answer(node: RelayServer, secret: str, user: str = "alice") -> int:
+    """200 when `user` allocates on `node` (released at once), else the error code."""
+    client = allocate_or_code(node, user, secret)
+    if isinstance(client, int):
+        return client
+    client.refresh(0)
+    client.close()
+    return 200

@@ -156,6 +156,16 @@ def service_port_space() -> tuple[int, int] | None:
     return _worker_slice(low + (high - low) * 3 // 4, high)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not): for processes that are not this test's children,
+    such as a live upgrade's heir."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def free_port(host: str = LOOPBACK, avoid: range | None = None, attempts: int = 200) -> int:
     """A port free for both UDP and TCP on `host`, outside `avoid` and never 3478: from
     `service_port_space()`, else one the kernel picks."""

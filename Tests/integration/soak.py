@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster_support import ClusterNode, eventually
+from conftest import pid_alive
 from sentinel_support import MASTER_NAME, SentinelGroup
 from streamclient import StreamTurnClient
 from stunclient import TurnClient, TurnError, rest_credentials
@@ -35,14 +36,6 @@ from stunclient import TurnClient, TurnError, rest_credentials
 QUOTA = 3
 TOKEN = "soak-admin-token-0123456789abcdef"
 FAULTS = ("kill", "failover", "rotate", "upgrade", "drain")
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 class SoakNode:
@@ -221,26 +214,29 @@ class Soak:
                 client.send_channel_data(0x4000, payload)
                 time.sleep(0.05)
                 session.to_peer += self.drain_peer(peer, client)
-                got = client.receive(0.001)
-                while got is not None:
-                    if got.kind == "channel":
-                        session.to_client += len(got.payload)
-                    got = client.receive(0.001)
+                session.to_client += self.drain_client(client, 0.001)
                 if not refreshed and time.monotonic() > deadline - length / 2:
                     self.retrying(lambda: client.refresh(600), session)
                     refreshed = True
             time.sleep(0.2)
             session.to_peer += self.drain_peer(peer, client)
-            got = client.receive(0.2)
-            while got is not None:
-                if got.kind == "channel":
-                    session.to_client += len(got.payload)
-                got = client.receive(0.05)
+            session.to_client += self.drain_client(client, 0.2)
             self.retrying(lambda: client.refresh(0), session)
             session.outcome = "finished"
         finally:
             client.close()
             peer.close()
+
+    @staticmethod
+    def drain_client(client, first_wait: float) -> int:
+        """Payload bytes of the ChannelData that reached the client."""
+        total = 0
+        got = client.receive(first_wait)
+        while got is not None:
+            if got.kind == "channel":
+                total += len(got.payload)
+            got = client.receive(0.001)
+        return total
 
     def drain_peer(self, peer: socket.socket, client) -> int:
         """What reached the peer, echoed back to the relayed address."""

@@ -18,10 +18,11 @@ import time
 import pytest
 
 from cluster_support import TTL, ClusterNode, cluster_status, eventually, node_names, start_nodes
+from cluster_support import allocate_or_code as allocate
 from conftest import server_kind
 from lifecycle import PacedStream, allocate_with_channel, challenged_allocate
 from redis_support import RedisServer
-from stunclient import Attr, Class, Method, TurnClient, TurnError, decode_plain_address, rest_credentials
+from stunclient import Attr, Class, Method, TurnClient, decode_plain_address
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own cluster")
 
@@ -53,15 +54,6 @@ def nodes(tmp_path, redis, request):
         assert not problems, problems
 
 
-def allocate(node: ClusterNode, user: str) -> TurnClient | int:
-    """A client allocated on `node` for `user`, or the error code."""
-    client = TurnClient(node.address)
-    try:
-        client.allocate(*rest_credentials(node.secret, user))
-    except TurnError as e:
-        client.close()
-        return e.code
-    return client
 
 
 def release(client: TurnClient) -> None:

@@ -11,10 +11,9 @@ import time
 
 import pytest
 
-from cluster_support import ClusterNode, eventually
+from cluster_support import ClusterNode, allocation_answer, eventually
 from conftest import RelayServer, server_kind
 from redis_support import RedisServer
-from stunclient import TurnClient, TurnError, rest_credentials
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own admin API")
 
@@ -28,17 +27,6 @@ def admin(server: RelayServer, method: str, path: str, body: dict | None = None)
     return result.status, (json.loads(result.body) if result.body else None)
 
 
-def allocation_answer(server: RelayServer, secret: str, user: str) -> int:
-    """200 when `user` allocates on `server` (the allocation is released at once), else the error code."""
-    client = TurnClient(server.address)
-    try:
-        client.allocate(*rest_credentials(secret, user))
-        client.refresh(0)
-        return 200
-    except TurnError as e:
-        return e.code
-    finally:
-        client.close()
 
 
 @pytest.fixture

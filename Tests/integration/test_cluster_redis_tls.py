@@ -13,9 +13,10 @@ import time
 import pytest
 
 from cluster_support import ClusterNode, eventually
+from cluster_support import allocate_or_code as allocate
 from conftest import LOOPBACK, REPO_ROOT, die_with_parent, free_port, server_kind
 from redis_support import RedisServer
-from stunclient import TurnClient, TurnError, rest_credentials
+from stunclient import TurnClient
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own cluster")
 
@@ -54,14 +55,6 @@ def tunnel(tmp_path):
         stunnel.wait(timeout=5)
 
 
-def allocate(node: ClusterNode, user: str) -> TurnClient | int:
-    client = TurnClient(node.address)
-    try:
-        client.allocate(*rest_credentials(node.secret, user))
-    except TurnError as e:
-        client.close()
-        return e.code
-    return client
 
 
 def test_nodes_reach_a_tls_only_redis_through_a_local_stunnel(tmp_path, tunnel):

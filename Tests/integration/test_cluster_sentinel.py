@@ -17,11 +17,12 @@ import time
 import pytest
 
 from cluster_support import ClusterNode, eventually, relayd_binary
+from cluster_support import allocate_or_code as allocate
 from conftest import server_kind
 from lifecycle import PacedStream, allocate_with_channel
 from redis_support import RedisServer
 from sentinel_support import MASTER_NAME, SentinelGroup
-from stunclient import TurnClient, TurnError, rest_credentials
+from stunclient import TurnClient
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own cluster")
 
@@ -74,14 +75,6 @@ def share(server: RedisServer, node: str, user: str) -> int:
     return sum(int(v) for k, v in zip(fields[::2], fields[1::2]) if k.startswith("u:") and k.endswith(f":{user}"))
 
 
-def allocate(node: ClusterNode, user: str) -> TurnClient | int:
-    client = TurnClient(node.address)
-    try:
-        client.allocate(*rest_credentials(node.secret, user))
-    except TurnError as e:
-        client.close()
-        return e.code
-    return client
 
 
 def status_through_sentinels(group: SentinelGroup) -> set[str]:

@@ -30,7 +30,7 @@ import time
 import pytest
 
 from cluster_support import ClusterNode, cluster_status, node_names
-from conftest import RelayServer, free_port, server_kind
+from conftest import RelayServer, free_port, pid_alive, server_kind
 from floods import metric
 from lifecycle import allocate_with_channel, error_code_of_allocate, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
@@ -52,14 +52,6 @@ def binding_request() -> bytes:
 def upgrade_through_api(server: RelayServer):
     return server.http(
         "POST", "/api/v1/upgrade", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=90)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def stop_pid(pid: int) -> None:

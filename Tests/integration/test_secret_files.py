@@ -11,10 +11,10 @@ import signal
 
 import pytest
 
-from cluster_support import eventually
+from cluster_support import allocation_answer, eventually
 from conftest import RelayServer, server_kind
 from redis_support import RedisServer
-from stunclient import TurnClient, TurnError, rest_credentials
+from stunclient import TurnClient
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's own keys")
 
@@ -41,16 +41,6 @@ def write_secret(path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def allocation_answer(server: RelayServer, secret: str, user: str = "alice") -> int:
-    client = TurnClient(server.address)
-    try:
-        client.allocate(*rest_credentials(secret, user))
-        client.refresh(0)
-        return 200
-    except TurnError as e:
-        return e.code
-    finally:
-        client.close()
 
 
 def credentials_status(server: RelayServer, token: str) -> int:
