@@ -12,19 +12,19 @@
 #
 # Runs as root (buildah's storage). The image lands in the local containers storage.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 log() { printf 'build-image: %s\n' "$*" >&2; }
 
 DEB="" TAG="" ARCHIVE=""
 while [ $# -gt 0 ]; do
     case "$1" in
-        --deb) DEB=$2; shift 2 ;;
+        --deb) DEB=$(realpath -m "$2"); shift 2 ;;
         --tag) TAG=$2; shift 2 ;;
-        --archive) ARCHIVE=$2; shift 2 ;;
+        --archive) ARCHIVE=$(realpath -m "$2"); shift 2 ;;
         -h|--help) sed -n '2,/^set -e/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) log "unknown argument: $1"; exit 2 ;;
     esac
 done
+cd "$(dirname "$0")/.."
 command -v buildah >/dev/null || { log "buildah not found (Debian package buildah)"; exit 1; }
 if [ -z "$DEB" ]; then
     ./scripts/package-deb.sh
@@ -43,19 +43,20 @@ rm -rf "$ROOTFS/lib/systemd" "$ROOTFS/usr/share/man" "$ROOTFS/usr/share/doc"
 
 # Every shared library relayd needs, at the path the loader looks for it, and the loader.
 libraries=$(ldd "$ROOTFS/usr/bin/relayd" | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }')
-for library in $libraries; do
-    [ -e "$library" ] || { log "missing library $library"; exit 1; }
-    install -D -m 0644 "$(readlink -f "$library")" "$ROOTFS$library"
-done
 if ldd "$ROOTFS/usr/bin/relayd" | grep -q "not found"; then
     log "unresolved libraries: $(ldd "$ROOTFS/usr/bin/relayd" | grep 'not found')"
     exit 1
 fi
-chmod 0755 "$ROOTFS"/lib64/ld-linux-*.so.* 2>/dev/null || true
+# 0755: the dynamic loader among them must be executable, whatever the architecture names it.
+for library in $libraries; do
+    [ -e "$library" ] || { log "missing library $library"; exit 1; }
+    install -D -m 0755 "$(readlink -f "$library")" "$ROOTFS$library"
+done
 
-# The image's user, and what name lookups read.
+# The image's user, and what name lookups read; the packaged configuration's state-dir.
 install -d -m 0755 "$ROOTFS/etc" "$ROOTFS/tmp"
 chmod 1777 "$ROOTFS/tmp"
+install -d -m 0700 "$CONTEXT/state"
 printf 'root:x:0:0:root:/:/usr/sbin/nologin\nrelayd:x:65532:65532:relayd:/:/usr/sbin/nologin\n' > "$ROOTFS/etc/passwd"
 printf 'root:x:0:\nrelayd:x:65532:\n' > "$ROOTFS/etc/group"
 printf 'hosts: files dns\n' > "$ROOTFS/etc/nsswitch.conf"

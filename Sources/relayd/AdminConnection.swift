@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Relay
+import StunCodec
 
 /// How `relayd sessions`, `kick` and `block` reach the admin API (docs/admin.md): from the
 /// configuration (`-c`: the API's address, its first admin key, its own certificate to trust),
@@ -52,10 +53,22 @@ struct AdminConnection: ParsableArguments {
             guard var endpoint = APIClient.Endpoint(url: node.api) else {
                 return FleetNode(name: node.name, client: nil, problem: "publishes no reachable API endpoint")
             }
+            // The admin token never crosses a network in clear, and never goes to a certificate
+            // nothing vouches for.
+            let loopback = IPAddress(endpoint.host)?.isLoopback ?? (endpoint.host == "localhost")
+            if !endpoint.tls && !loopback && !insecure {
+                return FleetNode(
+                    name: node.name, client: nil,
+                    problem: "its API (\(node.api)) is plain HTTP beyond loopback: the admin token would cross the network in clear (set api-tls on the nodes, or --insecure)")
+            }
             if let cacert {
                 endpoint.caFile = cacert
             } else if endpoint.tls && !node.apiSHA256.isEmpty {
                 endpoint.pinnedSHA256 = node.apiSHA256
+            } else if endpoint.tls && !insecure {
+                return FleetNode(
+                    name: node.name, client: nil,
+                    problem: "publishes no certificate digest to pin (give --cacert to check its certificate instead)")
             }
             endpoint.insecure = insecure
             var client = APIClient(endpoint: endpoint, token: token)

@@ -54,6 +54,9 @@ struct Kick: ParsableCommand {
                 }
             }
         }
+        if let session, total == 0, failures.isEmpty {
+            connection.fail("kick", "no node has session \(session)")
+        }
         print("terminated \(total) allocation\(total == 1 ? "" : "s") (\(parts.joined(separator: ", ")))")
         FleetFailure.report(failures, command: "kick")
     }

@@ -251,6 +251,8 @@ def test_the_image_built_from_the_package_answers_stun(deb, tmp_path):
             assert (root / "usr" / "bin" / "relayd").is_file()
             assert not (root / "bin" / "sh").exists() and not (root / "usr" / "bin" / "sh").exists()
             assert (root / "usr" / "lib" / "relayd" / "relayd_fastpath.bpf.o").is_file()
+            # The packaged configuration's state-dir belongs to the image's user.
+            assert (root / "var" / "lib" / "relayd").stat().st_uid == 65532
         finally:
             run("podman", "image", "unmount", tag, check=False)
         port = free_port()

@@ -31,8 +31,11 @@ enum ClusterNode {
         if !c.noTLS && c.cert != nil { record.tlsPort = c.tlsListeningPort }
         record.version = String(RelaydVersion.string.split(separator: " ").last ?? "")
         record.startedAt = startedAt
-        let own = clientAddress(family: .ipv4, configuration: c, interfaceAddresses: interfaceAddresses)
-            ?? clientAddress(family: .ipv6, configuration: c, interfaceAddresses: interfaceAddresses)
+        // The API on the node's own address, never an external-ip's public one: behind 1:1 NAT
+        // the API port stays closed to the Internet.
+        var own = c.listeningIPs.first { $0 != .ipv4Any && $0 != .ipv6Any }
+        own = own ?? interfaceAddresses.first { !$0.isLoopback && $0 != .ipv4Any && $0 != .ipv6Any }
+        own = own ?? interfaceAddresses.first
         record.api = NodeAPIEndpoint.url(configuration: c, clientAddress: own) ?? ""
         record.apiSHA256 = NodeAPIEndpoint.certificatePath(configuration: c).flatMap(NodeAPIEndpoint.fingerprint) ?? ""
         return record

@@ -71,6 +71,8 @@ extension ClusterFleet {
                         e.raw(n.draining ? "true" : "false")
                         e.field("version", n.version)
                         e.field("started", Int(n.startedAt))
+                        e.field("api", n.api)
+                        e.field("api_sha256", n.apiSHA256)
                     }
                 }
             }

@@ -10,7 +10,7 @@ enum NodeAPIEndpoint {
     /// `http(s)://address:port` of the API on `address` (the node's own address for clients),
     /// or nil when the API listens on loopback only (no other host can reach it).
     static func url(configuration c: RelayConfiguration, clientAddress: IPAddress?) -> String? {
-        let scheme = c.apiUsesTLS || c.apiSharesTURNPort && !c.noTLS && c.cert != nil ? "https" : "http"
+        let scheme = c.apiUsesTLS || sharesTLSPort(c) ? "https" : "http"
         let ip: IPAddress
         if c.apiSharesTURNPort {
             guard let address = clientAddress else { return nil }
@@ -37,8 +37,16 @@ enum NodeAPIEndpoint {
         return String(decoding: digest.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
     }
 
-    /// The certificate the API serves: `api-cert`, else `cert`.
+    /// The certificate the API serves: on a TURN TLS port it shares, TURN's `cert`; else
+    /// `api-cert`, else `cert` (docs/tls.md).
     static func certificatePath(configuration c: RelayConfiguration) -> String? {
-        c.apiUsesTLS ? c.apiCert ?? c.cert : c.apiSharesTURNPort ? c.cert : nil
+        if c.apiSharesTURNPort { return sharesTLSPort(c) ? c.cert : nil }
+        return c.apiUsesTLS ? c.apiCert ?? c.cert : nil
+    }
+
+    /// The API listens on one of TURN's TLS ports.
+    static func sharesTLSPort(_ c: RelayConfiguration) -> Bool {
+        guard !c.noTLS, c.cert != nil else { return false }
+        return ([c.tlsListeningPort] + (c.altTLSListeningPort.map { [$0] } ?? [])).contains(c.apiListeningPort)
     }
 }

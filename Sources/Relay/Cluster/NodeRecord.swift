@@ -58,7 +58,10 @@ public struct NodeRecord: Sendable, Equatable {
             map[flat[i]] = flat[i + 1]
             i += 2
         }
-        guard let name = map["name"], !name.isEmpty else { return nil }
+        // A name as `node-name` allows: nothing a terminal or a page would take for markup.
+        guard let name = map["name"], !name.isEmpty, name.utf8.count <= 64,
+            name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || "-_./".unicodeScalars.contains($0)) })
+        else { return nil }
         self.name = name
         labels = map["labels"].flatMap { $0.isEmpty ? [] : NodeLabel.parseList($0) } ?? []
         stunURIs = Self.words(map["stun"])

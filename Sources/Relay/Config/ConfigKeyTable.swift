@@ -60,7 +60,7 @@ enum ConfigKeyTable {
         },
         // One secret a line, the first signing (docs/configuration.md, "Secrets in files").
         .secretFile("static-auth-secret-file", \.staticAuthSecretFile) { config, values throws(ConfigValueError) in
-            config.staticAuthSecrets += try values.map { v throws(ConfigValueError) in try ConfigValueParser.string(v) }
+            config.staticAuthSecrets = try values.map { v throws(ConfigValueError) in try ConfigValueParser.string(v) }
         },
         ConfigKey(
             "rest-api-separator", .character, field: .value(\.restAPISeparator),
@@ -198,7 +198,7 @@ enum ConfigKeyTable {
             parse: ConfigValueParser.apiKey),
         // One `name:token[:scope]` a line.
         .secretFile("api-key-file", \.apiKeyFile) { config, values throws(ConfigValueError) in
-            config.apiKeys += try values.map { v throws(ConfigValueError) in try ConfigValueParser.apiKey(v) }
+            config.apiKeys = try values.map { v throws(ConfigValueError) in try ConfigValueParser.apiKey(v) }
         },
         .integer("credential-ttl", seconds, \.credentialTTL),
         .integer("credential-max-ttl", seconds, \.credentialMaxTTL),

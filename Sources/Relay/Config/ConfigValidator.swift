@@ -138,16 +138,17 @@ enum ConfigValidator {
         guard config.useAuthSecret,
             let index = config.staticAuthSecrets.firstIndex(of: RelayConfiguration.placeholderAuthSecret)
         else { return }
-        let source = sources.element("static-auth-secret", index)
+        let source = sources.element("static-auth-secret", index) ?? sources.last("static-auth-secret-file")
+        let key = sources.last("static-auth-secret-file") != nil ? "static-auth-secret-file" : "static-auth-secret"
         let advice = "set your own (for example the output of 'openssl rand -hex 32') and give your credential backend the same"
         if let listener = ConfigAdvisor.nonLoopbackListener(config) {
             throw .conflict(
                 "is the placeholder shipped in conf/relayd.conf, refused while listening on \(listener): anyone could "
-                    + "mint credentials; \(advice)", key: "static-auth-secret", at: source)
+                    + "mint credentials; \(advice)", key: key, at: source)
         }
         warnings.append(
             warning(
-                source, key: "static-auth-secret",
+                source, key: key,
                 "is the placeholder shipped in conf/relayd.conf: anyone could mint credentials; fine on loopback, "
                     + "refused on any other listener; \(advice)"))
     }
@@ -180,8 +181,9 @@ enum ConfigValidator {
         }
         if let index = firstDuplicate(config.apiKeys.map(\.name)) {
             throw .conflict(
-                "API key name '\(config.apiKeys[index].name)' is defined twice", key: "api-key",
-                at: sources.element("api-key", index))
+                "API key name '\(config.apiKeys[index].name)' is defined twice",
+                key: sources.last("api-key-file") != nil ? "api-key-file" : "api-key",
+                at: sources.element("api-key", index) ?? sources.last("api-key-file"))
         }
     }
 

@@ -3,7 +3,8 @@ import Glibc
 /// How many descriptors a configuration can hold at once, against the process's limit
 /// (docs/configuration.md, "Check a file before using it"). Every allocation holds a relay
 /// socket on one relay address (two for a dual-stack allocation, RFC 8656 §7.2); every TCP or
-/// TLS client holds its connection (at most `max-connections`); every RFC 6062 pipe holds two
+/// TLS client, and every DTLS session, holds its connection (at most `max-connections`); every
+/// RFC 6062 pipe holds two
 /// more (its data connection and the peer's), at most `max-tcp-relay-connections` each
 /// allocation, and is not counted here. Listeners, the API, logs and libevent take a few dozen.
 public struct DescriptorBudget: Sendable, Equatable {
@@ -31,7 +32,9 @@ public struct DescriptorBudget: Sendable, Equatable {
         if c.totalQuota > 0 { sockets = min(sockets, c.totalQuota * min(2, relayAddresses)) }
         relaySockets = sockets
         let streams = !(c.noTCP && c.noTLS)
-        connections = streams ? c.maxConnections : 0
+        // DTLS sessions hold a connected socket each and count against max-connections too.
+        let dtls = !c.noDTLS && c.cert != nil
+        connections = streams || dtls ? c.maxConnections : 0
         let threads = c.relayThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         let listeners = max(1, c.listeningIPs.count) * (c.noUDP ? 0 : 2) + (streams ? 4 : 0)
         fixed = 64 + listeners * max(1, threads) + 4 * max(1, threads)

@@ -12,7 +12,8 @@ enum SecretFile {
     /// The file's values, in order; at least one.
     static func values(_ path: String?) throws(ConfigValueError) -> [String] {
         guard let path, !path.isEmpty else { throw ConfigValueError(expected: "the path of a file", missing: true) }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Non-blocking: a FIFO or a device named by mistake must not hold the process up.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else {
             throw ConfigValueError(expected: "a readable file ('\(path)': \(String(cString: strerror(errno))))")
         }

@@ -11,13 +11,15 @@ extension RelayServer {
     /// (listeners, threads, relay addresses and ports) keep their running values and are logged
     /// as "restart needed". A file that does not load is rejected with its error and the running
     /// configuration stays. Also reopens the log file (`onReload`), for logrotate.
-    func reload() {
+    /// Whether the configuration loaded and applied (a rejected file keeps the running one).
+    @discardableResult
+    func reload() -> Bool {
         notifier.notifyReloading(status: "reloading configuration")
         defer { notifier.notifyReady(status: readyStatus) }
         onReload?()
         guard let arguments = reloadArguments else {
             streams.reloadTLS(using: configuration)
-            return
+            return true
         }
         let loaded: ConfigLoadResult
         do {
@@ -26,7 +28,7 @@ extension RelayServer {
             logger.error(
                 "configuration reload rejected, keeping the running configuration: \(error.description)",
                 metadata: ["event": "reload_failed"])
-            return
+            return false
         }
         for warning in loaded.warnings {
             logger.warning("\(warning)", metadata: ["event": "config_warning"])
@@ -45,6 +47,13 @@ extension RelayServer {
                 "event": "reloaded", "file": "\(loaded.configFile ?? "-")",
                 "restart_needed": "\(restartNeeded.joined(separator: ","))",
             ])
+        return true
+    }
+
+    /// The files a running server watches (`cert-check-interval`): certificates and keys, and
+    /// the secret files that reload.
+    static func watchedFiles(_ c: RelayConfiguration) -> [String] {
+        [c.cert, c.pkey, c.apiCert, c.apiPkey, c.staticAuthSecretFile, c.apiKeyFile, c.pkeyPasswordFile].compactMap { $0 }
     }
 
     /// Makes `next` the running configuration: shared trackers first, then one new context per loop.

@@ -404,15 +404,18 @@ public final class RelayServer {
             },
         ]
         if configuration.certCheckInterval > 0 {
-            // Renewed certificates are served without a SIGHUP (docs/tls.md).
+            // Renewed certificates and rotated secret files are taken without a SIGHUP
+            // (docs/tls.md, docs/configuration.md); a reload that fails is tried again.
             let c = configuration
-            var watch = CertificateWatch(paths: [c.cert, c.pkey, c.apiCert, c.apiPkey].compactMap { $0 })
+            var watch = CertificateWatch(paths: Self.watchedFiles(c))
+            var retry = false
             events.append(
                 LoopEvent(base: base, every: timeval(tv_sec: c.certCheckInterval, tv_usec: 0)) { [unowned self] in
-                    guard watch.changed() else { return }
+                    guard watch.changed() || retry else { return }
                     logger.notice(
-                        "certificate files changed: reloading", metadata: ["event": "certificate_files_changed"])
-                    reload()
+                        "certificate or secret files changed: reloading", metadata: ["event": "certificate_files_changed"])
+                    retry = !reload()
+                    if !retry { watch = CertificateWatch(paths: Self.watchedFiles(configuration)) }
                 })
         }
         if let interval = notifier.watchdogInterval {
