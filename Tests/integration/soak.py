@@ -46,7 +46,9 @@ class SoakNode:
         self.node = ClusterNode(workdir, name, None, secret, streams=True, redis_args=[f"--cluster-redis={url}"],
                                 extra=[f"--user-quota={QUOTA}", f"--state-dir={workdir / 'state'}",
                                        f"--pidfile={self.pidfile}", f"--api-key=ops:{TOKEN}:admin",
-                                       "--drain-timeout=5", "--relay-threads=2", "--api-rate-limit=0"])
+                                       # Longer than any call (6 s): a drain ends when its calls do,
+                                       # and never cuts one.
+                                       "--drain-timeout=20", "--relay-threads=2", "--api-rate-limit=0"])
         base = self.node.command
         # The REST secret comes from a file, rotated on SIGHUP (docs/configuration.md).
         self.node.command = lambda: [a for a in base() if not a.startswith("--static-auth-secret=")] + [
@@ -334,8 +336,8 @@ class Soak:
             time.sleep(2)
             pid = node.pid()
             node.signal(signal.SIGTERM)
-            if not eventually(lambda: pid is None or not pid_alive(pid), timeout=15):
-                self.violation(f"{node.name}: the drain did not end within 15 s")
+            if not eventually(lambda: pid is None or not pid_alive(pid), timeout=25):
+                self.violation(f"{node.name}: the drain did not end within 25 s")
             node.start()
             node.available = True
 
