@@ -34,7 +34,7 @@ NS="relayd-capacity-$$"
 WORK=$(mktemp -d /tmp/relayd-capacity.XXXXXX)
 RELAYD_PID="" BENCH_PID=""
 cleanup() {
-    for pid in $BENCH_PID $RELAYD_PID; do kill "$pid" 2>/dev/null || true; done
+    for pid in $BENCH_PID $RELAYD_PID; do kill -9 "$pid" 2>/dev/null || true; done
     for pid in $BENCH_PID $RELAYD_PID; do wait "$pid" 2>/dev/null || true; done
     ip netns del "$NS" 2>/dev/null || true
     rm -rf "$WORK"
@@ -48,7 +48,8 @@ ip -n "$NS" addr add 127.0.0.3/8 dev lo
 ip netns exec "$NS" "$BIN/relayd" -c "$WORK/relayd.conf" --listening-ip=127.0.0.1 --listening-port=3478 \
     --relay-ip=127.0.0.1 --relay-ip=127.0.0.2 --relay-ip=127.0.0.3 --min-port=40000 --max-port=47999 \
     --use-auth-secret --static-auth-secret=capacity-secret-0123456789 --no-tcp --no-tls \
-    --api-listening-ip=127.0.0.1 --api-listening-port=8080 --log-level=warning > "$WORK/relayd.log" 2>&1 &
+    --api-listening-ip=127.0.0.1 --api-listening-port=8080 --log-level=warning --drain-timeout=0 \
+    > "$WORK/relayd.log" 2>&1 &
 RELAYD_PID=$!
 sleep 1
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$RELAYD_PID/status"; }
@@ -64,7 +65,7 @@ up=$(date +%s.%N)
 sleep 2
 r1=$(rss); s1=$(slab); u1=$(udp_pages); f1=$(ls "/proc/$RELAYD_PID/fd" | wc -l)
 by_address=$(ip netns exec "$NS" ss -uanH | awk '{print $4}' | grep -oE '^127\.0\.0\.[23]:4[0-7][0-9]{3}$' \
-    | cut -d: -f1 | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}')
+    | cut -d: -f1 | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}' || true)
 wait "$BENCH_PID" || true
 BENCH_PID=""
 held=$(grep -o '"held":[0-9]*' "$WORK/bench.out" | cut -d: -f2)
