@@ -30,11 +30,7 @@ enum NodeAPIEndpoint {
     static func fingerprint(certificate path: String) -> String? {
         guard let certificate = APIClient.firstCertificate(path) else { return nil }
         defer { X509_free(certificate) }
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        guard X509_digest(certificate, EVP_sha256(), &digest, &length) == 1, length == 32 else { return nil }
-        let hex = Array("0123456789abcdef".utf8)
-        return String(decoding: digest.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
+        return APIClient.sha256Hex(certificate)
     }
 
     /// The certificate the API serves: on a TURN TLS port it shares, TURN's `cert`; else

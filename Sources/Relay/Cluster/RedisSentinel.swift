@@ -83,7 +83,8 @@ public struct RedisSentinel: Sendable, Equatable {
             default: return nil
             }
         }
-        // The placeholder address: a sentinel endpoint is reached only through discovery.
+        // Host and port name the first sentinel, for completeness only: every connection of a
+        // sentinel endpoint goes through discovery (`master(credentials:timeout:)`).
         master.host = sentinels[0].host
         master.port = sentinels[0].port
         return sentinel

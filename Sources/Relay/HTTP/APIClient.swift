@@ -111,6 +111,16 @@ public struct APIClient: Sendable {
         return PEM_read_bio_X509(bio, nil, nil, nil)
     }
 
+    /// The lowercase hex SHA-256 of a certificate's DER form: what a node publishes in the
+    /// cluster's registry and what the fleet commands pin (docs/admin.md, "A fleet").
+    static func sha256Hex(_ certificate: OpaquePointer) -> String? {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        guard X509_digest(certificate, EVP_sha256(), &digest, &length) == 1, length == 32 else { return nil }
+        let hex = Array("0123456789abcdef".utf8)
+        return String(decoding: digest.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
+    }
+
     static func parse(_ raw: [UInt8]) throws(Failure) -> Response {
         let text = String(decoding: raw, as: UTF8.self)
         guard let split = text.range(of: "\r\n\r\n") else { throw Failure(description: "incomplete HTTP response") }
@@ -244,12 +254,7 @@ public struct APIClient: Sendable {
             // The chain is not what vouches here: the digest the registry holds is.
             let peer = SSL_get1_peer_certificate(ssl)
             defer { if let peer { X509_free(peer) } }
-            var bytes = [UInt8](repeating: 0, count: 32)
-            var length: UInt32 = 0
-            let hex = Array("0123456789abcdef".utf8)
-            guard let peer, X509_digest(peer, EVP_sha256(), &bytes, &length) == 1,
-                String(decoding: bytes.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self) == digest
-            else {
+            guard let peer, Self.sha256Hex(peer) == digest else {
                 throw Failure(description: "\(endpoint.url) does not serve the certificate the cluster's registry names")
             }
         }
