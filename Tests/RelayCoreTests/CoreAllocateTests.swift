@@ -107,6 +107,30 @@ import Testing
         #expect(harness.core.allocationCount == 1)
     }
 
+    @Test("The kept response is let go after 40 s (RFC 8489 §6.2.1): the same transaction ID then gets 437")
+    func keptResponseEndsWithTheRetransmissionWindow() throws {
+        let harness = CoreHarness()
+        let client = harness.restClient(at: CoreFixture.clientA)
+        #expect(try client.challenge().errorCode == 401)
+        let request = try client.signedRequest(.allocate, transactionID: TransactionID.random()) { w in
+            try w.append(RequestedTransport.udp)
+        }
+        let first = try #require(try client.send(request))
+        #expect(first.isSuccess)
+        let allocation = try #require(harness.allocation(of: CoreFixture.clientA))
+        harness.advance(by: 39)
+        harness.sweep()
+        #expect(allocation.allocateResponse == first.bytes)
+        #expect(try #require(try client.send(request)).bytes == first.bytes)
+        harness.advance(by: 1)
+        harness.sweep()
+        #expect(allocation.allocateResponse.isEmpty)
+        let late = try #require(try client.send(request))
+        #expect(late.errorCode == 437)
+        #expect(harness.sockets.opens == 1)
+        #expect(harness.core.allocationCount == 1)
+    }
+
     @Test("An Allocate with a new transaction ID on a 5-tuple that has an allocation gets 437 (RFC 8656 §7.2)")
     func secondAllocateIsMismatch() throws {
         let harness = CoreHarness()

@@ -52,6 +52,24 @@ import Testing
         #expect(loop0.counters.dropped(.policy) == 1)
     }
 
+    @Test("A sweep that expires nothing leaves the permissions and channels the directory shares uncopied")
+    func sweepKeepsSharedArrays() throws {
+        let (_, loop1, _, b, relayedA, _) = try pair()
+        #expect(try b.channelBind(0x4002, to: relayedA).isSuccess)
+        let allocationB = try #require(loop1.allocation(of: CoreFixture.clientB))
+        let permissions = allocationB.permissions.withUnsafeBufferPointer { $0.baseAddress }
+        let channels = allocationB.channels.withUnsafeBufferPointer { $0.baseAddress }
+        #expect(permissions != nil && channels != nil)
+        loop1.advance(by: 1)
+        loop1.sweep()
+        #expect(allocationB.permissions.withUnsafeBufferPointer { $0.baseAddress } == permissions)
+        #expect(allocationB.channels.withUnsafeBufferPointer { $0.baseAddress } == channels)
+        // Past the permission's lifetime (RFC 8656 §9) the sweep does remove it.
+        loop1.advance(by: 300)
+        loop1.sweep()
+        #expect(allocationB.permissions.isEmpty)
+    }
+
     @Test("B's permission expiring on loop 1 stops loop 0's deliveries (RFC 8656 §9 lifetime)")
     func permissionExpiry() throws {
         let (loop0, loop1, a, b, relayedA, relayedB) = try pair()

@@ -98,8 +98,9 @@ def test_five_thousand_idle_allocations_on_three_relay_addresses(namespace, tmp_
         assert ALLOCATIONS <= fds1 - fds0 <= ALLOCATIONS + 16
         # Spread over every relay address.
         assert sum(by_address.values()) >= ALLOCATIONS and min(by_address.values()) >= ALLOCATIONS // 5, by_address
-        # docs/benchmark.md measures 2.3 KiB (release build); the debug build holds a little more.
-        assert per_allocation < 6, per_allocation
+        # docs/benchmark.md measures 1.8 KiB (release build) and this test 1.7 KiB (debug); before
+        # the allocation object and its arrays were made smaller it was 2.7 KiB, over this bound.
+        assert per_allocation < 2.5, per_allocation
         # Released: the descriptors are back.
         deadline = time.monotonic() + 5
         while descriptors(relayd.pid) > fds0 + 8 and time.monotonic() < deadline:

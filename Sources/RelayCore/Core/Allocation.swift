@@ -15,8 +15,12 @@ public final class Allocation {
     /// ended in a dual allocation, the one that took its place (RFC 8656 §8.1).
     public internal(set) var main: RelayEndpoint
     /// The second relayed address of a dual allocation: the other family's (RFC 8656 §7.2 step
-    /// 9); nil otherwise.
-    public internal(set) var additional: RelayEndpoint?
+    /// 9); nil otherwise. Kept out of line (`dual`), since few allocations are dual.
+    public internal(set) var additional: RelayEndpoint? {
+        @inlinable get { dual?.endpoint }
+        set { dual = newValue.map(DualRelay.init) }
+    }
+    @usableFromInline var dual: DualRelay?
     /// `main`'s bound address (RFC 8656 §7.2).
     @inlinable public var relayedAddress: TransportAddress { main.relayedAddress }
     /// `main`'s address as XOR-RELAYED-ADDRESS gives it (RFC 8656 §7.2, §18.5).
@@ -29,9 +33,9 @@ public final class Allocation {
     public let username: String
     /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
     public let key: [UInt8]
-    /// Transaction ID of the Allocate request and the response it got, for retransmissions (RFC 8656 §7.2).
-    public let allocateTransactionID: TransactionID
-    var allocateResponse: [UInt8]
+    /// The success response the Allocate got, for its retransmissions (RFC 8656 §7.2); empty
+    /// once `allocateResponseKept` has passed: no client retransmits that late.
+    public internal(set) var allocateResponse: [UInt8]
     public let created: Int64
     public internal(set) var permissions: [Permission] = []
     public internal(set) var channels: [ChannelBinding] = []
@@ -43,31 +47,44 @@ public final class Allocation {
     public internal(set) var bandwidth: BandwidthBudget?
     /// A TCP allocation's peer connections (RFC 6062); nil for a UDP allocation.
     public internal(set) var tcpRelay: TCPRelayState?
-    /// The Allocate carried DONT-FRAGMENT (RFC 8656 §7.2): the relay socket never fragments.
-    public internal(set) var dontFragment = false
-    /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.
-    public internal(set) var permissionsUsed = 0
-    public internal(set) var channelsUsed = 0
+    /// The traffic an adopted allocation carried in the process before (an RFC 6062
+    /// allocation's piped bytes), which usage accounting does not count twice (docs/usage.md);
+    /// zero, and not stored, for any other.
+    public internal(set) var carried: TrafficCounters {
+        get { carriedBefore?.counters ?? TrafficCounters() }
+        set { carriedBefore = newValue == TrafficCounters() ? nil : CarriedTraffic(newValue) }
+    }
+    private var carriedBefore: CarriedTraffic?
+    /// A random id that ties the allocation's log lines together (`session` in the logs).
+    public var sessionID: UInt64 = 0
     /// ICMP errors passed to the client in the second `icmpSecond` (RFC 8656 §11.5, at most
     /// `RelayCore.icmpIndicationsPerSecond`).
     var icmpSecond: Int64 = 0
-    var icmpSent = 0
-    /// The password algorithm and integrity attribute the client authenticated with (RFC 8489 §9.2).
-    public internal(set) var credentials = CredentialAlgorithms()
-    /// Whether the client asked for mobility (RFC 8016), and how many times it moved: the serial
-    /// its current ticket carries (docs/mobility.md).
-    public internal(set) var mobile = false
-    public internal(set) var moves: UInt32 = 0
     /// The tenant it belongs to (docs/tenants.md): an index of `CoreContext.tenants`, 0 for the
     /// default tenant.
     public internal(set) var tenant = 0
-    /// Adopted by this process with its sockets open (a live upgrade, a restore), and the
-    /// traffic it carried from the process before (an RFC 6062 allocation's piped bytes), which
-    /// usage accounting does not count twice (docs/usage.md).
+    /// Transaction ID of the Allocate request, for its retransmissions (RFC 8656 §7.2).
+    public let allocateTransactionID: TransactionID
+    // The small fields last, together, so that they share their words (the object's size is
+    // what an idle allocation costs; docs/benchmark.md, "Node capacity").
+    /// How many times the client moved (RFC 8016): the serial its current ticket carries
+    /// (docs/mobility.md).
+    public internal(set) var moves: UInt32 = 0
+    private var permissionsInstalled: UInt32 = 0
+    private var channelsBound: UInt32 = 0
+    var icmpSent: UInt16 = 0
+    /// The password algorithm and integrity attribute the client authenticated with (RFC 8489 §9.2).
+    public internal(set) var credentials = CredentialAlgorithms()
+    /// The Allocate carried DONT-FRAGMENT (RFC 8656 §7.2): the relay socket never fragments.
+    public internal(set) var dontFragment = false
+    /// Whether the client asked for mobility (RFC 8016; docs/mobility.md).
+    public internal(set) var mobile = false
+    /// Adopted by this process with its sockets open (a live upgrade, a restore).
     public internal(set) var adopted = false
-    public internal(set) var carried = TrafficCounters()
-    /// A random id that ties the allocation's log lines together (`session` in the logs).
-    public var sessionID: UInt64 = 0
+
+    /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.
+    public var permissionsUsed: Int { Int(permissionsInstalled) }
+    public var channelsUsed: Int { Int(channelsBound) }
 
     /// `sessionID` as 16 hex digits.
     public var session: String {
@@ -88,9 +105,12 @@ public final class Allocation {
         self.allocateTransactionID = transactionID
         self.allocateResponse = []
         self.created = now
-        permissions.reserveCapacity(4)
-        channels.reserveCapacity(4)
     }
+
+    /// How long the Allocate's success response is kept for retransmissions: a client's
+    /// transaction over UDP gives up after 39.5 s with the default RTO and Rc (RFC 8489 §6.2.1).
+    /// Over TCP and TLS nothing is retransmitted, but the rule is kept the same.
+    static let allocateResponseKept: Int64 = 40
 
     /// Ends the relayed address of `family` in a dual allocation and returns it (RFC 8656 §8.1);
     /// when it is `main`, the additional one takes its place. Nil, and nothing changes, when the
@@ -151,7 +171,7 @@ public final class Allocation {
             return
         }
         permissions.append(Permission(peer: peer, expiry: expiry))
-        permissionsUsed += 1
+        permissionsInstalled &+= 1
     }
 
     /// The live channel bound to `number`.
@@ -173,7 +193,7 @@ public final class Allocation {
             return
         }
         channels.append(ChannelBinding(number: number, peer: peer, expiry: expiry))
-        channelsUsed += 1
+        channelsBound &+= 1
     }
 
     /// Drops the channels `denied` picks (a reloaded peer policy forbids their peers).
@@ -186,14 +206,32 @@ public final class Allocation {
         channels.removeAll { $0.peer.ip.family == family }
     }
 
-    /// Drops expired permissions and channels (RFC 8656 §9, §12).
+    /// Drops expired permissions and channels (RFC 8656 §9, §12), and the Allocate's response
+    /// once no retransmission can come. An array is changed only when something in it expired:
+    /// it may share its storage with the cross-thread directory, and a removal that finds
+    /// nothing would still copy it.
     func sweep(now: Int64) {
-        permissions.removeAll { $0.expiry <= now }
-        channels.removeAll { $0.expiry <= now }
+        if permissions.contains(where: { $0.expiry <= now }) { permissions.removeAll { $0.expiry <= now } }
+        if channels.contains(where: { $0.expiry <= now }) { channels.removeAll { $0.expiry <= now } }
+        if !allocateResponse.isEmpty && now - created >= Self.allocateResponseKept { allocateResponse = [] }
     }
 
     /// Number of live permissions.
     func livePermissionCount(now: Int64) -> Int { permissions.reduce(0) { $0 + ($1.expiry > now ? 1 : 0) } }
+}
+
+/// The second relayed address of a dual allocation (RFC 8656 §7.2 step 9), boxed so that an
+/// allocation with one relayed address, the common case, does not carry room for two.
+@usableFromInline
+final class DualRelay {
+    @usableFromInline let endpoint: RelayEndpoint
+    init(_ endpoint: RelayEndpoint) { self.endpoint = endpoint }
+}
+
+/// What an adopted allocation carried before (`Allocation.carried`), boxed: few have any.
+private final class CarriedTraffic {
+    let counters: TrafficCounters
+    init(_ counters: TrafficCounters) { self.counters = counters }
 }
 
 /// One relayed transport address of an allocation (RFC 8656 §2, §7.2): the address its relay

@@ -5,8 +5,9 @@ extension RelayCore {
     func handleAllocate(_ message: StunMessage, from origin: ClientOrigin, now: Int64) {
         let fiveTuple = origin.fiveTuple
         if let existing = table[fiveTuple] {
-            // A retransmission gets the original success response again; anything else is 437.
-            if existing.allocateTransactionID == message.transactionID {
+            // A retransmission gets the original success response again while it is kept
+            // (`Allocation.allocateResponseKept`); anything else is 437.
+            if existing.allocateTransactionID == message.transactionID && !existing.allocateResponse.isEmpty {
                 existing.allocateResponse.withUnsafeBytes { outbox.enqueueCopy($0, route: .client(origin)) }
                 return
             }

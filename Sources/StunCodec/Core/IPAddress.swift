@@ -9,9 +9,11 @@ public struct IPAddress: Hashable, Sendable, Comparable {
         case ipv6 = 0x02
     }
 
-    public let family: Family
+    // `family` last: the struct is then 17 bytes, so a TransportAddress (with its port) fits
+    // in 24 and a FiveTuple in 48 (docs/benchmark.md, "Node capacity").
     public let high: UInt64
     public let low: UInt64
+    public let family: Family
 
     @inlinable
     public init(ipv4 value: UInt32) {
