@@ -14,6 +14,7 @@ APT_PACKAGES+=(redis-server)  # the cluster's shared store (Tests/integration/te
 APT_PACKAGES+=(redis-sentinel)  # Redis high availability (Tests/integration/test_cluster_sentinel.py starts its own)
 APT_PACKAGES+=(buildah podman runc)  # the OCI image, built and run (Tests/integration/test_package.py)
 APT_PACKAGES+=(stunnel4)  # TLS to Redis through a local tunnel (Tests/integration/test_cluster_redis_tls.py)
+APT_PACKAGES+=(strace)  # the order of the journal write and the answer (Tests/integration/test_state_journal.py)
 APT_PACKAGES+=(openssl)  # openssl s_client and conf/make-test-cert.sh (TLS tests)
 APT_PACKAGES+=(curl)  # the docs' curl commands, run by Tests/integration/test_docs.py
 APT_PACKAGES+=(prometheus)  # promtool: checks the /metrics exposition (Tests/integration/test_http_metrics.py)
@@ -132,7 +133,7 @@ stop_coturn_service
 stop_redis_service
 
 for tool in turnserver turnutils_uclient turnutils_peer ss ip nft chromium chromedriver pkg-config openssl redis-server redis-sentinel \
-    stunnel4 buildah podman runc stun go lintian dpkg-shlibdeps systemd-analyze curl; do
+    stunnel4 strace buildah podman runc stun go lintian dpkg-shlibdeps systemd-analyze curl; do
     command -v "$tool" >/dev/null 2>&1 || { log "missing after install: $tool"; exit 1; }
 done
 

@@ -14,7 +14,9 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +167,49 @@ def test_an_even_port_reservation_survives_a_crash(tmp_path):
             client.close()
         problems = server.stop()
     assert not problems, problems
+
+
+def test_the_journal_is_written_before_the_allocate_success_leaves(tmp_path):
+    """Write-ahead (docs/state-journal.md, "In a state-dir"): a client that got its Allocate's
+    success finds the allocation after a SIGKILL at any moment, so the allocation's record is
+    handed to the kernel (write(2) on the loop's journal) before the success response is sent.
+    strace, attached to every thread, shows the order of the two system calls."""
+    state = tmp_path / "state"
+    server = RelayServer("relayd", tmp_path / "relayd", extra_args=[f"--state-dir={state}", "--relay-threads=1"])
+    server.start()
+    trace = tmp_path / "strace.out"
+    tracer = None
+    try:
+        pid = server.proc.pid
+        journal_fds = {
+            int(fd.name) for fd in Path(f"/proc/{pid}/fd").iterdir()
+            if os.readlink(fd).endswith(".journal")
+        }
+        assert journal_fds, "no journal open"
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-p", str(pid), "-qq", "-xx", "-s", "8",
+             "-e", "trace=write,sendmmsg,sendmsg,sendto", "-e", "signal=none", "-o", str(trace)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # strace prints nothing once attached; give it the moment it needs to attach every thread.
+        time.sleep(1.0)
+        assert tracer.poll() is None, tracer.stderr.read().decode()
+        client, _ = allocate_with_channel(server, server.secret, user="ahead", channel=0x4000)
+        time.sleep(0.3)
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(timeout=10)
+        tracer = None
+        lines = trace.read_text().splitlines()
+        # The Allocate's success: a STUN message of type 0x0103 (RFC 8656 §7.3, §17).
+        success = [i for i, line in enumerate(lines) if re.search(r'iov_base="\\x01\\x03', line)]
+        writes = [i for i, line in enumerate(lines)
+                  if (m := re.search(r"\bwrite\((\d+),", line)) and int(m.group(1)) in journal_fds]
+        assert success, "\n".join(lines[-20:])
+        assert writes, "nothing written to the journal:\n" + "\n".join(lines[-20:])
+        assert writes[0] < success[0], (
+            "the success response left before the journal record:\n" + "\n".join(lines[:success[0] + 3]))
+        client.close()
+    finally:
+        if tracer is not None:
+            tracer.kill()
+            tracer.wait()
+        server.stop()

@@ -379,6 +379,10 @@ final class EventLoop {
     private func flushOutbox() {
         let outbox = core.outbox
         slotsInUse = 0
+        // Write-ahead: the records of what the core changed go to the journal before any answer
+        // that confirms it leaves, so a client that got its Allocate's success finds the
+        // allocation after a crash (docs/state-journal.md, "In a state-dir").
+        if let journal, core.hasJournalChanges { journal.write(core, now: EventLoop.now()) }
         defer { if !pendingClose.isEmpty { closePending() } }
         var staging = Staging()
         outbox.forEachInOrder(
@@ -387,7 +391,7 @@ final class EventLoop {
         if !endedRelayed.isEmpty { endedRelayed.removeAll() }
         if staging.count > 0 { sender.send(count: staging.count, from: staging.fd) }
         outbox.reset()
-        // Once per loop iteration, after every packet this wakeup read (`journalEvent`).
+        // What the commands of this flush changed: once per loop iteration (`journalEvent`).
         if let journalEvent, !journalPending, core.hasJournalChanges {
             journalPending = true
             journalEvent.activate()
