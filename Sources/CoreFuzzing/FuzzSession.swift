@@ -449,7 +449,9 @@ public final class FuzzSession {
             }
         }
         require(core.relayPortsInUse >= relayedAddresses, "fewer ports in use than relayed addresses")
-        require(core.relayPortsInUse + core.relayPortsFree == Self.totalPorts, "port accounting lost ports")
+        require(
+            core.relayPortsInUse + core.relayPortsFree + core.relayPortsForeign == Self.totalPorts,
+            "port accounting lost ports")
         require(
             quota.total == core.allocationCount, "quota counts \(quota.total) for \(core.allocationCount) allocations")
     }

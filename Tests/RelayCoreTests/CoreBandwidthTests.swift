@@ -170,6 +170,9 @@ import Testing
         #expect(try harness.restClient(at: CoreFixture.clientA).allocate().errorCode == 508)
         #expect(harness.admission.reservedBytesPerSecond == 0)
         harness.sockets.refusedPorts = []
+        // The refused ports are back in the search a minute on (`RelayPortPool.foreignPortSeconds`).
+        harness.advance(by: RelayPortPool.foreignPortSeconds)
+        harness.sweep()
         #expect(try harness.restClient(at: CoreFixture.clientB).allocate().isSuccess)
         #expect(harness.admission.reservedBytesPerSecond == 1000)
     }

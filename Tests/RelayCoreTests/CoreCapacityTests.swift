@@ -60,8 +60,14 @@ import Testing
         #expect(harness.sockets.refusals >= 2)
         #expect(harness.admission.total == 1)
 
+        // Known to be another socket's for a minute: no port is tried, 508 at once.
         harness.sockets.refusedPorts = []
-        let third = try harness.restClient(at: .literal("192.0.2.3:40003")).allocate()
+        let refusals = harness.sockets.refusals
+        #expect(try harness.restClient(at: .literal("192.0.2.3:40003")).allocate().errorCode == 508)
+        #expect(harness.sockets.refusals == refusals)
+        harness.advance(by: RelayPortPool.foreignPortSeconds)
+        harness.sweep()
+        let third = try harness.restClient(at: .literal("192.0.2.4:40004")).allocate()
         #expect(third.isSuccess)
         #expect(third.xorRelayedAddress?.port != 50001)
     }

@@ -60,7 +60,7 @@ import Testing
             #"relayd_error_responses_total{code="401"} 3"#,
             #"relayd_error_responses_total{code="508"} 0"#,
             "relayd_stun_binding_requests_total 7",
-            "relayd_relay_ports_in_use 3", "relayd_relay_ports_free 97",
+            "relayd_relay_ports_in_use 3", "relayd_relay_ports_free 97", "relayd_relay_ports_foreign 0",
             #"relayd_tls_handshakes_total{result="ok"} 0"#, #"relayd_tls_handshakes_total{result="failed"} 0"#,
             #"relayd_stream_connections_refused_total{reason="pending_per_ip_limit"} 0"#,
             #"relayd_credential_requests_total{result="issued"} 1"#,
@@ -119,7 +119,7 @@ import Testing
         for (name, type) in declared {
             #expect((type == "counter") == name.hasSuffix("_total"), "\(name) is a \(type)")
         }
-        #expect(declared.count == 50)
+        #expect(declared.count == 51)
     }
 
     @Test("Label values and HELP text are escaped")

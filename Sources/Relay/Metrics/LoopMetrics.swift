@@ -13,6 +13,8 @@ public struct LoopMetrics: Sendable {
     /// Relay ports in use and free on the whole node: every loop reads the same pool.
     public var relayPortsInUse: UInt64 = 0
     public var relayPortsFree: UInt64 = 0
+    /// Relay ports left out of the search for up to a minute: another socket held them.
+    public var relayPortsForeign: UInt64 = 0
     public var lifetimes = LifetimeHistogram()
     /// TLS handshakes completed and failed; the stream transport layer fills these in.
     public var tlsHandshakesOK: UInt64 = 0
@@ -87,6 +89,7 @@ public struct LoopMetrics: Sendable {
         }
         relayPortsInUse = UInt64(core.relayPortsInUse)
         relayPortsFree = UInt64(core.relayPortsFree)
+        relayPortsForeign = UInt64(core.relayPortsForeign)
     }
 
     /// Adds another thread's metrics into these.
@@ -96,9 +99,10 @@ public struct LoopMetrics: Sendable {
         permissionsActive &+= other.permissionsActive
         channelsActive &+= other.channelsActive
         // The node's one port pool, read by every loop: the freshest reading, not a sum.
-        if other.relayPortsInUse + other.relayPortsFree > 0 {
+        if other.relayPortsInUse + other.relayPortsFree + other.relayPortsForeign > 0 {
             relayPortsInUse = other.relayPortsInUse
             relayPortsFree = other.relayPortsFree
+            relayPortsForeign = other.relayPortsForeign
         }
         lifetimes.add(other.lifetimes)
         tlsHandshakesOK &+= other.tlsHandshakesOK

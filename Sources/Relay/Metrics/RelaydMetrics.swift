@@ -163,6 +163,10 @@ public enum RelaydMetrics {
         p.sample("relayd_relay_ports_in_use", [], m.relayPortsInUse)
         p.family("relayd_relay_ports_free", .gauge, help: "Relay ports still free in min-port..max-port.")
         p.sample("relayd_relay_ports_free", [], m.relayPortsFree)
+        p.family(
+            "relayd_relay_ports_foreign", .gauge,
+            help: "Relay ports another socket of the machine held, out of the search for up to a minute.")
+        p.sample("relayd_relay_ports_foreign", [], m.relayPortsForeign)
 
         p.family("relayd_tls_handshakes_total", .counter, help: "TLS handshakes on TURN-over-TLS listeners, by result.")
         p.sample("relayd_tls_handshakes_total", [("result", "ok")], m.tlsHandshakesOK)

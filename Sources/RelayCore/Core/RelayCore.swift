@@ -133,6 +133,8 @@ public final class RelayCore {
     /// Relay ports in use and free on the whole node (every loop shares one `RelayPortPool`).
     public var relayPortsInUse: Int { tables.ports.inUse }
     public var relayPortsFree: Int { tables.ports.free }
+    /// Relay ports out of the search for a while because another socket held them.
+    public var relayPortsForeign: Int { tables.ports.foreignCount }
 
     // MARK: Input
 
@@ -229,6 +231,7 @@ public final class RelayCore {
         assertOwned()
         pendingAllocates.sweep(now: now)
         sweepLateUsers(now: now)
+        tables.ports.forgetForeign(now: now)
         var expired: [Allocation] = []
         for allocation in table.all {
             // A dual allocation's two relayed addresses expire each on its own (RFC 8656 §8.1).

@@ -25,7 +25,14 @@ public final class RelayPortPool: Sendable {
         case tcpAllocation
         /// Held by EVEN-PORT's R bit for a later Allocate with RESERVATION-TOKEN (RFC 8656 §18.10).
         case reservation
+        /// Bound by another socket of the machine (its bind failed with EADDRINUSE): skipped by
+        /// the search until `forgetForeign` frees it again, at most `foreignPortSeconds` later.
+        case foreign
     }
+
+    /// How long a port another socket held stays out of the search: it costs one failed bind in
+    /// that time instead of one per Allocate that passes it (docs/benchmark.md, "Node capacity").
+    public static let foreignPortSeconds: Int64 = 60
 
     /// The ports of one relay address.
     struct Table {
@@ -51,6 +58,9 @@ public final class RelayPortPool: Sendable {
         /// Another relayd process serves allocations on these addresses: the other side of a
         /// live upgrade (docs/live-upgrade.md).
         var sibling = false
+        /// Ports marked `.foreign`, and when they were last freed again.
+        var foreign = 0
+        var foreignForgotten: Int64 = 0
     }
 
     private let state: Locked<State>
@@ -76,7 +86,7 @@ public final class RelayPortPool: Sendable {
             for ip in addresses where fresh[ip] == nil {
                 var table = Table(count: range.count, cursor: Int(start % UInt64(range.count)))
                 if let old = state.tables[ip] {
-                    for (i, holder) in old.holders.enumerated() where holder != .free {
+                    for (i, holder) in old.holders.enumerated() where holder != .free && holder != .foreign {
                         let port = Int(state.range.lowerBound) + i
                         guard range.contains(UInt16(port)) else { continue }
                         table.holders[port - Int(range.lowerBound)] = holder
@@ -91,6 +101,7 @@ public final class RelayPortPool: Sendable {
             }
             state.range = range
             state.tables = fresh
+            state.foreign = 0
         }
     }
 
@@ -101,26 +112,31 @@ public final class RelayPortPool: Sendable {
     /// Nil when no such port is free on `ip`.
     func take(on ip: IPAddress, even: Bool, pair: Bool) -> UInt16? {
         state.withLock { state in
-            guard var table = state.tables[ip] else { return nil }
-            defer { state.tables[ip] = table }
-            let n = table.holders.count
-            for step in 0..<n {
-                let i = (table.cursor + step) % n
-                let port = Int(state.range.lowerBound) + i
-                if table.holders[i] != .free { continue }
-                if even && port % 2 != 0 { continue }
-                if pair && (i + 1 >= n || table.holders[i + 1] != .free) { continue }
-                table.holders[i] = .opening
-                table.used += 1
-                if pair {
-                    table.holders[i + 1] = .reservation
-                    table.used += 1
-                }
-                table.cursor = (i + (pair ? 2 : 1)) % n
-                return UInt16(port)
-            }
-            return nil
+            guard state.tables[ip] != nil else { return nil }
+            // In place (`!` on the dictionary's slot): a copy of the table taken out and put
+            // back would copy its whole `holders` array, one byte a port, on every Allocate.
+            return Self.take(in: &state.tables[ip]!, lowest: Int(state.range.lowerBound), even: even, pair: pair)
         }
+    }
+
+    private static func take(in table: inout Table, lowest: Int, even: Bool, pair: Bool) -> UInt16? {
+        let n = table.holders.count
+        for step in 0..<n {
+            let i = (table.cursor + step) % n
+            let port = lowest + i
+            if table.holders[i] != .free { continue }
+            if even && port % 2 != 0 { continue }
+            if pair && (i + 1 >= n || table.holders[i + 1] != .free) { continue }
+            table.holders[i] = .opening
+            table.used += 1
+            if pair {
+                table.holders[i + 1] = .reservation
+                table.used += 1
+            }
+            table.cursor = (i + (pair ? 2 : 1)) % n
+            return UInt16(port)
+        }
+        return nil
     }
 
     /// Marks a taken port with its holder once its socket is open (or a reserved port handed to
@@ -130,6 +146,10 @@ public final class RelayPortPool: Sendable {
         state.withLock { state in
             guard state.range.contains(port), state.tables[ip] != nil else { return false }
             let i = Int(port - state.range.lowerBound)
+            if state.tables[ip]!.holders[i] == .foreign {
+                state.tables[ip]!.holders[i] = .free
+                state.foreign -= 1
+            }
             if state.tables[ip]!.holders[i] == .free, holder != .free { state.tables[ip]!.used += 1 }
             state.tables[ip]!.holders[i] = holder
             if holder == .udpAllocation || holder == .tcpAllocation { state.exhausted = false }
@@ -143,6 +163,11 @@ public final class RelayPortPool: Sendable {
         state.withLock { state in
             guard state.range.contains(port), state.tables[ip] != nil else { return false }
             let i = Int(port - state.range.lowerBound)
+            if state.tables[ip]!.holders[i] == .foreign {
+                // The socket that held it is the one adopted now.
+                state.tables[ip]!.holders[i] = .free
+                state.foreign -= 1
+            }
             guard state.tables[ip]!.holders[i] == .free else { return false }
             state.tables[ip]!.holders[i] = holder
             state.tables[ip]!.used += 1
@@ -150,12 +175,44 @@ public final class RelayPortPool: Sendable {
         }
     }
 
+    /// A port taken for an Allocate turned out to be bound by another socket of the machine: it
+    /// leaves the search (`.foreign`) for up to `foreignPortSeconds`.
+    func markForeign(_ port: UInt16, on ip: IPAddress) {
+        state.withLock { state in
+            guard state.range.contains(port), state.tables[ip] != nil else { return }
+            let i = Int(port - state.range.lowerBound)
+            guard state.tables[ip]!.holders[i] == .opening else { return }
+            state.tables[ip]!.holders[i] = .foreign
+            state.tables[ip]!.used -= 1
+            state.foreign += 1
+        }
+    }
+
+    /// Puts the `.foreign` ports back in the search once `foreignPortSeconds` have passed since
+    /// the last time (any loop's sweep calls it; one of them does the work).
+    func forgetForeign(now: Int64) {
+        state.withLock { state in
+            guard now - state.foreignForgotten >= Self.foreignPortSeconds else { return }
+            state.foreignForgotten = now
+            guard state.foreign > 0 else { return }
+            for ip in state.tables.keys {
+                for i in state.tables[ip]!.holders.indices where state.tables[ip]!.holders[i] == .foreign {
+                    state.tables[ip]!.holders[i] = .free
+                }
+            }
+            state.foreign = 0
+        }
+    }
+
+    /// Ports left out of the search because another socket held them (`.foreign`).
+    public var foreignCount: Int { state.withLock { $0.foreign } }
+
     /// Gives a port back (its allocation or reservation ended, or its socket could not be opened).
     func release(_ port: UInt16, on ip: IPAddress) {
         state.withLock { state in
             guard state.range.contains(port), state.tables[ip] != nil else { return }
             let i = Int(port - state.range.lowerBound)
-            guard state.tables[ip]!.holders[i] != .free else { return }
+            guard state.tables[ip]!.holders[i] != .free, state.tables[ip]!.holders[i] != .foreign else { return }
             state.tables[ip]!.holders[i] = .free
             if !state.tables[ip]!.tenants.isEmpty { state.tables[ip]!.tenants[i] = 0 }
             state.tables[ip]!.used -= 1
@@ -226,6 +283,6 @@ public final class RelayPortPool: Sendable {
 
     /// Ports free on every relay address.
     public var free: Int {
-        state.withLock { state in state.tables.values.reduce(0) { $0 + $1.holders.count - $1.used } }
+        state.withLock { state in state.tables.values.reduce(0) { $0 + $1.holders.count - $1.used } - state.foreign }
     }
 }

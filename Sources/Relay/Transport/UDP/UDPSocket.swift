@@ -17,8 +17,6 @@ enum UDPSocket {
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, 4)
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, 4)
         }
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, 4)
         var storage = sockaddr_storage()
         let ok = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
             let length = SocketAddress.write(address, into: raw.baseAddress!)
@@ -30,6 +28,10 @@ enum UDPSocket {
             errno = failure
             return nil
         }
+        // After bind: a relay port another process holds then costs socket, bind and close only
+        // (the port pool tries the next one; docs/benchmark.md, "Node capacity").
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, 4)
         return fd
     }
 
