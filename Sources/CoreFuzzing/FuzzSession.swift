@@ -452,6 +452,10 @@ public final class FuzzSession {
         require(
             core.relayPortsInUse + core.relayPortsFree + core.relayPortsForeign == Self.totalPorts,
             "port accounting lost ports")
+        let counted = core.tables.ports.recount()
+        require(
+            counted.held == core.relayPortsInUse && counted.foreign == core.relayPortsForeign,
+            "port counts differ from the holders")
         require(
             quota.total == core.allocationCount, "quota counts \(quota.total) for \(core.allocationCount) allocations")
     }

@@ -84,6 +84,26 @@ import Testing
         }
     }
 
+    @Test("A reserved port another socket took meanwhile: the token's Allocate gets 508 and the port is counted foreign, not held")
+    func reservedPortTakenElsewhere() throws {
+        let harness = CoreHarness()
+        let first = try harness.restClient(at: CoreFixture.clientA).allocate { w in
+            try w.append(EvenPort(reservePair: true))
+        }
+        let port = try #require(first.xorRelayedAddress?.port)
+        let token = try #require(first.reservationToken)
+        #expect(harness.core.relayPortsInUse == 2)
+        harness.sockets.refusedPorts = [port + 1]
+        let second = try harness.restClient(at: CoreFixture.clientB).allocate { w in
+            try w.append(ReservationToken(value: token))
+        }
+        #expect(second.errorCode == 508)
+        #expect(harness.core.relayPortsInUse == 1)
+        #expect(harness.core.relayPortsForeign == 1)
+        let counted = harness.core.tables.ports.recount()
+        #expect(counted.held == 1 && counted.foreign == 1)
+    }
+
     @Test(
         "EVEN-PORT with the R bit returns a RESERVATION-TOKEN; an Allocate with that token gets port + 1 (RFC 8656 §7.2)"
     )

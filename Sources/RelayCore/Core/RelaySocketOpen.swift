@@ -22,8 +22,12 @@ public struct RelaySocketOpen: Sendable, Hashable, CustomStringConvertible {
 /// What opening a relay socket came to: the input that answers an `openRelaySocket` command.
 public enum RelaySocketOpening: Sendable, Equatable {
     case opened(RelaySocket)
-    /// The port is bound already (another process holds it): the core tries another port.
+    /// The port is bound already (EADDRINUSE: another socket holds it): the core tries another
+    /// port and leaves this one out of the search for a while (`RelayPortPool.foreignPortSeconds`).
     case portInUse
+    /// Another failure of this port (EADDRNOTAVAIL, EACCES, …): the port goes back to the pool
+    /// and the core tries another.
+    case failed
     /// The process or the system is out of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
     /// ENOMEM): no other port would do better, so the Allocate is refused at once (508).
     case exhausted

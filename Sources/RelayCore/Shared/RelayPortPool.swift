@@ -175,13 +175,16 @@ public final class RelayPortPool: Sendable {
         }
     }
 
-    /// A port taken for an Allocate turned out to be bound by another socket of the machine: it
-    /// leaves the search (`.foreign`) for up to `foreignPortSeconds`.
+    /// A port taken for an Allocate (or reserved for one, RFC 8656 §7.2) turned out to be bound
+    /// by another socket of the machine: it leaves the search (`.foreign`) for up to
+    /// `foreignPortSeconds`.
     func markForeign(_ port: UInt16, on ip: IPAddress) {
         state.withLock { state in
             guard state.range.contains(port), state.tables[ip] != nil else { return }
             let i = Int(port - state.range.lowerBound)
-            guard state.tables[ip]!.holders[i] == .opening else { return }
+            let holder = state.tables[ip]!.holders[i]
+            guard holder == .opening || holder == .reservation else { return }
+            if !state.tables[ip]!.tenants.isEmpty { state.tables[ip]!.tenants[i] = 0 }
             state.tables[ip]!.holders[i] = .foreign
             state.tables[ip]!.used -= 1
             state.foreign += 1
@@ -206,6 +209,21 @@ public final class RelayPortPool: Sendable {
 
     /// Ports left out of the search because another socket held them (`.foreign`).
     public var foreignCount: Int { state.withLock { $0.foreign } }
+
+    /// The holders counted one by one: ports held (not free, not foreign) and ports foreign. The
+    /// fuzzers check them against the running counts (`inUse`, `foreignCount`).
+    public func recount() -> (held: Int, foreign: Int) {
+        state.withLock { state in
+            var held = 0
+            var foreign = 0
+            for table in state.tables.values {
+                for holder in table.holders {
+                    if holder == .foreign { foreign += 1 } else if holder != .free { held += 1 }
+                }
+            }
+            return (held, foreign)
+        }
+    }
 
     /// Gives a port back (its allocation or reservation ended, or its socket could not be opened).
     func release(_ port: UInt16, on ip: IPAddress) {
