@@ -66,15 +66,14 @@ extension RelayCore {
             let slot = opening.slots[index]
             if slot.reserved == nil { relayCursor = (slot.start + slot.attempt + 1) % slot.candidates.count }
             opening.slots[index].state = .opened(address, socket)
-        case .portInUse, .failed:
-            if result == .portInUse {
-                // Another socket holds it: out of the search for a while, its pair partner back.
-                tables.ports.markForeign(address.port, on: address.ip)
-                if pair { tables.ports.release(address.port + 1, on: address.ip) }
-            } else {
-                release(address, pair: pair)
-            }
+        case .portInUse:
+            // Another socket holds it: out of the search for a while, its pair partner back.
+            tables.ports.markForeign(address.port, on: address.ip)
+            if pair { tables.ports.release(address.port + 1, on: address.ip) }
             // No next port for a client that is gone.
+            if opening.cancelled { opening.slots[index].state = .failed } else { search(&opening.slots[index], id: open.id) }
+        case .failed:
+            release(address, pair: pair)
             if opening.cancelled { opening.slots[index].state = .failed } else { search(&opening.slots[index], id: open.id) }
         case .exhausted:
             release(address, pair: pair)

@@ -47,6 +47,18 @@ public final class RelayPortPool: Sendable {
             holders = Array(repeating: .free, count: count)
             self.cursor = cursor
         }
+
+        /// Frees port index `i` when it is `.foreign`; true when it was.
+        mutating func unmarkForeign(_ i: Int) -> Bool {
+            guard holders[i] == .foreign else { return false }
+            holders[i] = .free
+            return true
+        }
+
+        /// Frees every `.foreign` port.
+        mutating func forgetForeign() {
+            for i in holders.indices where holders[i] == .foreign { holders[i] = .free }
+        }
     }
 
     struct State {
@@ -146,10 +158,7 @@ public final class RelayPortPool: Sendable {
         state.withLock { state in
             guard state.range.contains(port), state.tables[ip] != nil else { return false }
             let i = Int(port - state.range.lowerBound)
-            if state.tables[ip]!.holders[i] == .foreign {
-                state.tables[ip]!.holders[i] = .free
-                state.foreign -= 1
-            }
+            if state.tables[ip]!.unmarkForeign(i) { state.foreign -= 1 }
             if state.tables[ip]!.holders[i] == .free, holder != .free { state.tables[ip]!.used += 1 }
             state.tables[ip]!.holders[i] = holder
             if holder == .udpAllocation || holder == .tcpAllocation { state.exhausted = false }
@@ -163,11 +172,8 @@ public final class RelayPortPool: Sendable {
         state.withLock { state in
             guard state.range.contains(port), state.tables[ip] != nil else { return false }
             let i = Int(port - state.range.lowerBound)
-            if state.tables[ip]!.holders[i] == .foreign {
-                // The socket that held it is the one adopted now.
-                state.tables[ip]!.holders[i] = .free
-                state.foreign -= 1
-            }
+            // A foreign port's socket may be the one adopted now.
+            if state.tables[ip]!.unmarkForeign(i) { state.foreign -= 1 }
             guard state.tables[ip]!.holders[i] == .free else { return false }
             state.tables[ip]!.holders[i] = holder
             state.tables[ip]!.used += 1
@@ -198,11 +204,7 @@ public final class RelayPortPool: Sendable {
             guard now - state.foreignForgotten >= Self.foreignPortSeconds else { return }
             state.foreignForgotten = now
             guard state.foreign > 0 else { return }
-            for ip in state.tables.keys {
-                for i in state.tables[ip]!.holders.indices where state.tables[ip]!.holders[i] == .foreign {
-                    state.tables[ip]!.holders[i] = .free
-                }
-            }
+            for ip in state.tables.keys { state.tables[ip]!.forgetForeign() }
             state.foreign = 0
         }
     }
