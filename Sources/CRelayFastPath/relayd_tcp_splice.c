@@ -9,11 +9,13 @@
 #include <netinet/in.h>
 #include <bpf/bpf.h>
 
-int relayd_splice_read_counters(int map_fd, uint32_t slot, uint64_t *redirected, uint64_t *passed) {
+int relayd_splice_read_counters(int map_fd, uint32_t slot, uint64_t *redirected, uint64_t *passed,
+                                uint64_t *old_bytes) {
     struct relayd_splice_counters value;
     if (bpf_map_lookup_elem_flags(map_fd, &slot, &value, BPF_F_LOCK) != 0) return errno ? -errno : -1;
     *redirected = value.redirected;
     *passed = value.passed;
+    *old_bytes = value.old_bytes;
     return 0;
 }
 

@@ -92,7 +92,7 @@ package final class KernelSplice: @unchecked Sendable {
             var cookie: UInt64 = 0
             var length = socklen_t(MemoryLayout<UInt64>.size)
             var value = UInt64(socket)
-            (control + Int(slot)).pointee = relayd_splice_control(gate: 0, user_written: 0, limit: 0, reserved: 0)
+            (control + Int(slot)).pointee = relayd_splice_control()
             guard getsockopt(socket, SOL_SOCKET, SO_COOKIE, &cookie, &length) == 0,
                 relayd_splice_reset_counters(counters, slot) == 0,
                 bpf_map_update_elem(slots, &cookie, &slot, UInt64(BPF_ANY)) == 0
@@ -143,13 +143,19 @@ package final class KernelSplice: @unchecked Sendable {
     }
 
     /// What the program did with the bytes `slot`'s socket received: redirected to the other
-    /// side, and passed to relayd. Nil if the map cannot be read.
-    package func counts(slot: UInt32) -> (redirected: UInt64, passed: UInt64)? {
+    /// side, passed to relayd, and taken out of retransmitted segments as received before
+    /// (docs/tcp-relay.md, "Retransmitted bytes"). Nil if the map cannot be read.
+    package func counts(slot: UInt32) -> (redirected: UInt64, passed: UInt64, old: UInt64)? {
         var redirected: UInt64 = 0
         var passed: UInt64 = 0
-        guard relayd_splice_read_counters(counters, slot, &redirected, &passed) == 0 else { return nil }
-        return (redirected, passed)
+        var old: UInt64 = 0
+        guard relayd_splice_read_counters(counters, slot, &redirected, &passed, &old) == 0 else { return nil }
+        return (redirected, passed, old)
     }
+
+    /// Whether the program could not take a retransmitted segment's old bytes out for `slot`'s
+    /// socket: the pipe cannot stay exact.
+    package func broken(slot: UInt32) -> Bool { relayd_splice_load_broken(control + Int(slot)) != 0 }
 
     /// The control entry of `slot`, written by the pipe's thread with the header's atomic stores.
     package func control(slot: UInt32) -> UnsafeMutablePointer<relayd_splice_control> { control + Int(slot) }

@@ -14,6 +14,8 @@ also attaches the UDP fast path to `lo` (Tests/integration/README.md).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import re
@@ -32,8 +34,8 @@ from conftest import REPO_ROOT, RelayServer, free_port, running, server_kind
 from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
 from test_http_metrics import scrape, value
 from test_tcp_relay import (  # noqa: F401 (echo: a fixture)
-    UCLIENT_TIMEOUT, WAIT, connected_pipe, control, echo, echo_through, metric, rss_kib, send_rest_and_check, stall,
-    start)
+    UCLIENT_TIMEOUT, WAIT, EchoHandler, EchoServer, connected_pipe, control, echo, echo_through, metric, rss_kib,
+    send_rest_and_check, stall, start)
 from test_uclient import _tool, parse_report
 
 pytestmark = [
@@ -88,6 +90,105 @@ def test_a_spliced_pipe_is_byte_exact_both_ways_and_counted(tmp_path, echo):
             pipes, to_peer, to_client = spliced(s)
             assert pipes == 1
             assert 0 < to_peer <= len(payload) and 0 < to_client <= len(payload), (to_peer, to_client)
+
+
+def echoed_exactly(data: socket.socket, size: int) -> None:
+    """`size` random bytes written to `data` while a second thread reads them back: all of them,
+    in order."""
+    payload = os.urandom(size)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(recv_exactly(data, len(payload), timeout=60)))
+    reader.start()
+    data.sendall(payload)
+    reader.join(timeout=60)
+    assert received, "the reader did not finish"
+    assert len(received[0]) == len(payload), f"{len(received[0])} of {len(payload)} bytes came back"
+    if received[0] != payload:
+        at = next(i for i in range(len(payload)) if received[0][i] != payload[i])
+        raise AssertionError(f"the bytes differ from offset {at} on")
+
+
+CLONE_NEWNET = 0x40000000
+# Every TCP packet leaving a socket in the namespace is lost with this probability (percent).
+LOSS_PERCENT = int(os.environ.get("RELAYD_SPLICE_LOSS_PERCENT", "5"))
+# Its loopback device's MTU: smaller than the default 64 KiB, so a TCP segment the kernel
+# retransmits can span several that arrived before.
+MTU = int(os.environ.get("RELAYD_SPLICE_MTU", "1500"))
+
+
+def enter_namespace(descriptor: int) -> None:
+    """Moves this thread (and what it starts from now on) into the network namespace open at
+    `descriptor`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(descriptor, CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "setns")
+
+
+@contextlib.contextmanager
+def lossy_namespace():
+    """A network namespace of this test's own, whose loopback device loses LOSS_PERCENT % of
+    the TCP packets sent on it (nftables), with this thread inside for the block: relayd, the
+    echo server and the client all run in it, so TCP retransmits, and some retransmitted
+    segments overlap bytes their receiver already has."""
+    name = f"rdsplice{os.getpid()}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=10)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up", "mtu", str(MTU)], check=True, timeout=10)
+        rules = ("table inet lossy {\n chain out {\n  type filter hook output priority 0;\n"
+                 f"  meta l4proto tcp numgen random mod 100 < {LOSS_PERCENT} drop\n }}\n}}\n")
+        subprocess.run(["ip", "netns", "exec", name, "nft", "-f", "-"], input=rules, text=True, check=True, timeout=10)
+        home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        lossy = os.open(f"/run/netns/{name}", os.O_RDONLY)
+        try:
+            enter_namespace(lossy)
+            try:
+                yield
+            finally:
+                enter_namespace(home)
+        finally:
+            os.close(lossy)
+            os.close(home)
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
+
+
+# Pipes tried at most, and for how long, before the test gives up waiting for an overlap.
+RETRANSMISSION_ATTEMPTS = 20
+RETRANSMISSION_SECONDS = 60
+
+
+@pytest.mark.skipif(shutil.which("nft") is None, reason="needs nftables")
+def test_retransmitted_bytes_are_relayed_once(tmp_path):
+    """A retransmitted segment that overlaps bytes the spliced socket already has is queued whole,
+    and the kernel hands all of it to the program again. On a loopback device that loses packets,
+    pipes carry 24 MB each way until such overlaps happened: every byte still arrives once and in
+    order, /metrics counts the old bytes taken out, and the relayed counts stay exact."""
+    with lossy_namespace():
+        server = EchoServer(("127.0.0.1", free_port()), EchoHandler)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        thread.start()
+        try:
+            with running(start(tmp_path, *OFFLOAD)) as s:
+                size = 24 << 20
+                deadline = time.monotonic() + RETRANSMISSION_SECONDS
+                for attempt in range(1, RETRANSMISSION_ATTEMPTS + 1):
+                    with control(s, "tcp") as client:
+                        data, _ = connected_pipe(client, server.server_address)
+                        with data:
+                            wait_spliced(s, attempt)
+                            echoed_exactly(data, size)
+                    page = scrape(s)
+                    if value(page, "relayd_tcp_spliced_retransmitted_bytes_total") > 0 or time.monotonic() > deadline:
+                        break
+                old = value(page, "relayd_tcp_spliced_retransmitted_bytes_total")
+                assert old > 0, f"no retransmission overlapped received bytes in {attempt} pipes"
+                assert counted(s) == (attempt * size, attempt * size)
+                assert value(scrape(s), "relayd_stream_connections_closed_total", reason="error") == 0
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
 
 
 def test_bytes_sent_with_the_connection_bind_arrive_first(tmp_path):

@@ -17,7 +17,13 @@
 //     a queue the worker could not empty would also hold up the target's own passed bytes,
 //     which the kernel puts behind it, uncharged (docs/tcp-relay.md);
 //   - `limit` is 0 (the allocation ended, or the pipe is being let go);
-//   - the segment carries no bytes (a FIN: relayd sees the end of the stream).
+//   - the segment carries no bytes (a FIN: relayd sees the end of the stream);
+// A segment that begins with bytes the socket had already received (a retransmission that
+// overlaps data before it, which the kernel queues whole and hands to the program whole) first
+// loses those bytes, 4095 at a time (the most `bpf_skb_adjust_room` takes from an sk_skb's head),
+// and is then redirected or passed as any other; one old entirely is dropped. If the bytes cannot
+// be taken out, the segment passes as it is and `broken` tells relayd, which closes the pipe
+// rather than relay them twice (docs/tcp-relay.md, "Retransmitted bytes").
 // The counts are kept under the value's spin lock, so relayd reads exact totals, and one that
 // set `limit` to 0 and then reads them knows no later redirect will be counted.
 #include <linux/bpf.h>
@@ -34,7 +40,15 @@ struct sock {
 
 struct tcp_sock {
     __u32 write_seq;
+    __u32 copied_seq;
 } __attribute__((preserve_access_index));
+
+// A segment's TCP control block begins with its first and end sequence numbers.
+struct sk_buff {
+    char cb[48];
+} __attribute__((preserve_access_index));
+
+extern void *bpf_cast_to_kern_ctx(void *ctx) __ksym;
 
 struct {
     __uint(type, BPF_MAP_TYPE_SOCKMAP);
@@ -66,7 +80,10 @@ struct splice_counters {
     __u64 redirected;
     __u64 passed;
     __u32 base_set;
+    __u32 next_seq;
+    __u32 seq_set;
     __u32 reserved;
+    __u64 old_bytes;
 };
 _Static_assert(sizeof(struct splice_counters) == sizeof(struct relayd_splice_counters), "counters layout");
 
@@ -77,10 +94,14 @@ struct {
     __type(value, struct splice_counters);
 } relayd_splice_counters SEC(".maps");
 
+// The most `bpf_skb_adjust_room` takes from an sk_skb's head in one call, and the calls a
+// segment of up to 64 KiB needs.
+#define TRIM_STEP 4095
+#define TRIM_CALLS 17
+
 SEC("sk_skb/stream_verdict")
 int relayd_tcp_splice(struct __sk_buff *skb) {
-    __u32 length = skb->len;
-    if (length == 0) return SK_PASS;
+    if (skb->len == 0) return SK_PASS;
     __u64 cookie = bpf_get_socket_cookie(skb);
     __u32 *found = bpf_map_lookup_elem(&relayd_splice_slots, &cookie);
     if (!found) return SK_PASS;
@@ -88,6 +109,45 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     struct relayd_splice_control *control = bpf_map_lookup_elem(&relayd_splice_control, &slot);
     struct splice_counters *counters = bpf_map_lookup_elem(&relayd_splice_counters, &slot);
     if (!control || !counters) return SK_PASS;
+
+    // Where the segment begins (its TCP control block's first sequence number), and the
+    // source's read position, which is where the first segment after the splice begins (relayd
+    // read everything before it).
+    struct sk_buff *kernel_skb = bpf_cast_to_kern_ctx(skb);
+    __u32 seq = *(__u32 *)&kernel_skb->cb[0];
+    __u32 first = seq;
+    struct bpf_sock *own = bpf_map_lookup_elem(&relayd_splice_sockets, &slot);
+    if (own) {
+        struct tcp_sock *source = bpf_skc_to_tcp_sock(own);
+        if (source) first = source->copied_seq;
+        bpf_sk_release(own);
+    }
+    __u32 arrived = skb->len;
+    bpf_spin_lock(&counters->lock);
+    if (!counters->seq_set) {
+        counters->next_seq = first;
+        counters->seq_set = 1;
+    }
+    __s32 old = (__s32)(counters->next_seq - seq);
+    if (old < 0) old = 0;
+    if ((__u32)old < arrived) counters->next_seq = seq + arrived;
+    counters->old_bytes += (__u32)old < arrived ? (__u32)old : arrived;
+    bpf_spin_unlock(&counters->lock);
+    if ((__u32)old >= arrived) return SK_DROP;
+    if (old > 0) {
+        __u32 left = (__u32)old;
+        for (int call = 0; call < TRIM_CALLS && left > 0; call++) {
+            __u32 step = left < TRIM_STEP ? left : TRIM_STEP;
+            if (bpf_skb_adjust_room(skb, -(__s32)step, 0, 0) != 0) break;
+            left -= step;
+        }
+        if (left > 0) {
+            *(volatile __u32 *)&control->broken = 1;
+            return SK_PASS;
+        }
+    }
+    __u32 length = skb->len;
+
     __u32 target = slot ^ 1;
     __u32 written = 0, room = 0, queued = 0;
     int reachable = 0;

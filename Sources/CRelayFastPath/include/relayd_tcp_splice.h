@@ -21,7 +21,9 @@ struct relayd_splice_control {
     // Bytes the target may hold (unsent, unacknowledged, or in the kernel's queue in front of
     // it) beyond which the program passes to relayd instead; 0 stops all redirects.
     __u32 limit;
-    __u32 reserved;
+    // Written by the program: 1 once it could not take a retransmitted segment's old bytes out
+    // (docs/tcp-relay.md, "Retransmitted bytes"); the pipe cannot stay exact, relayd closes it.
+    __u32 broken;
 };
 
 // Written by the program under `lock`, read by relayd with BPF_F_LOCK.
@@ -32,14 +34,22 @@ struct relayd_splice_counters {
     __u64 redirected;
     __u64 passed;
     __u32 base_set;
+    // The source's next sequence number: where the last segment the program saw ended (once
+    // `seq_set`).
+    __u32 next_seq;
+    __u32 seq_set;
     __u32 reserved;
+    // Bytes of retransmitted segments that the socket had received before, which the program
+    // took out (docs/tcp-relay.md, "Retransmitted bytes").
+    __u64 old_bytes;
 };
 
 #ifndef __bpf__
 #include <stdint.h>
 
 // The counters of `slot`, read under their lock. 0 or a negative errno.
-int relayd_splice_read_counters(int map_fd, uint32_t slot, uint64_t *redirected, uint64_t *passed);
+int relayd_splice_read_counters(int map_fd, uint32_t slot, uint64_t *redirected, uint64_t *passed,
+                                uint64_t *old_bytes);
 
 // Zeroes the counters of `slot` (before its socket enters the sockmap). 0 or a negative errno.
 int relayd_splice_reset_counters(int map_fd, uint32_t slot);
@@ -66,6 +76,9 @@ static inline void relayd_splice_store_written(struct relayd_splice_control *con
 }
 static inline void relayd_splice_store_limit(struct relayd_splice_control *control, uint32_t value) {
     __atomic_store_n(&control->limit, value, __ATOMIC_SEQ_CST);
+}
+static inline uint32_t relayd_splice_load_broken(const struct relayd_splice_control *control) {
+    return __atomic_load_n(&control->broken, __ATOMIC_SEQ_CST);
 }
 static inline uint64_t relayd_splice_load_gate(const struct relayd_splice_control *control) {
     return __atomic_load_n(&control->gate, __ATOMIC_SEQ_CST);

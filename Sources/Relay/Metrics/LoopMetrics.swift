@@ -42,6 +42,8 @@ public struct LoopMetrics: Sendable {
     public var splicedPipes: UInt64 = 0
     public var splicedBytesToPeer: UInt64 = 0
     public var splicedBytesToClient: UInt64 = 0
+    /// Retransmitted bytes the splice program took out of segments it was handed again.
+    public var splicedOldBytes: UInt64 = 0
     /// What the kernel fast path relayed for this loop's allocations (also in `counters`); the
     /// fast path fills it in.
     public var kernelRelayed = TrafficCounters()
@@ -121,6 +123,7 @@ public struct LoopMetrics: Sendable {
         splicedPipes &+= other.splicedPipes
         splicedBytesToPeer &+= other.splicedBytesToPeer
         splicedBytesToClient &+= other.splicedBytesToClient
+        splicedOldBytes &+= other.splicedOldBytes
         kernelRelayed += other.kernelRelayed
         kernelRoutes &+= other.kernelRoutes
         offloadEnabled &+= other.offloadEnabled

@@ -156,6 +156,10 @@ public enum RelaydMetrics {
             help: "Bytes of RFC 6062 pipes the kernel redirected between their sockets (also in relayd_tcp_relayed_bytes_total).")
         p.sample("relayd_tcp_spliced_bytes_total", [("direction", "to_peer")], m.splicedBytesToPeer)
         p.sample("relayd_tcp_spliced_bytes_total", [("direction", "to_client")], m.splicedBytesToClient)
+        p.family(
+            "relayd_tcp_spliced_retransmitted_bytes_total", .counter,
+            help: "Bytes of retransmitted segments a spliced socket had received before, taken out by the kernel program.")
+        p.sample("relayd_tcp_spliced_retransmitted_bytes_total", [], m.splicedOldBytes)
         p.family("relayd_stun_binding_requests_total", .counter, help: "STUN Binding requests answered.")
         p.sample("relayd_stun_binding_requests_total", [], c.bindingRequests)
 

@@ -139,6 +139,7 @@ extension StreamConnection {
             let buffer = owner.cipherBuffer
             let count = recv(source, buffer.baseAddress!, min(buffer.count, PipeSplice.bufferBytes), Int32(MSG_DONTWAIT))
             if count > 0 {
+                if splice.broken(index) { return close(.error, detail: Self.brokenSplice) }
                 if index == 0 { lastInputAt = EventLoop.now() }
                 splice.sides[index].read &+= UInt64(count)
                 guard charge(direction, count, pipe) else { return }
@@ -214,8 +215,14 @@ extension StreamConnection {
     func countSpliced(_ pipe: TCPPipe, _ splice: PipeSplice) {
         let counted = splice.count()
         addSplicedMetrics(toPeer: counted.toPeer, toClient: counted.toClient)
-        if counted.ended { close(.relayEnded) }
+        owner.counters.splicedOldBytes &+= splice.newOldBytes()
+        if counted.ended { return close(.relayEnded) }
+        if splice.broken(0) || splice.broken(1) { close(.error, detail: Self.brokenSplice) }
     }
+
+    /// Why a pipe closes whose program could not take a retransmitted segment's old bytes out.
+    static let brokenSplice = "the kernel handed over retransmitted bytes it could not take out"
+
 
     private func addSplicedMetrics(toPeer: UInt64, toClient: UInt64) {
         owner.loop.core.counters.tcpBytesToPeer &+= toPeer
@@ -228,6 +235,7 @@ extension StreamConnection {
     /// one last time (the transport's release, before the sockets close).
     func endSplice() {
         guard let pipe, let splice = pipe.splice else { return }
+        owner.counters.splicedOldBytes &+= splice.newOldBytes()
         let counted = splice.finish()
         addSplicedMetrics(toPeer: counted.toPeer, toClient: counted.toClient)
     }

@@ -105,6 +105,10 @@ public struct StreamCounters: Sendable {
     public var splicedPipes: UInt64 = 0
     public var splicedBytesToPeer: UInt64 = 0
     public var splicedBytesToClient: UInt64 = 0
+    /// Bytes of retransmitted segments the kernel handed the splice program although the socket
+    /// had received them before, which the program took out (docs/tcp-relay.md, "Retransmitted
+    /// bytes").
+    public var splicedOldBytes: UInt64 = 0
 
     public init() {}
 
@@ -126,5 +130,6 @@ public struct StreamCounters: Sendable {
         splicedPipes &+= other.splicedPipes
         splicedBytesToPeer &+= other.splicedBytesToPeer
         splicedBytesToClient &+= other.splicedBytesToClient
+        splicedOldBytes &+= other.splicedOldBytes
     }
 }

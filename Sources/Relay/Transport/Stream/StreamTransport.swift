@@ -396,5 +396,6 @@ extension StreamTransport {
         metrics.splicedPipes = counters.splicedPipes
         metrics.splicedBytesToPeer = counters.splicedBytesToPeer
         metrics.splicedBytesToClient = counters.splicedBytesToClient
+        metrics.splicedOldBytes = counters.splicedOldBytes
     }
 }

@@ -42,6 +42,8 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
         /// The program's redirected count when the kernel's queue to the target was last seen
         /// drained: while it stays so, nothing new can be in that queue.
         var drainedAt: UInt64 = 0
+        /// Retransmitted bytes the program took out, counted in the loop's metrics.
+        var oldInMetrics: UInt64 = 0
     }
 
     struct Counted {
@@ -241,6 +243,22 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
             return counted.leftover + Self.take(redirected(first), into: &copy)
         }
     }
+
+    /// Retransmitted bytes the program took out of segments handed to it again, both ways, since
+    /// the last call (docs/tcp-relay.md, "Retransmitted bytes"), for the loop's metrics.
+    func newOldBytes() -> UInt64 {
+        var new: UInt64 = 0
+        for side in sides.indices where sides[side].inMap {
+            guard let old = kernel.counts(slot: sides[side].slot)?.old, old > sides[side].oldInMetrics else { continue }
+            new &+= old - sides[side].oldInMetrics
+            sides[side].oldInMetrics = old
+        }
+        return new
+    }
+
+    /// Whether the program passed a segment of `side`'s source with old bytes it could not take
+    /// out: relayd would relay them twice.
+    func broken(_ side: Int) -> Bool { sides[side].inMap && kernel.broken(slot: sides[side].slot) }
 
     /// Frees the buffers (the pipe's sockets close with it).
     func free() {
