@@ -149,3 +149,40 @@ extension BlockStoreTests {
         #expect(again.pending.isEmpty)
     }
 }
+
+extension BlockStoreTests {
+    @Test("In a cluster, lifts are kept for a day, in the file too, and a later block ends one")
+    func keptLifts() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relayd-blocks-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let now: Int64 = 200_000
+        let store = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
+        store.clustered = true
+        // A lift made here is kept once the cluster confirmed it; one read from the cluster too.
+        #expect(store.set(.init(user: "mallory", until: now + 600, setBy: "ops", setAt: now - 10), now: now))
+        store.confirm("mallory", serial: try #require(store.pending["mallory"]).serial)
+        #expect(store.lift("mallory", by: "ops", now: now))
+        #expect(store.recentLifts(now: now).isEmpty, "unconfirmed: still pending, not yet kept")
+        store.confirm("mallory", serial: try #require(store.pending["mallory"]).serial)
+        store.apply([.init(user: "oscar", until: 0, setBy: "sec", setAt: now - 3)], whole: false, now: now)
+        // A user gone from the table (no time) is no lift; an older lift does not replace a newer.
+        store.apply([.init(user: "gone", until: 0), .init(user: "mallory", until: 0, setBy: "x", setAt: now - 50)],
+                    whole: true, now: now)
+        let kept = store.recentLifts(now: now).sorted { $0.user < $1.user }
+        #expect(kept.map(\.user) == ["mallory", "oscar"])
+        #expect(kept.first?.setAt == now && kept.first?.setBy == "ops")
+        store.saveIfDirty(now: now)
+
+        let restarted = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
+        restarted.clustered = true
+        restarted.load(now: now + 60)
+        #expect(restarted.pending.isEmpty)
+        #expect(Set(restarted.recentLifts(now: now + 60).map(\.user)) == ["mallory", "oscar"])
+        #expect(!restarted.blocklist.isBlocked("mallory", now: now + 60))
+        // A later block ends oscar's lift; a day later mallory's is forgotten.
+        restarted.apply([.init(user: "oscar", until: now + 900, setBy: "sec", setAt: now + 30)], whole: false, now: now + 60)
+        #expect(restarted.recentLifts(now: now + 60).map(\.user) == ["mallory"])
+        #expect(restarted.recentLifts(now: now + ClusterBlocks.forgetAfter).isEmpty)
+    }
+}

@@ -181,3 +181,32 @@ def test_without_a_cluster_blocks_survive_a_restart_through_the_state_dir(tmp_pa
     finally:
         problems = server.stop()
     assert not problems, problems
+
+
+def test_a_redis_back_from_an_older_snapshot_brings_no_lifted_block_back(nodes, redis):
+    """Redis saves its data with the block in force, the block is lifted, and Redis is killed
+    and comes back from that snapshot: the nodes, which keep lifts for a day, merge the lift
+    back (the later change wins) and the block stays lifted everywhere."""
+    b1, b2, b3 = nodes
+    secret = b1.secret
+    assert eventually(lambda: all(n.metric("relayd_cluster_redis_up") == 1 for n in nodes), timeout=3)
+    assert admin(b1, "POST", "/api/v1/users/mallory/block", {"seconds": 600})[0] == 200
+    assert admin(b1, "POST", "/api/v1/users/oscar/block", {"seconds": 600})[0] == 200
+    assert eventually(lambda: all(allocation_answer(n, secret, "mallory") == 403 for n in nodes), timeout=3)
+    redis.command("SAVE")
+    old = redis.command("HGET", "relayd:blocks", "mallory")
+    # A second later, so the lift's time is later than the block's.
+    time.sleep(1.1)
+    assert admin(b2, "DELETE", "/api/v1/users/mallory/block")[0] == 200
+    assert eventually(lambda: all(allocation_answer(n, secret, "mallory") == 200 for n in nodes), timeout=3)
+    redis.kill()
+    redis.start()
+    # Redis is back in the past, and the nodes merge what they know into it.
+    assert eventually(lambda: redis.command("HGET", "relayd:blocks", "mallory").startswith("0 "), timeout=5), \
+        redis.command("HGET", "relayd:blocks", "mallory")
+    assert old.split(" ")[0] != "0"
+    eventually(lambda: False, timeout=1)
+    assert all(allocation_answer(n, secret, "mallory") == 200 for n in nodes)
+    assert all(allocation_answer(n, secret, "oscar") == 403 for n in nodes), "the snapshot's other block holds"
+    for node in nodes:
+        assert [b["user"] for b in admin(node, "GET", "/api/v1/blocks")[1]["blocks"]] == ["oscar"], node.name

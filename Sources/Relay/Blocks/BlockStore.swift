@@ -15,13 +15,18 @@ final class BlockStore {
     /// Whether changes are kept for a cluster to confirm.
     var clustered = false
     struct Pending {
-        /// The block, or a lift (`until == setAt`).
+        /// The block, or a lift (`until` 0).
         var entry: UserBlocklist.Entry
         var serial: UInt64
     }
     /// Changes made here that the cluster has not confirmed, by user; a later one replaces an
     /// earlier one.
     private(set) var pending: [String: Pending] = [:]
+    /// Lifts confirmed by the cluster or read from it, by user, for a day
+    /// (`ClusterBlocks.forgetAfter`), at most `UserBlocklist.limit`: merged back into a Redis
+    /// that came back from an older snapshot or a lagging replica, they keep it from bringing
+    /// back a block lifted since (docs/admin.md, "Blocks that last"). Kept in the file too.
+    private(set) var lifts: [String: UserBlocklist.Entry] = [:]
     private var serial: UInt64 = 0
     /// The table changed since the file was written.
     private var dirty = false
@@ -56,7 +61,11 @@ final class BlockStore {
         }
         for (entry, isPending) in records {
             if entry.until > now { blocklist.block(entry) }
-            if isPending { remember(entry) }
+            if isPending {
+                remember(entry)
+            } else if Self.isLift(entry), entry.setAt > now - ClusterBlocks.forgetAfter {
+                lifts[entry.user] = entry
+            }
         }
         if refused > 0 {
             logger.warning(
@@ -87,6 +96,7 @@ final class BlockStore {
             user: entry.user, until: entry.until, setBy: BlockRecord.clampedSetBy(entry.setBy), setAt: entry.setAt)
         guard blocklist.block(kept) else { return false }
         if clustered { remember(kept) } else { pending[kept.user] = nil }
+        lifts[kept.user] = nil
         dirty = true
         return true
     }
@@ -111,9 +121,39 @@ final class BlockStore {
 
     /// The cluster confirmed this change (unless a later one replaced it meanwhile).
     func confirm(_ user: String, serial: UInt64) {
-        guard pending[user]?.serial == serial else { return }
+        guard let change = pending[user], change.serial == serial else { return }
         pending[user] = nil
+        if Self.isLift(change.entry) { lifts[user] = change.entry }
         dirty = true
+    }
+
+    /// Whether `entry` is a lift: `until` 0, made at a time (an entry read as gone from the
+    /// cluster's table has neither).
+    static func isLift(_ entry: UserBlocklist.Entry) -> Bool { entry.until == 0 && entry.setAt > 0 }
+
+    /// Keeps `entry`'s news about lifts: a lift is kept, unless a later one is; a later block
+    /// ends the lift kept.
+    private func learn(_ entry: UserBlocklist.Entry) {
+        let kept = lifts[entry.user]
+        if Self.isLift(entry) {
+            // As many as the blocklist holds blocks: the table's own bound.
+            guard kept != nil || lifts.count < UserBlocklist.limit else { return }
+            if kept.map({ $0.setAt <= entry.setAt }) ?? true {
+                if kept != entry { dirty = true }
+                lifts[entry.user] = entry
+            }
+        } else if let kept, entry.until > 0, entry.setAt >= kept.setAt {
+            lifts[entry.user] = nil
+            dirty = true
+        }
+    }
+
+    /// The lifts kept that are younger than a day at `now` (older ones are forgotten).
+    func recentLifts(now: Int64) -> [UserBlocklist.Entry] {
+        let old = lifts.values.filter { $0.setAt <= now - ClusterBlocks.forgetAfter }
+        for entry in old { lifts[entry.user] = nil }
+        if !old.isEmpty { dirty = true }
+        return lifts.values.filter { pending[$0.user] == nil }
     }
 
     /// Entries read from the cluster: each replaces this node's entry for its user unless this
@@ -122,12 +162,16 @@ final class BlockStore {
     func apply(_ entries: [UserBlocklist.Entry], whole: Bool, now: Int64) {
         if whole {
             var table: [String: UserBlocklist.Entry] = [:]
-            for entry in entries where entry.until > now { table[entry.user] = entry }
+            for entry in entries {
+                if pending[entry.user] == nil { learn(entry) }
+                if entry.until > now { table[entry.user] = entry }
+            }
             for (user, change) in pending { table[user] = change.entry.until > now ? change.entry : nil }
             if blocklist.replace(with: Array(table.values), now: now) { dirty = true }
             return
         }
         for entry in entries where pending[entry.user] == nil {
+            learn(entry)
             let changed = entry.until > now ? blocklist.update(entry) : blocklist.unblock(entry.user)
             if changed { dirty = true }
         }
@@ -153,6 +197,7 @@ final class BlockStore {
         var text = Self.header + "\n"
         for entry in blocklist.list(now: now) where pending[entry.user] == nil { text += BlockRecord.line(entry) }
         for change in pending.values { text += BlockRecord.line(change.entry, pending: true) }
+        for entry in lifts.values where pending[entry.user] == nil { text += BlockRecord.line(entry) }
         let temporary = "\(path).\(getpid()).tmp"
         unlink(temporary)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)

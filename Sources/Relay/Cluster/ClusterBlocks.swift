@@ -61,10 +61,12 @@ final class ClusterBlocks {
 
     private var keys: [String] { [ClusterKeys.blocks, ClusterKeys.blocksVersion, ClusterKeys.blocksLog] }
 
-    /// This node's blocks in force, sent as if new: each lands unless Redis holds a change of
-    /// the same second or later.
+    /// This node's blocks in force and the lifts it knows from the last day, sent as if new:
+    /// each lands unless Redis holds a change of the same second or later, so a Redis back from
+    /// an older snapshot gets neither a lifted block back nor loses a block.
     private func merge(_ connection: RedisConnection, now: Int64) {
-        let entries = store.blocklist.list(now: now).filter { store.pending[$0.user] == nil }
+        let blocks = store.blocklist.list(now: now).filter { store.pending[$0.user] == nil }
+        let entries = blocks + store.recentLifts(now: now)
         for start in stride(from: 0, to: entries.count, by: Self.chunk) {
             var arguments = ["EVAL", ClusterBlockScripts.set, "3"] + keys + ["merge"]
             for entry in entries[start..<min(start + Self.chunk, entries.count)] {
