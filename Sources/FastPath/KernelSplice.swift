@@ -145,12 +145,19 @@ package final class KernelSplice: @unchecked Sendable {
     /// What the program did with the bytes `slot`'s socket received: redirected to the other
     /// side, passed to relayd, and taken out of retransmitted segments as received before
     /// (docs/tcp-relay.md, "Retransmitted bytes"). Nil if the map cannot be read.
-    package func counts(slot: UInt32) -> (redirected: UInt64, passed: UInt64, old: UInt64)? {
+    package func counts(slot: UInt32) -> Counts? {
         var redirected: UInt64 = 0
         var passed: UInt64 = 0
         var old: UInt64 = 0
         guard relayd_splice_read_counters(counters, slot, &redirected, &passed, &old) == 0 else { return nil }
-        return (redirected, passed, old)
+        return Counts(redirected: redirected, passed: passed, old: old)
+    }
+
+    /// A slot's counts (`counts(slot:)`).
+    package struct Counts: Sendable {
+        package var redirected: UInt64
+        package var passed: UInt64
+        package var old: UInt64
     }
 
     /// Whether the program could not take a retransmitted segment's old bytes out for `slot`'s

@@ -17,13 +17,15 @@
 //     a queue the worker could not empty would also hold up the target's own passed bytes,
 //     which the kernel puts behind it, uncharged (docs/tcp-relay.md);
 //   - `limit` is 0 (the allocation ended, or the pipe is being let go);
-//   - the segment carries no bytes (a FIN: relayd sees the end of the stream);
+//   - the segment carries no bytes (a FIN: relayd sees the end of the stream).
 // A segment that begins with bytes the socket had already received (a retransmission that
 // overlaps data before it, which the kernel queues whole and hands to the program whole) first
 // loses those bytes, 4095 at a time (the most `bpf_skb_adjust_room` takes from an sk_skb's head),
-// and is then redirected or passed as any other; one old entirely is dropped. If the bytes cannot
-// be taken out, the segment passes as it is and `broken` tells relayd, which closes the pipe
-// rather than relay them twice (docs/tcp-relay.md, "Retransmitted bytes").
+// and is then redirected or passed as any other. If they cannot be taken out (the kernel lacks
+// memory, or more than TRIM_CALLS * TRIM_STEP bytes are old), or the segment is old entirely
+// (which TCP never queues, so the expected sequence number would be wrong), the segment passes
+// as it is and `broken` tells relayd, which closes the pipe rather than relay bytes twice
+// (docs/tcp-relay.md, "Retransmitted bytes").
 // The counts are kept under the value's spin lock, so relayd reads exact totals, and one that
 // set `limit` to 0 and then reads them knows no later redirect will be counted.
 #include <linux/bpf.h>
@@ -131,20 +133,20 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     __s32 old = (__s32)(counters->next_seq - seq);
     if (old < 0) old = 0;
     if ((__u32)old < arrived) counters->next_seq = seq + arrived;
-    counters->old_bytes += (__u32)old < arrived ? (__u32)old : arrived;
     bpf_spin_unlock(&counters->lock);
-    if ((__u32)old >= arrived) return SK_DROP;
-    if (old > 0) {
-        __u32 left = (__u32)old;
-        for (int call = 0; call < TRIM_CALLS && left > 0; call++) {
-            __u32 step = left < TRIM_STEP ? left : TRIM_STEP;
-            if (bpf_skb_adjust_room(skb, -(__s32)step, 0, 0) != 0) break;
-            left -= step;
-        }
-        if (left > 0) {
-            *(volatile __u32 *)&control->broken = 1;
-            return SK_PASS;
-        }
+    __u32 left = (__u32)old;
+    if (left >= arrived) {
+        *(volatile __u32 *)&control->broken = 1;
+        return SK_PASS;
+    }
+    for (int call = 0; call < TRIM_CALLS && left > 0; call++) {
+        __u32 step = left < TRIM_STEP ? left : TRIM_STEP;
+        if (bpf_skb_adjust_room(skb, -(__s32)step, 0, 0) != 0) break;
+        left -= step;
+    }
+    if (left > 0) {
+        *(volatile __u32 *)&control->broken = 1;
+        return SK_PASS;
     }
     __u32 length = skb->len;
 
@@ -166,6 +168,7 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     }
     int redirect = 0;
     bpf_spin_lock(&counters->lock);
+    counters->old_bytes += (__u32)old;
     __u32 limit = *(volatile __u32 *)&control->limit;
     if (reachable && limit != 0 && counters->passed == *(volatile __u64 *)&control->gate) {
         __u32 by_relayd = (__u32)*(volatile __u64 *)&control->user_written;

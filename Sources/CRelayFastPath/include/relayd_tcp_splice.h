@@ -21,7 +21,7 @@ struct relayd_splice_control {
     // Bytes the target may hold (unsent, unacknowledged, or in the kernel's queue in front of
     // it) beyond which the program passes to relayd instead; 0 stops all redirects.
     __u32 limit;
-    // Written by the program: 1 once it could not take a retransmitted segment's old bytes out
+    // Written by the program: 1 once it passed a segment with old bytes it could not take out
     // (docs/tcp-relay.md, "Retransmitted bytes"); the pipe cannot stay exact, relayd closes it.
     __u32 broken;
 };

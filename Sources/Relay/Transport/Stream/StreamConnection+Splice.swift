@@ -215,14 +215,13 @@ extension StreamConnection {
     func countSpliced(_ pipe: TCPPipe, _ splice: PipeSplice) {
         let counted = splice.count()
         addSplicedMetrics(toPeer: counted.toPeer, toClient: counted.toClient)
-        owner.counters.splicedOldBytes &+= splice.newOldBytes()
+        owner.counters.splicedOldBytes &+= counted.old
         if counted.ended { return close(.relayEnded) }
         if splice.broken(0) || splice.broken(1) { close(.error, detail: Self.brokenSplice) }
     }
 
     /// Why a pipe closes whose program could not take a retransmitted segment's old bytes out.
     static let brokenSplice = "the kernel handed over retransmitted bytes it could not take out"
-
 
     private func addSplicedMetrics(toPeer: UInt64, toClient: UInt64) {
         owner.loop.core.counters.tcpBytesToPeer &+= toPeer
@@ -235,8 +234,8 @@ extension StreamConnection {
     /// one last time (the transport's release, before the sockets close).
     func endSplice() {
         guard let pipe, let splice = pipe.splice else { return }
-        owner.counters.splicedOldBytes &+= splice.newOldBytes()
         let counted = splice.finish()
         addSplicedMetrics(toPeer: counted.toPeer, toClient: counted.toClient)
+        owner.counters.splicedOldBytes &+= counted.old
     }
 }

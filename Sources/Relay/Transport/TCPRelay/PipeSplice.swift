@@ -42,8 +42,6 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
         /// The program's redirected count when the kernel's queue to the target was last seen
         /// drained: while it stays so, nothing new can be in that queue.
         var drainedAt: UInt64 = 0
-        /// Retransmitted bytes the program took out, counted in the loop's metrics.
-        var oldInMetrics: UInt64 = 0
     }
 
     struct Counted {
@@ -67,6 +65,8 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
     /// Per side, what relayd read and its target could not take yet (made when first needed).
     var buffers: [UnsafeMutableRawBufferPointer?] = [nil, nil]
     private let counted = Locked<Counted>(Counted())
+    /// Retransmitted bytes the program took out, both ways, counted in the loop's metrics.
+    private var oldInMetrics: UInt64 = 0
     /// The next wait on the kernel, doubled while nothing moves (2 ms up to 64 ms).
     var waitMicroseconds = PipeSplice.firstWait
 
@@ -150,7 +150,24 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
     /// What the program redirected each way from the pair at `first` (nil where the map cannot
     /// be read).
     private func redirected(_ first: UInt32) -> (toPeer: UInt64?, toClient: UInt64?) {
-        (kernel.counts(slot: first)?.redirected, kernel.counts(slot: first + 1)?.redirected)
+        let (toPeer, toClient) = counts(first)
+        return (toPeer?.redirected, toClient?.redirected)
+    }
+
+    /// Both slots' counts (nil where the map cannot be read).
+    private func counts(_ first: UInt32)
+        -> (KernelSplice.Counts?, KernelSplice.Counts?)
+    {
+        (kernel.counts(slot: first), kernel.counts(slot: first + 1))
+    }
+
+    /// The retransmitted bytes the program took out (docs/tcp-relay.md, "Retransmitted bytes")
+    /// that the loop's metrics do not have yet, both ways.
+    private func oldDelta(_ counts: (KernelSplice.Counts?, KernelSplice.Counts?)) -> UInt64 {
+        let total = (counts.0?.old ?? 0) &+ (counts.1?.old ?? 0)
+        guard total > oldInMetrics else { return 0 }
+        defer { oldInMetrics = total }
+        return total - oldInMetrics
     }
 
     /// The bytes of `totals` that `counted` does not have yet, which it takes.
@@ -171,10 +188,11 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
 
     /// Counts in `traffic` what the program redirected since the last count; `ended` once the
     /// allocation ended (its end counted the rest). The new bytes of each direction are returned
-    /// for the loop's metrics.
-    func count() -> (ended: Bool, toPeer: UInt64, toClient: UInt64) {
-        guard !sides.isEmpty else { return (false, 0, 0) }
-        let totals = redirected(first)
+    /// for the loop's metrics, with the retransmitted bytes taken out since the last count.
+    func count() -> (ended: Bool, toPeer: UInt64, toClient: UInt64, old: UInt64) {
+        guard !sides.isEmpty else { return (false, 0, 0, 0) }
+        let both = counts(first)
+        let totals = (toPeer: both.0?.redirected, toClient: both.1?.redirected)
         let ended = counted.withLock { counted -> Bool in
             guard !counted.stopped else { return true }
             var next = counted
@@ -189,7 +207,7 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
             }
             return false
         }
-        return (ended, metricsDelta(0, totals.toPeer), metricsDelta(1, totals.toClient))
+        return (ended, metricsDelta(0, totals.toPeer), metricsDelta(1, totals.toClient), oldDelta(both))
     }
 
     private func metricsDelta(_ side: Int, _ redirected: UInt64?) -> UInt64 {
@@ -200,11 +218,13 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
 
     /// The pipe closes: its sockets leave the sockmap, the last redirects are counted (kept for
     /// the allocation's end if it already refuses counts), and the pair is freed. Returns the
-    /// new bytes for the loop's metrics.
-    func finish() -> (toPeer: UInt64, toClient: UInt64) {
-        guard let spliced else { return (0, 0) }
+    /// new bytes for the loop's metrics, with the retransmitted bytes taken out since the last
+    /// count.
+    func finish() -> (toPeer: UInt64, toClient: UInt64, old: UInt64) {
+        guard let spliced else { return (0, 0, 0) }
         kernel.unsplice(spliced)
-        let totals = redirected(spliced.first)
+        let both = counts(spliced.first)
+        let totals = (toPeer: both.0?.redirected, toClient: both.1?.redirected)
         counted.withLock { counted in
             counted.first = nil
             guard !counted.stopped else { return }
@@ -219,7 +239,7 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
         traffic.forget(self)
         kernel.release(first: spliced.first)
         self.spliced = nil
-        return (metricsDelta(0, totals.toPeer), metricsDelta(1, totals.toClient))
+        return (metricsDelta(0, totals.toPeer), metricsDelta(1, totals.toClient), oldDelta(both))
     }
 
     func stopAndCount() -> TrafficCounters {
@@ -242,18 +262,6 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
             var copy = counted
             return counted.leftover + Self.take(redirected(first), into: &copy)
         }
-    }
-
-    /// Retransmitted bytes the program took out of segments handed to it again, both ways, since
-    /// the last call (docs/tcp-relay.md, "Retransmitted bytes"), for the loop's metrics.
-    func newOldBytes() -> UInt64 {
-        var new: UInt64 = 0
-        for side in sides.indices where sides[side].inMap {
-            guard let old = kernel.counts(slot: sides[side].slot)?.old, old > sides[side].oldInMetrics else { continue }
-            new &+= old - sides[side].oldInMetrics
-            sides[side].oldInMetrics = old
-        }
-        return new
     }
 
     /// Whether the program passed a segment of `side`'s source with old bytes it could not take
