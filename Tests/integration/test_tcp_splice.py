@@ -38,6 +38,7 @@ from test_tcp_relay import (  # noqa: F401 (echo: a fixture)
     UCLIENT_TIMEOUT, WAIT, EchoHandler, EchoServer, connected_pipe, control, echo, echo_through, metric, rss_kib,
     send_rest_and_check, stall, start)
 from test_uclient import _tool, parse_report
+from udpcapture import checksum
 
 pytestmark = [
     pytest.mark.serial,
@@ -218,15 +219,6 @@ def sequence_numbers(sock: socket.socket) -> tuple[int, int]:
     finally:
         sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF_NO_WP)
     return numbers[0], numbers[1]
-
-
-def checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 def tcp_segment(source: tuple[str, int], destination: tuple[str, int], seq: int, ack: int, payload: bytes) -> bytes:
