@@ -9,6 +9,13 @@ import Testing
 @Suite struct BlockStoreTests {
     static let logger = Logger(label: "relayd.block-tests") { _ in SwiftLogNoOpLogHandler() }
 
+    /// A new empty directory of the test's own (a `state-dir`).
+    static func makeDirectory() throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relayd-blocks-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        return directory
+    }
+
     @Test("A block's line and Redis value read back exactly, whatever the names hold")
     func roundTrip() throws {
         let entry = UserBlocklist.Entry(user: "al ice\n%x:é", until: 2_000_000_000, setBy: "ops team", setAt: 1_900_000_000)
@@ -51,8 +58,7 @@ import Testing
 
     @Test("The state-dir file keeps blocks across a restart: set, lifted, lapsed, damaged, refused")
     func file() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relayd-blocks-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let directory = try Self.makeDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
         let now: Int64 = 1_000
@@ -83,8 +89,7 @@ import Testing
 
     @Test("In a cluster, unconfirmed changes are kept in the file and come back with a restart")
     func pendingChanges() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relayd-blocks-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let directory = try Self.makeDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let now: Int64 = 5_000
         let store = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
@@ -133,8 +138,7 @@ import Testing
 extension BlockStoreTests {
     @Test("Outside a cluster, a change replaces a stale unconfirmed one left in the file")
     func stalePending() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relayd-blocks-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let directory = try Self.makeDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let now: Int64 = 9_000
         try "relayd-blocks 1\n0 \(now - 5) carol ops pending\n".write(
@@ -153,8 +157,7 @@ extension BlockStoreTests {
 extension BlockStoreTests {
     @Test("In a cluster, lifts are kept for a day, in the file too, and a later block ends one")
     func keptLifts() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relayd-blocks-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let directory = try Self.makeDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let now: Int64 = 200_000
         let store = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
