@@ -187,5 +187,17 @@ extension BlockStoreTests {
         restarted.apply([.init(user: "oscar", until: now + 900, setBy: "sec", setAt: now + 30)], whole: false, now: now + 60)
         #expect(restarted.recentLifts(now: now + 60).map(\.user) == ["mallory"])
         #expect(restarted.recentLifts(now: now + ClusterBlocks.forgetAfter).isEmpty)
+
+        // Outside a cluster nothing asks for the lifts: the file drops them once a day old.
+        let alone = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
+        alone.load(now: now + 60)
+        #expect(!alone.lifts.isEmpty)
+        let later = now + ClusterBlocks.forgetAfter
+        #expect(alone.set(.init(user: "eve", until: later + 60, setBy: "ops", setAt: later), now: later))
+        alone.saveIfDirty(now: later)
+        let reread = BlockStore(blocklist: UserBlocklist(), directory: directory, logger: Self.logger)
+        reread.load(now: now)
+        #expect(reread.lifts.isEmpty)
+        #expect(reread.blocklist.isBlocked("eve", now: later))
     }
 }

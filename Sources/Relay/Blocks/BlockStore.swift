@@ -197,7 +197,9 @@ final class BlockStore {
         var text = Self.header + "\n"
         for entry in blocklist.list(now: now) where pending[entry.user] == nil { text += BlockRecord.line(entry) }
         for change in pending.values { text += BlockRecord.line(change.entry, pending: true) }
-        for entry in lifts.values where pending[entry.user] == nil { text += BlockRecord.line(entry) }
+        for entry in lifts.values where pending[entry.user] == nil && entry.setAt > now - ClusterBlocks.forgetAfter {
+            text += BlockRecord.line(entry)
+        }
         let temporary = "\(path).\(getpid()).tmp"
         unlink(temporary)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
