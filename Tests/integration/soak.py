@@ -377,7 +377,8 @@ class Soak:
         r = self.report
         for s in r.sessions:
             if s.outcome.startswith("lost"):
-                r.violations.append(f"{s.transport} session of {s.user} on {s.node} lost: {s.outcome}")
+                r.violations.append(f"{s.transport} session of {s.user} on {s.node} lost: {s.outcome}; "
+                                    f"{self.faults_during(s)}")
         if r.quota_max_held > QUOTA * len(self.nodes):
             r.violations.append(f"quota: {r.quota_max_held} held")
         # Usage: every finished session whose node was not killed during it.
@@ -405,6 +406,13 @@ class Soak:
                     r.violations.append(f"{name} pid {pid}: descriptors {fd0} -> {fd1}")
                 if rss1 > rss0 + 48 * 1024:
                     r.violations.append(f"{name} pid {pid}: RSS {rss0} -> {rss1} KiB")
+
+    def faults_during(self, session: Session) -> str:
+        """The faults that struck while `session` ran (from a second before it to a second after),
+        each with its time from the session's start, so a loss can be laid at one."""
+        struck = [f"{kind} {node} at {t - session.started:+.2f} s" for t, kind, node in self.report.faults
+                  if session.started - 1 <= t <= session.ended + 1]
+        return "faults meanwhile: " + (", ".join(struck) if struck else "none")
 
     def summary(self) -> dict:
         r = self.report
