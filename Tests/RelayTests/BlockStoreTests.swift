@@ -201,3 +201,27 @@ extension BlockStoreTests {
         #expect(reread.blocklist.isBlocked("eve", now: later))
     }
 }
+
+extension BlockStoreTests {
+    @Test("Kept lifts: a new block here ends one, a day-old one is not taken, and they stay bounded")
+    func liftBounds() {
+        let now: Int64 = 300_000
+        let store = BlockStore(blocklist: UserBlocklist(), directory: nil, logger: Self.logger)
+        store.clustered = true
+        store.apply([.init(user: "mallory", until: 0, setBy: "ops", setAt: now - 5)], whole: false, now: now)
+        #expect(store.lifts.keys.sorted() == ["mallory"])
+        #expect(store.set(.init(user: "mallory", until: now + 60, setBy: "ops", setAt: now), now: now))
+        #expect(store.lifts.isEmpty, "a block set here ends the lift kept")
+        store.apply([.init(user: "old", until: 0, setBy: "ops", setAt: now - ClusterBlocks.forgetAfter)], whole: true,
+                    now: now)
+        #expect(store.lifts.isEmpty, "a lift a day old is about to be forgotten: not kept")
+        let many = (0...BlockStore.maximumLifts).map {
+            UserBlocklist.Entry(user: "u\($0)", until: 0, setBy: "ops", setAt: now - 10)
+        }
+        store.apply(many, whole: false, now: now)
+        #expect(store.lifts.count == BlockStore.maximumLifts)
+        // Once the old ones go, there is room again.
+        store.forgetOldLifts(now: now - 10 + ClusterBlocks.forgetAfter)
+        #expect(store.lifts.isEmpty)
+    }
+}

@@ -23,7 +23,7 @@ final class BlockStore {
     /// earlier one.
     private(set) var pending: [String: Pending] = [:]
     /// Lifts confirmed by the cluster or read from it, by user, for a day
-    /// (`ClusterBlocks.forgetAfter`), at most `UserBlocklist.limit`: merged back into a Redis
+    /// (`ClusterBlocks.forgetAfter`), at most `maximumLifts`: merged back into a Redis
     /// that came back from an older snapshot or a lagging replica, they keep it from bringing
     /// back a block lifted since (docs/admin.md, "Blocks that last"). Kept in the file too.
     private(set) var lifts: [String: UserBlocklist.Entry] = [:]
@@ -33,8 +33,11 @@ final class BlockStore {
 
     static let fileName = "blocks"
     static let header = "relayd-blocks 1"
-    /// The biggest file read back: 100,000 blocks of 512-byte names, percent-encoded, fit.
-    static let maximumFileBytes = 192 << 20
+    /// Lifts kept at most: a day of an operator's lifts, and a bound on the file.
+    static let maximumLifts = 10_000
+    /// The biggest file read back: 100,000 blocks and `maximumLifts` lifts of 512-byte names and
+    /// 256-byte key names, percent-encoded, fit.
+    static let maximumFileBytes = 256 << 20
 
     init(blocklist: UserBlocklist, directory: String?, logger: Logger) {
         self.blocklist = blocklist
@@ -63,8 +66,8 @@ final class BlockStore {
             if entry.until > now { blocklist.block(entry) }
             if isPending {
                 remember(entry)
-            } else if Self.isLift(entry), entry.setAt > now - ClusterBlocks.forgetAfter {
-                lifts[entry.user] = entry
+            } else if Self.isLift(entry) {
+                keep(lift: entry, now: now)
             }
         }
         if refused > 0 {
@@ -123,7 +126,7 @@ final class BlockStore {
     func confirm(_ user: String, serial: UInt64) {
         guard let change = pending[user], change.serial == serial else { return }
         pending[user] = nil
-        if Self.isLift(change.entry) { lifts[user] = change.entry }
+        if Self.isLift(change.entry) { keep(lift: change.entry, now: change.entry.setAt) }
         dirty = true
     }
 
@@ -133,26 +136,39 @@ final class BlockStore {
 
     /// Keeps `entry`'s news about lifts: a lift is kept, unless a later one is; a later block
     /// ends the lift kept.
-    private func learn(_ entry: UserBlocklist.Entry) {
-        let kept = lifts[entry.user]
+    private func learn(_ entry: UserBlocklist.Entry, now: Int64) {
         if Self.isLift(entry) {
-            // As many as the blocklist holds blocks: the table's own bound.
-            guard kept != nil || lifts.count < UserBlocklist.limit else { return }
-            if kept.map({ $0.setAt <= entry.setAt }) ?? true {
-                if kept != entry { dirty = true }
-                lifts[entry.user] = entry
-            }
-        } else if let kept, entry.until > 0, entry.setAt >= kept.setAt {
+            keep(lift: entry, now: now)
+        } else if let kept = lifts[entry.user], entry.until > 0, entry.setAt >= kept.setAt {
             lifts[entry.user] = nil
             dirty = true
         }
     }
 
-    /// The lifts kept that are younger than a day at `now` (older ones are forgotten).
-    func recentLifts(now: Int64) -> [UserBlocklist.Entry] {
+    /// Keeps `lift` unless it is a day old at `now`, a later lift of its user is kept, or
+    /// `maximumLifts` are kept (once old ones were let go).
+    private func keep(lift: UserBlocklist.Entry, now: Int64) {
+        guard lift.setAt > now - ClusterBlocks.forgetAfter else { return }
+        let kept = lifts[lift.user]
+        guard kept.map({ $0.setAt <= lift.setAt }) ?? true, kept != lift else { return }
+        if kept == nil, lifts.count >= Self.maximumLifts {
+            forgetOldLifts(now: now)
+            guard lifts.count < Self.maximumLifts else { return }
+        }
+        lifts[lift.user] = lift
+        dirty = true
+    }
+
+    /// Lets go of the lifts a day old at `now` (the cluster's agent calls it every minute).
+    func forgetOldLifts(now: Int64) {
         let old = lifts.values.filter { $0.setAt <= now - ClusterBlocks.forgetAfter }
         for entry in old { lifts[entry.user] = nil }
         if !old.isEmpty { dirty = true }
+    }
+
+    /// The lifts kept that are younger than a day at `now`, less those with a change pending.
+    func recentLifts(now: Int64) -> [UserBlocklist.Entry] {
+        forgetOldLifts(now: now)
         return lifts.values.filter { pending[$0.user] == nil }
     }
 
@@ -163,7 +179,7 @@ final class BlockStore {
         if whole {
             var table: [String: UserBlocklist.Entry] = [:]
             for entry in entries {
-                if pending[entry.user] == nil { learn(entry) }
+                if pending[entry.user] == nil { learn(entry, now: now) }
                 if entry.until > now { table[entry.user] = entry }
             }
             for (user, change) in pending { table[user] = change.entry.until > now ? change.entry : nil }
@@ -171,7 +187,7 @@ final class BlockStore {
             return
         }
         for entry in entries where pending[entry.user] == nil {
-            learn(entry)
+            learn(entry, now: now)
             let changed = entry.until > now ? blocklist.update(entry) : blocklist.unblock(entry.user)
             if changed { dirty = true }
         }

@@ -56,6 +56,7 @@ final class ClusterBlocks {
         }
         flush(connection)
         if !reading { read(connection) }
+        if ticks % 600 == 0 { store.forgetOldLifts(now: now) }
         if ticks % 10 == 0 { store.saveIfDirty(now: now) }
     }
 
