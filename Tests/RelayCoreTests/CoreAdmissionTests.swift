@@ -118,6 +118,27 @@ import Testing
         #expect(harness.core.allocationCount == 0 && ledger.local.total == 0)
     }
 
+    @Test("A live upgrade lets a UDP client's pending Allocate go: its grant allocates nothing here; a TCP client's stays")
+    func handoverForgetsPendingUDP() throws {
+        let (harness, ledger) = harness()
+        let udp = harness.restClient(at: CoreFixture.clientA)
+        _ = try signedAllocate(harness, udp, at: CoreFixture.clientA)
+        let tcp = harness.restClient(at: CoreFixture.clientB, transport: .tcp)
+        try tcp.challenge()
+        let bytes = try tcp.signedRequest(.allocate) { w in try w.append(RequestedTransport.udp) }
+        #expect(harness.receive(bytes, from: CoreFixture.clientB, transport: .tcp).isEmpty)
+        #expect(ledger.asked.count == 2)
+        let (udpTicket, tcpTicket) = (ledger.asked[0].ticket, ledger.asked[1].ticket)
+        harness.core.forgetWaitingUDPRequests()
+        #expect(harness.core.pendingAllocate(udpTicket) == nil)
+        #expect(harness.core.pendingAllocate(tcpTicket) == harness.origin(CoreFixture.clientB, transport: .tcp).fiveTuple)
+        // The grant that comes after the snapshot allocates nothing and answers nothing; its lease goes back.
+        #expect(harness.resume(udpTicket, lease(ledger.local, "alice")).isEmpty)
+        #expect(harness.core.allocationCount == 0 && ledger.local.total == 0)
+        let answer = try response(harness.resume(tcpTicket, lease(ledger.local, "alice")), to: CoreFixture.clientB)
+        #expect(answer.isSuccess, "\(answer.description)")
+    }
+
     @Test("A granted Allocate that cannot open a relayed address gives its lease back (508)")
     func leaseBackWhenNoPort() throws {
         let (harness, ledger) = harness(holding: false) {

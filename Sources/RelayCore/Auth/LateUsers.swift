@@ -92,6 +92,11 @@ struct LateUsers {
         held = held.filter { $0.value.origin.fiveTuple != fiveTuple }
     }
 
+    /// Forgets the requests of every 5-tuple `matching` picks.
+    mutating func forget(where matching: (FiveTuple) -> Bool) {
+        held = held.filter { !matching($0.value.origin.fiveTuple) }
+    }
+
     /// Forgets lookups older than `giveUp` (their requests were retransmitted or abandoned),
     /// and answers that lapsed.
     mutating func sweep(now: Int64) {

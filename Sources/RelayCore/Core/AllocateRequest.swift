@@ -87,6 +87,9 @@ struct PendingAllocates {
         return entry.request
     }
 
+    /// The 5-tuples whose Allocates wait.
+    var fiveTuples: [FiveTuple] { Array(byFiveTuple.keys) }
+
     /// Whether an Allocate of `fiveTuple` waits for its answer.
     func contains(_ fiveTuple: FiveTuple) -> Bool { byFiveTuple[fiveTuple] != nil }
 

@@ -14,6 +14,23 @@ extension RelayCore {
         public var socket: RelaySocket
     }
 
+    /// A live upgrade pauses this core: the UDP clients' Allocates that still wait (for the
+    /// ledger's admission, for relay sockets, or for a user's lookup) are let go, so none
+    /// allocates here after the snapshot was taken: such an allocation would stay in this
+    /// process while the client's next requests reach the heir, which answers them 437. A granted
+    /// lease that comes later goes straight back. The client sends its Allocate again (RFC 8489
+    /// §6.2.1), and whichever process reads it then answers. Stream clients' requests stay.
+    public func forgetWaitingUDPRequests() {
+        assertOwned()
+        for fiveTuple in pendingAllocates.fiveTuples where fiveTuple.transport == .udp {
+            pendingAllocates.forget(fiveTuple)
+        }
+        for fiveTuple in relayOpenings.fiveTuples where fiveTuple.transport == .udp {
+            relayOpenings.cancel(fiveTuple)
+        }
+        lateUsers.forget(where: { $0.transport == .udp })
+    }
+
     /// The relay sockets of every UDP client's allocation; TCP, TLS and DTLS clients' allocations
     /// stay with their connections, which cannot move.
     public func udpRelaySockets() -> [HandedRelaySocket] {

@@ -67,6 +67,9 @@ struct RelayOpenings {
     static func serial(of id: UInt64) -> UInt64 { id >> 1 }
     static func slot(of id: UInt64) -> Int { Int(id & 1) }
 
+    /// The 5-tuples whose Allocates wait for sockets.
+    var fiveTuples: [FiveTuple] { Array(byFiveTuple.keys) }
+
     /// Whether an Allocate of `fiveTuple` waits for its sockets (a retransmission is dropped).
     func contains(_ fiveTuple: FiveTuple) -> Bool { byFiveTuple[fiveTuple] != nil }
 

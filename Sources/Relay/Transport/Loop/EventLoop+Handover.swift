@@ -144,6 +144,7 @@ extension EventLoop {
             bequest.add(
                 HandoverSocket(kind: kind, session: relay.session, address: relay.address), relay.socket.descriptor)
         }
+        core.forgetWaitingUDPRequests()
         journal?.write(core, now: now)
         core.journaling = false
         // The heir goes on from these counters (docs/live-upgrade.md, "Metrics").
