@@ -149,9 +149,12 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
 
     /// What the program redirected each way from the pair at `first` (nil where the map cannot
     /// be read).
-    private func redirected(_ first: UInt32) -> (toPeer: UInt64?, toClient: UInt64?) {
-        let (toPeer, toClient) = counts(first)
-        return (toPeer?.redirected, toClient?.redirected)
+    private func redirected(_ first: UInt32) -> (toPeer: UInt64?, toClient: UInt64?) { Self.redirected(counts(first)) }
+
+    private static func redirected(_ both: (KernelSplice.Counts?, KernelSplice.Counts?))
+        -> (toPeer: UInt64?, toClient: UInt64?)
+    {
+        (both.0?.redirected, both.1?.redirected)
     }
 
     /// Both slots' counts (nil where the map cannot be read).
@@ -192,7 +195,7 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
     func count() -> (ended: Bool, toPeer: UInt64, toClient: UInt64, old: UInt64) {
         guard !sides.isEmpty else { return (false, 0, 0, 0) }
         let both = counts(first)
-        let totals = (toPeer: both.0?.redirected, toClient: both.1?.redirected)
+        let totals = Self.redirected(both)
         let ended = counted.withLock { counted -> Bool in
             guard !counted.stopped else { return true }
             var next = counted
@@ -224,7 +227,7 @@ final class PipeSplice: PipedKernelCount, @unchecked Sendable {
         guard let spliced else { return (0, 0, 0) }
         kernel.unsplice(spliced)
         let both = counts(spliced.first)
-        let totals = (toPeer: both.0?.redirected, toClient: both.1?.redirected)
+        let totals = Self.redirected(both)
         counted.withLock { counted in
             counted.first = nil
             guard !counted.stopped else { return }
