@@ -12,7 +12,7 @@ extension RelayServer {
         guard let channel = Inheritance.channelFromEnvironment() else { return nil }
         let bounds = JournalBounds(settings: CoreSettings(configuration: configuration))
         do {
-            return try Inheritance.receive(on: channel, bootID: handoverBootID, now: EventLoop.now(), bounds: bounds)
+            return try Inheritance.receive(on: channel, bootID: handoverBootID, clock: EventLoop.now, bounds: bounds)
         } catch {
             throw StartError(description: "live upgrade: \(error.description)")
         }
@@ -31,6 +31,13 @@ extension RelayServer {
                 metadata: ["event": "upgrade_ready_failed"])
         }
         ports.setSibling(true)
+        if !inheritance.drops.isEmpty {
+            let reasons = inheritance.drops.sorted { "\($0.key)" < "\($1.key)" }
+                .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            logger.warning(
+                "live upgrade: the handed-over state left out \(reasons)",
+                metadata: ["event": "upgrade_state_dropped", "reasons": "\(reasons)"])
+        }
         logger.notice(
             "live upgrade: serving in place of pid \(inheritance.predecessor)",
             metadata: [

@@ -30,6 +30,9 @@ public final class Inheritance: Sendable {
     private let sockets: Locked<[Key: Int32]>
     /// The UDP allocations handed over, with their keys (the nonce key, docs/state-journal.md).
     let state: JournalState
+    /// What the snapshot held that this process left out, by reason: only lifetimes that ran
+    /// out between the snapshot and its reading are expected here; the heir logs any.
+    let drops: [JournalDropReason: Int]
     /// The number of loops the running relayd had: its UDP listeners' SO_REUSEPORT groups have
     /// that many members.
     let loops: Int
@@ -53,7 +56,8 @@ public final class Inheritance: Sendable {
     private let pipes: Locked<[PeerConnectionID: HandoverPipe]>
 
     private init(
-        sockets: [Key: Int32], state: JournalState, blocks: [UserBlocklist.Entry], counters: CarriedCounters,
+        sockets: [Key: Int32], state: JournalState, drops: [JournalDropReason: Int], blocks: [UserBlocklist.Entry],
+        counters: CarriedCounters,
         streams: [UInt64: HandoverStream], tcpRelays: [UInt64: TCPRelaySnapshot], pipes: [PeerConnectionID: HandoverPipe],
         limiters: [HandoverLimiter: [HandoverLimiterEntry]], loops: Int, channel: HandoverChannel
     ) {
@@ -68,6 +72,7 @@ public final class Inheritance: Sendable {
             return (snapshot, PipeAccount(traffic: traffic, budget: budget))
         }
         self.state = state
+        self.drops = drops
         self.blocks = blocks
         self.counters = counters
         self.loops = loops
@@ -86,8 +91,13 @@ public final class Inheritance: Sendable {
     }
 
     /// Says hello and reads everything the running relayd sends, within `seconds`.
+    ///
+    /// `clock` is read once the snapshot is whole, never before: the running relayd stamps it
+    /// when its loops have paused, after this hello, and a record stamped later than the
+    /// reader's second is dropped (docs/state-journal.md), so a second boundary between the
+    /// two would lose every allocation.
     static func receive(
-        on channel: HandoverChannel, bootID: BootID, now: Int64, bounds: JournalBounds, seconds: Int64 = 30
+        on channel: HandoverChannel, bootID: BootID, clock: () -> Int64, bounds: JournalBounds, seconds: Int64 = 30
     ) throws(HandoverChannel.Failure) -> Inheritance {
         let deadline = HandoverChannel.monotonicMillis() + seconds * 1000
         try channel.send(.hello(version: HandoverMessage.version, pid: getpid()))
@@ -156,9 +166,9 @@ public final class Inheritance: Sendable {
                 var bounds = bounds
                 bounds.streamClients = true
                 do {
-                    let recovery = try JournalReader.read(snapshot, bootID: bootID, now: now, bounds: bounds)
+                    let recovery = try JournalReader.read(snapshot, bootID: bootID, now: clock(), bounds: bounds)
                     return Inheritance(
-                        sockets: sockets, state: recovery.state, blocks: blocks,
+                        sockets: sockets, state: recovery.state, drops: recovery.drops, blocks: blocks,
                         counters: CarriedCounters(page: String(decoding: counterPage, as: UTF8.self)),
                         streams: streams, tcpRelays: tcpRelays, pipes: pipes, limiters: limiters, loops: loops,
                         channel: channel)

@@ -226,6 +226,11 @@ final class EventLoop {
             switch item {
             case .context(let context): core.update(context: context)
             case .forwarded(let request):
+                // Paused for a live upgrade, this loop's allocations are already in the heir's
+                // snapshot: a request applied now (an RFC 8016 move, a Refresh) would be lost
+                // with the old process. It is let go; its client retransmits to the heir, or
+                // to this process if the upgrade fails (docs/live-upgrade.md).
+                guard !handingOver else { continue }
                 // A handed-over request may move an allocation of this loop: what its client
                 // sent before it, already queued on this loop's sockets, goes first.
                 readClientSockets()
