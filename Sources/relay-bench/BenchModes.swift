@@ -18,10 +18,30 @@ enum BenchModes {
 
     /// Creates `options.idleAllocations` allocations, refreshes them once, signals readiness,
     /// holds them (refreshing at half the lifetime), then deletes them.
+    ///
+    /// Stream clients connect and allocate `streamBatch` at a time: a connection without an
+    /// allocation is pending, and a server bounds one source's pending connections (relayd's
+    /// share is half of `max-pending-connections`, docs/rate-limits.md), so a fleet that
+    /// connected all at once would measure that bound instead of the allocations. For the same
+    /// reason (one source's share of `max-connections`), towards a loopback server each batch
+    /// connects from its own loopback address, 127.0.1.1 on: many clients, many addresses.
     static func idle(_ options: BenchOptions, report: inout Report) -> String {
-        let clients = ClientFleet.make(count: options.idleAllocations, options: options, bufferBytes: 16_384)
+        let batch = options.transport == .udp ? options.idleAllocations : streamBatch
+        var clients: [TurnClient] = []
+        var tally = SetupTally()
+        while clients.count < options.idleAllocations {
+            let count = min(batch, options.idleAllocations - clients.count)
+            let number = clients.count / batch
+            let source =
+                options.transport != .udp && options.server.ip.isLoopback && options.server.ip.ipv4Value != nil
+                ? IPAddress(ipv4: 0x7F00_0101 + UInt32(number % 250)) : nil
+            let some = ClientFleet.make(
+                count: count, options: options, bufferBytes: 16_384, first: clients.count, source: source)
+            tally.merge(SetupPhase(clients: some, options: options).allocate(Array(some.indices), bufferBytes: 16_384))
+            clients += some
+            if some.count < count { break }
+        }
         let setup = SetupPhase(clients: clients, options: options)
-        let tally = setup.allocate(Array(clients.indices), bufferBytes: 16_384)
         record(tally, as: "setup", into: &report)
         let ok = clients.indices.filter { clients[$0].relayed != nil }
         let refreshed = setup.refresh(ok)
@@ -47,6 +67,10 @@ enum BenchModes {
         return "idle: \(ok.count)/\(options.idleAllocations) allocations up at \(fmt(tally.ratePerSecond, 0))/s, "
             + "refresh ok \(refreshed.succeeded), failures \(tally.failuresJSON)"
     }
+
+    /// Stream clients connected at once by `idle`, each batch allocating before the next
+    /// connects.
+    static let streamBatch = 1_000
 
     /// Sets up the pairs, runs paced traffic, reports it, deletes the allocations.
     static func traffic(_ options: BenchOptions, report: inout Report) throws -> String {

@@ -5,7 +5,11 @@ import StunCodec
 /// REST credentials of their own.
 enum ClientFleet {
     /// `count` clients; stops early (and says so) if the system runs out of sockets.
-    static func make(count: Int, options: BenchOptions, bufferBytes: Int32) -> [TurnClient] {
+    /// `first`: the index (and credentials) of the first client, for a fleet made in batches;
+    /// `source`: the address stream clients connect from (the kernel's choice when nil).
+    static func make(
+        count: Int, options: BenchOptions, bufferBytes: Int32, first: Int = 0, source: IPAddress? = nil
+    ) -> [TurnClient] {
         var clients: [TurnClient] = []
         clients.reserveCapacity(count)
         let expiry = 86_400
@@ -15,9 +19,9 @@ enum ClientFleet {
                 Report.note("cannot create a TLS client context")
                 return []
             }
-            for i in 0..<count {
-                guard let stream = ClientStream(context: context, server: options.server) else {
-                    Report.note("\(options.transport) connection \(i + 1) of \(count) to \(options.server) failed (errno \(errno))")
+            for i in first..<first + count {
+                guard let stream = ClientStream(context: context, server: options.server, source: source) else {
+                    Report.note("\(options.transport) connection \(i + 1) of \(first + count) to \(options.server) failed (errno \(errno))")
                     break
                 }
                 let credentials = options.credentials(client: i, validForSeconds: expiry)

@@ -29,11 +29,24 @@ final class ClientStream {
 
     /// Connects (TCP, then with a `context` the TLS handshake, both blocking) and leaves the
     /// socket non-blocking.
-    init?(context: OpaquePointer?, server: TransportAddress) {
+    /// `source`: the local address to connect from; the kernel's choice when nil.
+    init?(context: OpaquePointer?, server: TransportAddress, source: IPAddress? = nil) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
+        if let source {
+            var local = UDPEndpoint.sockaddrIn(TransportAddress(ip: source, port: 0))
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
+            }
+            guard bound else {
+                close(fd)
+                return nil
+            }
+        }
         var sa = UDPEndpoint.sockaddrIn(server)
         let connected = withUnsafePointer(to: &sa) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
