@@ -27,6 +27,18 @@ final class ClientStream {
     /// Drops the creator's reference to a context from `makeContext` (connections keep their own).
     static func releaseContext(_ context: OpaquePointer) { SSL_CTX_free(context) }
 
+    /// `bind` or `connect` of `fd` to an IPv4 `address`: whether it succeeded.
+    private static func call(
+        _ operation: (Int32, UnsafePointer<sockaddr>?, socklen_t) -> Int32, _ fd: Int32, _ address: TransportAddress
+    ) -> Bool {
+        var sa = UDPEndpoint.sockaddrIn(address)
+        return withUnsafePointer(to: &sa) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                operation(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+
     /// Connects (TCP, then with a `context` the TLS handshake, both blocking) and leaves the
     /// socket non-blocking.
     /// `source`: the local address to connect from; the kernel's choice when nil.
@@ -35,25 +47,8 @@ final class ClientStream {
         guard fd >= 0 else { return nil }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
-        if let source {
-            var local = UDPEndpoint.sockaddrIn(TransportAddress(ip: source, port: 0))
-            let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-                }
-            }
-            guard bound else {
-                close(fd)
-                return nil
-            }
-        }
-        var sa = UDPEndpoint.sockaddrIn(server)
-        let connected = withUnsafePointer(to: &sa) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        guard connected else {
+        let bound = source.map { Self.call(Glibc.bind, fd, TransportAddress(ip: $0, port: 0)) } ?? true
+        guard bound, Self.call(Glibc.connect, fd, server) else {
             close(fd)
             return nil
         }
