@@ -24,7 +24,7 @@ enum BenchModes {
     /// share is half of `max-pending-connections`, docs/rate-limits.md), so a fleet that
     /// connected all at once would measure that bound instead of the allocations. For the same
     /// reason (one source's share of `max-connections`), towards a loopback server each batch
-    /// connects from its own loopback address, 127.0.1.1 on: many clients, many addresses.
+    /// connects from its own loopback address, 127.1.0.1 on: many clients, many addresses.
     static func idle(_ options: BenchOptions, report: inout Report) -> String {
         let batch = options.transport == .udp ? options.idleAllocations : streamBatch
         var clients: [TurnClient] = []
@@ -34,7 +34,7 @@ enum BenchModes {
             let number = clients.count / batch
             let source =
                 options.transport != .udp && options.server.ip.isLoopback && options.server.ip.ipv4Value != nil
-                ? IPAddress(ipv4: 0x7F00_0101 + UInt32(number % 250)) : nil
+                ? IPAddress(ipv4: 0x7F01_0001 + UInt32(number)) : nil
             let some = ClientFleet.make(
                 count: count, options: options, bufferBytes: 16_384, first: clients.count, source: source)
             tally.merge(SetupPhase(clients: some, options: options).allocate(Array(some.indices), bufferBytes: 16_384))

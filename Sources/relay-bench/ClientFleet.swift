@@ -21,7 +21,7 @@ enum ClientFleet {
             }
             for i in first..<first + count {
                 guard let stream = ClientStream(context: context, server: options.server, source: source) else {
-                    Report.note("\(options.transport) connection \(i + 1) of \(first + count) to \(options.server) failed (errno \(errno))")
+                    Report.note("\(options.transport) connection \(i + 1) to \(options.server) failed (errno \(errno))")
                     break
                 }
                 let credentials = options.credentials(client: i, validForSeconds: expiry)

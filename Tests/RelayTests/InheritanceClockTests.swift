@@ -48,7 +48,7 @@ import Testing
             try? running.send(.done(sockets: 0, stateBytes: UInt32(snapshot.count), blocks: 0))
         }
         runningSide.start()
-        let inheritance = try Inheritance.receive(on: heir, bootID: boot, clock: clock.now, bounds: JournalBounds())
+        let inheritance = try Inheritance.receive(on: heir, bootID: boot, clock: clock.now, bounds: JournalBounds(), seconds: 5)
         #expect(inheritance.drops.isEmpty, "left out: \(inheritance.drops)")
         #expect(inheritance.state.allocations.keys.sorted() == [9])
         #expect(inheritance.state.allocations[9]?.main.expiresAt == start + 600)
@@ -68,7 +68,7 @@ import Testing
         // Everything is queued before the hello is read: the channel is a socket pair.
         try running.send(.state(snapshot))
         try running.send(.done(sockets: 0, stateBytes: UInt32(snapshot.count), blocks: 0))
-        let inheritance = try Inheritance.receive(on: heir, bootID: boot, clock: clock.now, bounds: JournalBounds())
+        let inheritance = try Inheritance.receive(on: heir, bootID: boot, clock: clock.now, bounds: JournalBounds(), seconds: 5)
         #expect(inheritance.state.allocations.keys.sorted() == [1])
         #expect(inheritance.drops == [.allocationExpired: 1])
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Logging
 import RelayCore
 
 /// The heir's side of a live upgrade (docs/live-upgrade.md): a relayd started by another with
@@ -34,8 +35,13 @@ extension RelayServer {
         if !inheritance.drops.isEmpty {
             let reasons = inheritance.drops.sorted { "\($0.key)" < "\($1.key)" }
                 .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            logger.warning(
-                "live upgrade: the handed-over state left out \(reasons)",
+            // Lifetimes that ran out while the loops paused are expected; anything else is not.
+            let expected: Set<JournalDropReason> = [
+                .allocationExpired, .permissionExpired, .channelExpired, .reservationExpired,
+            ]
+            let level: Logger.Level = Set(inheritance.drops.keys).isSubset(of: expected) ? .notice : .warning
+            logger.log(
+                level: level, "live upgrade: the handed-over state left out \(reasons)",
                 metadata: ["event": "upgrade_state_dropped", "reasons": "\(reasons)"])
         }
         logger.notice(

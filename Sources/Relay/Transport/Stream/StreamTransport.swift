@@ -283,19 +283,22 @@ final class StreamTransport {
         }
         // Freed record buffers sit in the allocator's free lists, resident, until trimmed:
         // give the whole free pages back once a sweep freed many (docs/benchmark.md).
-        // One loop at a time, at most every `trimSeconds`: a trim walks every arena.
+        // One loop at a time, at most every `trimSeconds`: a trim walks every arena. The count
+        // goes on until this loop trims, so a loop refused for another's recent trim tries
+        // again at a later sweep instead of leaving its freed pages resident.
         if buffersReleased >= Self.trimAfterReleases {
             let last = Self.lastTrim.load(ordering: .relaxed)
             if now - last >= Self.trimSeconds,
                 Self.lastTrim.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
             {
                 _ = relayd_trim_heap()
+                buffersReleased = 0
             }
         }
-        buffersReleased = 0
     }
 
-    /// Connections that gave their buffers back in one sweep before the allocator is trimmed.
+    /// Connections that gave their buffers back since this loop last trimmed the allocator,
+    /// before it trims again.
     static let trimAfterReleases = 64
     /// Seconds between two trims, all loops together, and when the last one was.
     static let trimSeconds: Int64 = 5
