@@ -5,8 +5,9 @@ import StunCodec
 /// REST credentials of their own.
 enum ClientFleet {
     /// `count` clients; stops early (and says so) if the system runs out of sockets.
-    /// `first`: the index (and credentials) of the first client, for a fleet made in batches;
-    /// `source`: the address stream clients connect from (the kernel's choice when nil).
+    /// For stream clients, made in batches: `first` is the index (and credentials) of the
+    /// first one, `source` the address they connect from (the kernel's choice when nil). UDP
+    /// fleets are made whole, from 0.
     static func make(
         count: Int, options: BenchOptions, bufferBytes: Int32, first: Int = 0, source: IPAddress? = nil
     ) -> [TurnClient] {
