@@ -148,6 +148,8 @@ import Testing
         let sink = RecordingStreamSink()
         let pair = try RelayPair(loops: 2, transportB: .tcp, streamSink: sink)
         #expect(try pair.a.createPermission([pair.relayedB]).isSuccess)
+        // A permission for another peer lists B (`RelayedAddressDirectory.publish`).
+        #expect(try pair.b.createPermission([CoreFixture.peer1]).isSuccess)
         #expect(
             pair.sender.receive(
                 try StunTestMessages.sendIndication(to: pair.relayedB, payload: [5]), from: CoreFixture.clientA

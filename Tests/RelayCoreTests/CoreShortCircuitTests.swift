@@ -60,11 +60,28 @@ import Testing
         let pair = try RelayPair(loops: loops)
         let (harness, a, relayedB) = (pair.sender, pair.a, pair.relayedB)
         #expect(try a.createPermission([relayedB]).isSuccess)
+        // B holds a permission, for another peer: listed, so another loop judges it too.
+        #expect(try pair.b.createPermission([CoreFixture.peer1]).isSuccess)
         let sent = harness.receive(
             try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
         #expect(sent.isEmpty)
         #expect(harness.counters.dropped(.noPermission) == 1)
         #expect(harness.counters.packetsToClient == 0)
+    }
+
+    @Test(
+        "Before B's first permission, another loop's packet to B leaves through A's relay socket for B's loop to drop")
+    func unlistedBeforeFirstPermission() throws {
+        let pair = try RelayPair(loops: 2)
+        let (harness, a, relayedB) = (pair.sender, pair.a, pair.relayedB)
+        #expect(try a.createPermission([relayedB]).isSuccess)
+        #expect(harness.core.tables.directory.count == 1)
+        let sent = harness.receive(
+            try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
+        try #require(sent.count == 1)
+        #expect(sent[0].peer?.peer == relayedB)
+        #expect(harness.counters.dropped(.noPermission) == 0)
+        #expect(harness.counters.shortCircuited == 0)
     }
 
     @Test("Behind 1:1 NAT: a packet for B's external-ip form reaches B from A's external-ip form, with no hairpin")

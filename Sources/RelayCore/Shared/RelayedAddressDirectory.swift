@@ -8,8 +8,9 @@ import Synchronization
 ///
 /// It extends the relay-to-relay short-circuit across loop threads. SO_REUSEPORT
 /// spreads the two clients of a call over the loops at random, so with N loops only 1/N of the
-/// pairs meet on one thread. The owning thread writes an entry whenever that state changes
-/// (Allocate, CreatePermission, ChannelBind, Refresh, deletion: the control plane); the other
+/// pairs meet on one thread. The owning thread writes an entry from the allocation's first
+/// permission on, whenever that state changes (CreatePermission, ChannelBind, Refresh,
+/// deletion: the control plane); the other
 /// threads read it once per relayed packet. Entries are sharded by port so two loops rarely
 /// meet on one lock, and a reader copies out only a few value fields: no heap traffic.
 public final class RelayedAddressDirectory: Sendable {
@@ -78,7 +79,9 @@ public final class RelayedAddressDirectory: Sendable {
 
     /// Writes `allocation`'s current client (for a TCP/TLS client, its connection `sink`),
     /// permissions, channels and expiry (owner thread only), under each of its relayed addresses
-    /// (two for a dual allocation, each with its own expiry).
+    /// (two for a dual allocation, each with its own expiry). An allocation that never had a
+    /// permission is not listed: another thread's packet to it then leaves through the sender's
+    /// relay socket and is dropped by the target's loop, as a peer's would be.
     func publish(_ allocation: Allocation, sink: (any StreamSink)?) {
         publish(allocation, relayed: allocation.relayedAddress, expiry: allocation.expiry, sink: sink)
         if let additional = allocation.additional {
@@ -91,6 +94,10 @@ public final class RelayedAddressDirectory: Sendable {
     ) {
         shard(relayed).entries.withLock { entries in
             if entries[relayed] == nil {
+                // Listed from its first permission: before it, every packet to it is dropped
+                // (RFC 8656 §9), which the target's own relay socket path does as well, so an
+                // idle allocation costs no entry (docs/benchmark.md, "Node capacity").
+                guard !allocation.permissions.isEmpty else { return }
                 entries[relayed] = Entry(
                     client: allocation.origin.fiveTuple.client, server: allocation.origin.fiveTuple.server,
                     expiry: expiry, permissions: allocation.permissions, channels: allocation.channels,
