@@ -495,6 +495,12 @@ public final class FuzzSession {
                 require(
                     route.expiry <= owner.expiry(for: route.peer.ip.family) && route.expiry <= (channel?.expiry ?? 0),
                     "channel route outlives its channel or allocation")
+            case .watchRelaySocket(let socket, _):
+                require(
+                    allocations.contains {
+                        ($0.relaySocket == socket || $0.additional?.relaySocket == socket) && $0.tcpRelay == nil
+                    },
+                    "a relay socket watched for no UDP allocation")
             case .setDontFragment(let socket):
                 require(
                     allocations.contains { ($0.relaySocket == socket || $0.additional?.relaySocket == socket) && $0.dontFragment },

@@ -349,6 +349,8 @@ final class CoreHarness {
                 sockets.closeRelaySocket(socket)
             case .setDontFragment(let socket):
                 dontFragment.append(socket)
+            case .watchRelaySocket(let socket, let drain):
+                watched.append((socket, drain))
             case .deliverToStream(let delivery):
                 let sink = delivery.sink as? RecordingStreamSink
                 if sink?.take(delivery.bytes) != true { core.streamDeliveryRefused(delivery, now: now) }
@@ -403,6 +405,8 @@ final class CoreHarness {
 
     /// The relay sockets the core asked to send without fragmenting (DONT-FRAGMENT), in order.
     var dontFragment: [RelaySocket] = []
+    /// The relay sockets the core asked to read (`CoreCommand.watchRelaySocket`), in order.
+    var watched: [(socket: RelaySocket, drain: Bool)] = []
 
     /// A channel route command, as a data plane outside the core would receive it.
     enum ChannelCommand: Equatable {
@@ -424,6 +428,7 @@ final class CoreHarness {
         case .openRelaySocket: "openRelaySocket"
         case .closeRelaySocket: "closeRelaySocket"
         case .setDontFragment: "setDontFragment"
+        case .watchRelaySocket: "watchRelaySocket"
         case .deliverToStream: "deliverToStream"
         case .installChannel: "installChannel"
         case .removeChannel: "removeChannel"

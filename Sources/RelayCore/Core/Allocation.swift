@@ -81,6 +81,8 @@ public final class Allocation {
     public internal(set) var mobile = false
     /// Adopted by this process with its sockets open (a live upgrade, a restore).
     public internal(set) var adopted = false
+    /// Its relay sockets are read (`CoreCommand.watchRelaySocket`): it has had a permission.
+    var relayWatched = false
 
     /// Most permissions ever installed at once, and channels ever bound, for the deletion summary.
     public var permissionsUsed: Int { Int(permissionsInstalled) }

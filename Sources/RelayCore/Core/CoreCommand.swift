@@ -15,6 +15,11 @@ public enum CoreCommand {
     /// socket sends must not be fragmented (DF set for IPv4); a datagram over the path MTU is
     /// dropped and counted instead.
     case setDontFragment(RelaySocket)
+    /// Start reading this UDP relay socket: its allocation has its first permission. Until then
+    /// every peer packet would be dropped (RFC 8656 §9), so an idle allocation's socket is not
+    /// polled and may queue only the kernel's minimum (docs/benchmark.md, "Node capacity").
+    /// `drain`: drop what it queued before, unread, as the permission check would have.
+    case watchRelaySocket(RelaySocket, drain: Bool)
     /// A packet framed for a TCP/TLS client of another loop thread (the relay-to-relay
     /// short-circuit, docs/architecture.md): the I/O layer queues it on that client's connection,
     /// and calls `RelayCore.streamDeliveryRefused` if the connection will not take it.

@@ -62,6 +62,8 @@ extension RelayCore {
         allocation.moves = adopted.moves
         if adopted.mobile { registerMobile(allocation) }
         table.insert(allocation)
+        // What a handed-over socket queued meanwhile is for live permissions: read, not dropped.
+        watchRelaySockets(of: allocation, drain: false)
         publish(allocation)
         announceChannels(of: allocation, peerIPs: nil, now: now)
         outbox.emit(

@@ -33,6 +33,7 @@ extension RelayCore {
         }
         allocation.bindChannel(number.value, to: peer.address, until: now + Int64(settings.channelLifetime))
         allocation.installPermission(peer.address.ip, until: now + Int64(settings.permissionLifetime))
+        watchRelaySockets(of: allocation, drain: true)
         publish(allocation)
         announceChannels(of: allocation, peerIPs: [peer.address.ip], now: now)
         respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in

@@ -27,6 +27,7 @@ extension RelayCore {
         }
         allocation.sweep(now: now)
         for peer in peers { allocation.installPermission(peer, until: now + Int64(settings.permissionLifetime)) }
+        watchRelaySockets(of: allocation, drain: true)
         publish(allocation)
         announceChannels(of: allocation, peerIPs: peers, now: now)
         respond(to: message, origin: origin, messageClass: .successResponse, key: auth.key) { w throws(StunEncodeError) in

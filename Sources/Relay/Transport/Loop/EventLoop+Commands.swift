@@ -13,6 +13,8 @@ extension EventLoop {
             open(request)
         case .closeRelaySocket(let socket):
             closeRelaySocket(socket)
+        case .watchRelaySocket(let socket, let drain):
+            watchRelaySocket(socket, drain: drain)
         case .setDontFragment(let socket):
             if !UDPSocket.setDontFragment(socket.descriptor) {
                 core.logger.warning("cannot set DONT-FRAGMENT on a relay socket", metadata: ["event": "dont_fragment_failed"])

@@ -74,7 +74,7 @@ extension EventLoop {
         if let inheritance = wiring.inheritance,
             let fd = inheritance.relaySocket(session: allocation.sessionID, additional: additional, address: relay.address)
         {
-            return registerRelaySocket(fd)
+            return adoptRelaySocket(fd)
         }
         return openRelaySocket(bound: relay.address)
     }

@@ -455,27 +455,57 @@ final class EventLoop {
         relayOpens.append((request, opening))
     }
 
+    /// Opens a UDP relay socket, not yet read: the core watches it at its allocation's first
+    /// permission (`CoreCommand.watchRelaySocket`). Until then it may queue only the kernel's
+    /// minimum, so peers cannot park memory in idle allocations' sockets.
     func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
-        guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: 256 * 1024) else {
-            return RelaySocketOpening(failure: errno)
-        }
+        guard
+            let fd = UDPSocket.open(
+                bound: address, reusePort: false, bufferBytes: Self.relayBufferBytes,
+                receiveBytes: Self.unwatchedReceiveBytes)
+        else { return RelaySocketOpening(failure: errno) }
         UDPSocket.enableErrorQueue(fd, family: address.ip.family)
-        return registerRelaySocket(fd)
+        return .opened(RelaySocket(descriptor: fd))
     }
 
-    /// Reads relay socket `fd` on this loop: one this loop opened, or one a live upgrade handed
-    /// over (docs/live-upgrade.md).
-    func registerRelaySocket(_ fd: Int32) -> RelaySocketOpening {
+    /// Takes relay socket `fd`, which a live upgrade handed over (docs/live-upgrade.md), as one
+    /// this loop opened: not read until the core watches it, and meanwhile queueing little more.
+    func adoptRelaySocket(_ fd: Int32) -> RelaySocketOpening {
+        var size = Self.unwatchedReceiveBytes
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
+        return .opened(RelaySocket(descriptor: fd))
+    }
+
+    /// Reads relay socket `socket` on this loop from now on (`CoreCommand.watchRelaySocket`),
+    /// with its full receive buffer; `drain`: first drops what it queued, counted as packets
+    /// without a permission (RFC 8656 §9), which they were when they came.
+    func watchRelaySocket(_ socket: RelaySocket, drain: Bool) {
+        let fd = socket.descriptor
+        guard relayEvents[fd] == nil else { return }
+        if drain {
+            var dropped = 0
+            while dropped < Self.drainLimit && recv(fd, nil, 0, Int32(MSG_DONTWAIT | MSG_TRUNC)) >= 0 { dropped += 1 }
+            for _ in 0..<dropped { core.counters.drop(.noPermission) }
+        }
+        var size = Self.relayBufferBytes
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
         guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
         }, opaqueSelf) else {
-            close(fd)
-            return .exhausted
+            return logger.error(
+                "cannot watch a relay socket: out of memory", metadata: ["event": "relay_watch_failed", "fd": "\(fd)"])
         }
-        event_add(event, nil)
+        if !handingOver { event_add(event, nil) }
         relayEvents[fd] = event
-        return .opened(RelaySocket(descriptor: fd))
     }
+
+    /// A watched relay socket's receive and send buffers (SO_RCVBUF, SO_SNDBUF).
+    static let relayBufferBytes: Int32 = 256 * 1024
+    /// An unwatched one's receive buffer: 0 asks for the kernel's minimum (a few datagrams).
+    static let unwatchedReceiveBytes: Int32 = 0
+    /// At most this many queued datagrams are dropped when a socket is watched; any later ones
+    /// are read and judged against the permissions as usual.
+    static let drainLimit = 64
 
     func openTCPRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
         tcpRelay.openListener(bound: address)
