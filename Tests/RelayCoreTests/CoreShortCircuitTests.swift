@@ -3,6 +3,7 @@ import StunCodec
 import Testing
 
 @testable import CoreTestSupport
+@testable import RelayCore
 
 /// The relay-to-relay short-circuit: traffic between two allocations of one core goes
 /// straight to the other allocation's client, framed as if it had crossed the relay sockets.
@@ -70,12 +71,14 @@ import Testing
     }
 
     @Test(
-        "Before B's first permission, another loop's packet to B leaves through A's relay socket for B's loop to drop")
-    func unlistedBeforeFirstPermission() throws {
-        let pair = try RelayPair(loops: 2)
+        "Before B's first permission, A's packet to B leaves through A's relay socket, for B's socket path to drop",
+        arguments: [1, 2])
+    func unlistedBeforeFirstPermission(loops: Int) throws {
+        let pair = try RelayPair(loops: loops)
         let (harness, a, relayedB) = (pair.sender, pair.a, pair.relayedB)
         #expect(try a.createPermission([relayedB]).isSuccess)
-        #expect(harness.core.tables.directory.count == 1)
+        if loops > 1 { #expect(harness.core.tables.directory.count == 1) }
+        #expect(pair.receiver.core.table.allocation(atRelayed: relayedB) == nil)
         let sent = harness.receive(
             try StunTestMessages.sendIndication(to: relayedB, payload: [1]), from: CoreFixture.clientA)
         try #require(sent.count == 1)

@@ -3,7 +3,8 @@ import StunCodec
 /// The allocations of one loop thread and the four ways the core finds one (RFC 8656 §2.2, §7):
 /// by the client's 5-tuple (requests and ChannelData), by relay socket (a peer's packets, RFC
 /// 8656 §11.3, §12.7), by relayed address in its bound and advertised forms (the relay-to-relay
-/// short-circuit), and by mobility session (RFC 8016 §3.2.2).
+/// short-circuit, from the allocation's first permission), and by mobility session (RFC 8016
+/// §3.2.2).
 ///
 /// Owned by one `RelayCore` and the only code that writes its indexes, so they cannot drift
 /// apart: an allocation is listed under its current 5-tuple, under the socket and both address
@@ -90,10 +91,21 @@ final class AllocationTable {
     private func index(_ relay: RelayEndpoint, of allocation: Allocation) {
         bySocket[relay.relaySocket] = allocation
         // A TCP allocation's relayed address takes connections, not datagrams (RFC 6062 §5.3):
-        // the relay-to-relay short-circuit never delivers to it.
-        guard allocation.tcpRelay == nil else { return }
+        // the relay-to-relay short-circuit never delivers to it. A UDP one is listed from its
+        // first permission on (`listRelayed`).
+        guard allocation.tcpRelay == nil, allocation.relayWatched else { return }
         byRelayedAddress[relay.relayedAddress] = allocation
         byRelayedAddress[relay.advertisedAddress] = allocation
+    }
+
+    /// Lists a listed UDP allocation's relayed addresses for the relay-to-relay short-circuit, at
+    /// its first permission (`RelayCore.watchRelaySockets`). Before one, every packet to them is
+    /// dropped (RFC 8656 §9): another allocation's packet then takes the socket path, and the
+    /// target's loop drops it. An idle allocation so costs no entry here.
+    func listRelayed(_ allocation: Allocation) {
+        guard byFiveTuple[allocation.origin.fiveTuple] === allocation, allocation.relayWatched else { return }
+        index(allocation.main, of: allocation)
+        if let additional = allocation.additional { index(additional, of: allocation) }
     }
 
     /// Removes `relay`'s entries, each only if it still names `allocation`.
