@@ -3,6 +3,7 @@ import StunCodec
 import Testing
 
 @testable import CoreTestSupport
+@testable import RelayCore
 
 /// Allocate (RFC 8656 §7.1, §7.2; RFC 6156 §4).
 @Suite struct CoreAllocateTests {
@@ -120,15 +121,64 @@ import Testing
         let allocation = try #require(harness.allocation(of: CoreFixture.clientA))
         harness.advance(by: 39)
         harness.sweep()
-        #expect(allocation.allocateResponse == first.bytes)
+        // Written again, not kept: the journal and a live upgrade get the same bytes.
+        #expect(allocation.allocateResponse.isEmpty)
+        #expect(harness.core.keptAllocateResponse(of: allocation) == first.bytes)
         #expect(try #require(try client.send(request)).bytes == first.bytes)
         harness.advance(by: 1)
         harness.sweep()
-        #expect(allocation.allocateResponse.isEmpty)
+        #expect(harness.core.keptAllocateResponse(of: allocation).isEmpty)
         let late = try #require(try client.send(request))
         #expect(late.errorCode == 437)
         #expect(harness.sockets.opens == 1)
         #expect(harness.core.allocationCount == 1)
+    }
+
+    @Test(
+        "A retransmission is answered with the same bytes, written again: SHA-256 keys and integrity, FINGERPRINT, dual",
+        arguments: [false, true])
+    func retransmissionWrittenAgain(dual: Bool) throws {
+        let harness = CoreHarness(
+            options: CoreFixture.options {
+                $0.relayAddresses = [IPAddress.literal("10.0.0.5"), IPAddress.literal("2001:db8::5")].map(
+                    RelayAddress.unmapped)
+            })
+        let client = harness.restClient(at: CoreFixture.clientA)
+        client.fingerprint = true
+        client.integrity = .sha256
+        #expect(try client.challenge().errorCode == 401)
+        client.algorithm = .sha256
+        let request = try client.signedRequest(.allocate, transactionID: .random()) { w in
+            try w.append(RequestedTransport.udp)
+            try w.append(Lifetime(seconds: 1200))
+            if dual { try w.append(AdditionalAddressFamily(family: .ipv6)) }
+        }
+        let first = try #require(try client.send(request))
+        #expect(first.isSuccess, "\(first)")
+        #expect(first.xorRelayedAddresses.count == (dual ? 2 : 1))
+        let allocation = try #require(harness.allocation(of: CoreFixture.clientA))
+        #expect(allocation.allocateResponse.isEmpty)
+        harness.advance(by: 5)
+        #expect(try #require(try client.send(request)).bytes == first.bytes)
+        #expect(harness.core.keptAllocateResponse(of: allocation) == first.bytes)
+    }
+
+    @Test("A response with a RESERVATION-TOKEN is kept as bytes, and resent as they are")
+    func reservationResponseKept() throws {
+        let harness = CoreHarness()
+        let client = harness.restClient(at: CoreFixture.clientA)
+        #expect(try client.challenge().errorCode == 401)
+        let request = try client.signedRequest(.allocate, transactionID: .random()) { w in
+            try w.append(RequestedTransport.udp)
+            try w.append(EvenPort(reservePair: true))
+        }
+        let first = try #require(try client.send(request))
+        #expect(first.decode(ReservationToken.self) != nil, "\(first)")
+        let allocation = try #require(harness.allocation(of: CoreFixture.clientA))
+        #expect(allocation.allocateResponse == first.bytes)
+        harness.advance(by: 3)
+        #expect(try #require(try client.send(request)).bytes == first.bytes)
+        #expect(harness.sockets.opens == 1)
     }
 
     @Test("An Allocate with a new transaction ID on a 5-tuple that has an allocation gets 437 (RFC 8656 §7.2)")

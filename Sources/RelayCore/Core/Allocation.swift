@@ -33,8 +33,10 @@ public final class Allocation {
     public let username: String
     /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
     public let key: [UInt8]
-    /// The success response the Allocate got, for its retransmissions (RFC 8656 §7.2); empty
-    /// once `allocateResponseKept` has passed: no client retransmits that late.
+    /// The success response the Allocate got, for its retransmissions (RFC 8656 §7.2), when it
+    /// cannot be written again from the allocation (it carried a RESERVATION-TOKEN, an
+    /// ADDRESS-ERROR-CODE or a MOBILITY-TICKET, or was adopted so); empty otherwise, and once
+    /// `allocateResponseKept` has passed: no client retransmits that late.
     public internal(set) var allocateResponse: [UInt8]
     public let created: Int64
     public internal(set) var permissions: [Permission] = []
@@ -81,6 +83,12 @@ public final class Allocation {
     public internal(set) var mobile = false
     /// Adopted by this process with its sockets open (a live upgrade, a restore).
     public internal(set) var adopted = false
+    /// A retransmitted Allocate gets its success response written again, the same bytes
+    /// (`RelayCore.resendAllocateResponse`), until `allocateResponseKept` has passed; kept as
+    /// bytes, it would cost every allocation about 130 B (docs/benchmark.md, "Node capacity").
+    var rebuildsAllocateResponse = false
+    /// The Allocate carried FINGERPRINT, so its response does (RFC 8489 §14.7).
+    var allocateFingerprinted = false
     /// Its relay sockets are read (`CoreCommand.watchRelaySocket`): it has had a permission.
     var relayWatched = false
 
@@ -209,13 +217,16 @@ public final class Allocation {
     }
 
     /// Drops expired permissions and channels (RFC 8656 §9, §12), and the Allocate's response
-    /// once no retransmission can come. An array is changed only when something in it expired:
+    /// (or the promise to write it again) once no retransmission can come. An array is changed only when something in it expired:
     /// it may share its storage with the cross-thread directory, and a removal that finds
     /// nothing would still copy it.
     func sweep(now: Int64) {
         if permissions.contains(where: { $0.expiry <= now }) { permissions.removeAll { $0.expiry <= now } }
         if channels.contains(where: { $0.expiry <= now }) { channels.removeAll { $0.expiry <= now } }
-        if !allocateResponse.isEmpty && now - created >= Self.allocateResponseKept { allocateResponse = [] }
+        if now - created >= Self.allocateResponseKept {
+            if !allocateResponse.isEmpty { allocateResponse = [] }
+            rebuildsAllocateResponse = false
+        }
     }
 
     /// Number of live permissions.

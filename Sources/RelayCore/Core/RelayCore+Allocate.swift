@@ -7,8 +7,9 @@ extension RelayCore {
         if let existing = table[fiveTuple] {
             // A retransmission gets the original success response again while it is kept
             // (`Allocation.allocateResponseKept`); anything else is 437.
-            if existing.allocateTransactionID == message.transactionID && !existing.allocateResponse.isEmpty {
-                existing.allocateResponse.withUnsafeBytes { outbox.enqueueCopy($0, route: .client(origin)) }
+            if existing.allocateTransactionID == message.transactionID
+                && resendAllocateResponse(of: existing, to: message, origin: origin)
+            {
                 return
             }
             guard let auth = authenticate(message, origin: origin, existing: existing, now: now) else { return }
@@ -144,29 +145,22 @@ extension RelayCore {
         table.insert(allocation)
         publish(allocation)
         counters.allocationsCreated += 1
+        let ticket = request.mobile ? ticket(for: allocation) : nil
         let response = respond(to: request.reply, origin: origin, messageClass: .successResponse, key: key) {
             w throws(StunEncodeError) in
-            try w.append(XORRelayedAddress(address: advertised))
-            if let additional = allocation.additional {
-                try w.append(XORRelayedAddress(address: additional.advertisedAddress))
-            }
-            if let addressError {
-                if request.draftAddressError {
-                    // Answered in the code point the client asked with (coturn's clients).
-                    try w.appendAttribute(.addressErrorCodeDraft, length: addressError.encodedLength) {
-                        addressError.encode(into: $0, transactionID: request.reply.transactionID)
-                    }
-                } else {
-                    try w.append(addressError)
-                }
-            }
-            try w.append(Lifetime(seconds: UInt32(lifetime)))
-            if let reservation { try w.append(ReservationToken(value: reservation)) }
-            if request.mobile, let ticket = ticket(for: allocation) { try w.append(ticket) }
-            try w.append(XORMappedAddress(address: fiveTuple.client))
-            try appendSoftware(&w)
+            try appendAllocateSuccess(
+                &w, of: allocation, lifetime: lifetime,
+                addressError: addressError.map { ($0, draft: request.draftAddressError) }, reservation: reservation,
+                ticket: ticket)
         }
-        if let response { allocation.allocateResponse = Array(response) }
+        // Kept for retransmissions (`resendAllocateResponse`): only what cannot be written again
+        // the same from the allocation is kept as bytes.
+        if addressError == nil && reservation == nil && ticket == nil {
+            allocation.rebuildsAllocateResponse = response != nil
+            allocation.allocateFingerprinted = request.reply.fingerprinted
+        } else if let response {
+            allocation.allocateResponse = Array(response)
+        }
         outbox.emit(
             .session(.started(
                 SessionStart(

@@ -107,7 +107,10 @@ extension RelayCore {
     public func streamAllocation(_ fiveTuple: FiveTuple) -> (allocation: JournalAllocation, sockets: [HandedRelaySocket])? {
         assertOwned()
         guard let allocation = table[fiveTuple] else { return nil }
-        return (JournalAllocation(allocation), relaySockets(of: allocation))
+        return (
+            JournalAllocation(allocation, allocateResponse: keptAllocateResponse(of: allocation)),
+            relaySockets(of: allocation)
+        )
     }
 
     /// Lets go of the allocation of the TCP client on `fiveTuple`, whose connection another

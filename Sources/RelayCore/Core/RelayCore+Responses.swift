@@ -25,23 +25,33 @@ extension RelayCore {
         }
         let buffer = outbox.scratch()
         do {
-            var w = try StunMessageWriter(
-                into: buffer, type: MessageType(method: request.method, messageClass: messageClass),
-                transactionID: request.transactionID)
-            try body(&w)
-            if let key, key.sha256 {
-                try w.appendMessageIntegritySHA256(key: key.bytes)
-            } else if let key {
-                try w.appendMessageIntegrity(key: key.bytes)
-            }
-            if request.fingerprinted || settings.fingerprint { try w.appendFingerprint() }
-            let length = w.count
+            let length = try encodeResponse(into: buffer, to: request, messageClass: messageClass, key: key, body)
             outbox.commitScratch(length: length, route: .client(origin))
             return UnsafeRawBufferPointer(rebasing: buffer[0..<length])
         } catch {
             counters.drop(.outboxFull)
             return nil
         }
+    }
+
+    /// Writes a response to `request` into `buffer` and returns its length: what `body` adds,
+    /// then MESSAGE-INTEGRITY or MESSAGE-INTEGRITY-SHA256 under `key` (RFC 8489 §14.5, §14.6),
+    /// then FINGERPRINT when the request had one or `fingerprint` is set (§14.7).
+    func encodeResponse(
+        into buffer: UnsafeMutableRawBufferPointer, to request: ReplyTarget, messageClass: MessageClass,
+        key: IntegrityKey?, _ body: (inout StunMessageWriter) throws(StunEncodeError) -> Void
+    ) throws(StunEncodeError) -> Int {
+        var w = try StunMessageWriter(
+            into: buffer, type: MessageType(method: request.method, messageClass: messageClass),
+            transactionID: request.transactionID)
+        try body(&w)
+        if let key, key.sha256 {
+            try w.appendMessageIntegritySHA256(key: key.bytes)
+        } else if let key {
+            try w.appendMessageIntegrity(key: key.bytes)
+        }
+        if request.fingerprinted || settings.fingerprint { try w.appendFingerprint() }
+        return w.count
     }
 
     /// An error response (RFC 8489 §6.3.4) with ERROR-CODE and whatever `extra` adds.

@@ -46,7 +46,10 @@ extension RelayCore {
         assertOwned()
         records += journal.reservations
         for session in journal.ended { records.append(.allocationEnded(sessionID: session)) }
-        for allocation in journal.changed.values { records.append(.allocation(JournalAllocation(allocation))) }
+        for allocation in journal.changed.values {
+            let response = keptAllocateResponse(of: allocation)
+            records.append(.allocation(JournalAllocation(allocation, allocateResponse: response)))
+        }
         journal.reservations.removeAll(keepingCapacity: true)
         journal.ended.removeAll(keepingCapacity: true)
         journal.changed.removeAll(keepingCapacity: true)
@@ -61,7 +64,8 @@ extension RelayCore {
         journal.reservations.removeAll(keepingCapacity: true)
         var all: [UInt64: JournalAllocation] = [:]
         for allocation in table.all where allocation.origin.fiveTuple.transport == .udp {
-            all[allocation.sessionID] = JournalAllocation(allocation)
+            all[allocation.sessionID] = JournalAllocation(
+                allocation, allocateResponse: keptAllocateResponse(of: allocation))
         }
         return all
     }
@@ -77,14 +81,14 @@ struct JournalChanges {
 
 extension JournalAllocation {
     /// `allocation` as the journal keeps it: expiries in the core's clock (CLOCK_BOOTTIME seconds).
-    init(_ allocation: Allocation) {
+    init(_ allocation: Allocation, allocateResponse: [UInt8]) {
         self.init(
             sessionID: allocation.sessionID, fiveTuple: allocation.origin.fiveTuple,
             main: Relay(address: allocation.relayedAddress, expiresAt: allocation.expiry),
             additional: allocation.additional.map { Relay(address: $0.relayedAddress, expiresAt: $0.expiry) },
             username: allocation.username, user: allocation.lease.user, key: allocation.key,
             credentials: allocation.credentials, transactionID: allocation.allocateTransactionID,
-            allocateResponse: allocation.allocateResponse,
+            allocateResponse: allocateResponse,
             permissions: allocation.permissions.map { Permission(peer: $0.peer, expiresAt: $0.expiry) },
             channels: allocation.channels.map { Channel(number: $0.number, peer: $0.peer, expiresAt: $0.expiry) },
             dontFragment: allocation.dontFragment, bytesPerSecond: allocation.lease.bytesPerSecond,
