@@ -18,7 +18,7 @@ import StunCodec
 /// extra retain/release pairs per relayed packet. Its owner is one loop thread, so its indexes
 /// skip the runtime's exclusivity checks (`@exclusivity(unchecked)`), as a struct's would.
 final class AllocationTable {
-    @exclusivity(unchecked) private var byFiveTuple: [FiveTuple: Allocation] = [:]
+    private let byFiveTuple = FiveTupleIndex()
     @exclusivity(unchecked) private var bySocket: [RelaySocket: Allocation] = [:]
     /// Both forms of each relayed address: bound, and advertised (`external-ip`).
     @exclusivity(unchecked) private var byRelayedAddress: [TransportAddress: Allocation] = [:]
@@ -29,7 +29,7 @@ final class AllocationTable {
 
     /// Every live allocation, in no particular order. A caller that ends allocations while it
     /// walks them collects them first (`delete` writes the table).
-    var all: Dictionary<FiveTuple, Allocation>.Values { byFiveTuple.values }
+    var all: AllocationList { byFiveTuple.all }
 
     /// The allocation of a client's 5-tuple (RFC 8656 §2.2).
     @inline(__always)
@@ -53,7 +53,7 @@ final class AllocationTable {
     /// has, and its session if `mobile` is set. Its 5-tuple must be free.
     func insert(_ allocation: Allocation) {
         assert(byFiveTuple[allocation.origin.fiveTuple] == nil, "5-tuple already has an allocation")
-        byFiveTuple[allocation.origin.fiveTuple] = allocation
+        byFiveTuple.insert(allocation)
         index(allocation.main, of: allocation)
         if let additional = allocation.additional { index(additional, of: allocation) }
         if allocation.mobile { mobileBySession[allocation.sessionID] = allocation }
@@ -61,7 +61,7 @@ final class AllocationTable {
 
     /// Forgets an allocation that ends (RFC 8656 §7, §8): every entry it has.
     func remove(_ allocation: Allocation) {
-        if byFiveTuple[allocation.origin.fiveTuple] === allocation { byFiveTuple[allocation.origin.fiveTuple] = nil }
+        byFiveTuple.remove(allocation)
         if allocation.mobile, mobileBySession[allocation.sessionID] === allocation {
             mobileBySession[allocation.sessionID] = nil
         }
@@ -73,9 +73,9 @@ final class AllocationTable {
     /// and session stay; the old 5-tuple is forgotten at once. The new one must be free.
     func move(_ allocation: Allocation, to newOrigin: ClientOrigin) {
         assert(byFiveTuple[newOrigin.fiveTuple] == nil, "5-tuple already has an allocation")
-        if byFiveTuple[allocation.origin.fiveTuple] === allocation { byFiveTuple[allocation.origin.fiveTuple] = nil }
+        byFiveTuple.remove(allocation)
         allocation.origin = newOrigin
-        byFiveTuple[newOrigin.fiveTuple] = allocation
+        byFiveTuple.insert(allocation)
     }
 
     /// Ends the relayed address of `family` in a dual allocation (RFC 8656 §8.1): forgets its

@@ -128,7 +128,7 @@ public final class RelayCore {
     public func allocation(for fiveTuple: FiveTuple) -> Allocation? { table[fiveTuple] }
 
     /// Every live allocation (for metrics and shutdown).
-    public var allocations: Dictionary<FiveTuple, Allocation>.Values { table.all }
+    public var allocations: AllocationList { table.all }
 
     /// Relay ports in use and free on the whole node (every loop shares one `RelayPortPool`).
     public var relayPortsInUse: Int { tables.ports.inUse }
