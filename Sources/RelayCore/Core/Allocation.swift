@@ -30,9 +30,11 @@ public final class Allocation {
     /// When `main` expires (RFC 8656 §7.2, §8.1); `additional` has its own.
     @inlinable public var expiry: Int64 { main.expiry }
     /// USERNAME the allocation was created with; later requests must use the same (RFC 8656 §5, 441).
-    public let username: String
+    public var username: String { storedUsername.string }
+    private let storedUsername: StoredUsername
     /// The long-term key of that username, kept so refreshes keep working after a secret rotation.
-    public let key: [UInt8]
+    public var key: [UInt8] { storedKey.bytes }
+    private let storedKey: StoredKey
     /// The success response the Allocate got, for its retransmissions (RFC 8656 §7.2), when it
     /// cannot be written again from the allocation (it carried a RESERVATION-TOKEN, an
     /// ADDRESS-ERROR-CODE or a MOBILITY-TICKET, or was adopted so); empty otherwise, and once
@@ -110,8 +112,8 @@ public final class Allocation {
         self.lease = lease
         self.origin = origin
         self.main = main
-        self.username = username
-        self.key = key
+        self.storedUsername = StoredUsername(username)
+        self.storedKey = StoredKey(key)
         self.allocateTransactionID = transactionID
         self.allocateResponse = []
         self.created = now
@@ -228,6 +230,9 @@ public final class Allocation {
             rebuildsAllocateResponse = false
         }
     }
+
+    /// Whether `username` is the one the allocation was created with (RFC 8656 §5).
+    func isUsername(_ username: String) -> Bool { storedUsername.matches(username) }
 
     /// Number of live permissions.
     func livePermissionCount(now: Int64) -> Int { permissions.reduce(0) { $0 + ($1.expiry > now ? 1 : 0) } }

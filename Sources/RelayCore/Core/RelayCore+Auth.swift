@@ -71,7 +71,7 @@ extension RelayCore {
             sendChallenge(.unauthorized, to: message, origin: origin, charging: .failure, realm: realmToName, now: now)
             return nil
         }
-        if let existing, username != existing.username {
+        if let existing, !existing.isUsername(username) {
             counters.auth[AuthOutcome.wrongCredentials.rawValue] += 1
             if withinFailureBudget(origin, now: now) {
                 sendError(.wrongCredentials, to: message, origin: origin, key: nil)
@@ -163,8 +163,9 @@ extension RelayCore {
         now: Int64
     ) -> KeyCheck {
         if let existing {
-            return message.verifyIntegrity(key: existing.key) == .valid
-                ? .verified(existing.key, tenant: existing.tenant) : .failed(.badIntegrity)
+            let key = existing.key
+            return message.verifyIntegrity(key: key) == .valid
+                ? .verified(key, tenant: existing.tenant) : .failed(.badIntegrity)
         }
         let first = verifiedKey(
             of: message, in: credentials(ofTenant: hint ?? 0), tenant: hint ?? 0, username: username,
