@@ -77,8 +77,13 @@ public final class Allocation {
     private var permissionsInstalled: UInt32 = 0
     private var channelsBound: UInt32 = 0
     var icmpSent: UInt16 = 0
-    /// The password algorithm and integrity attribute the client authenticated with (RFC 8489 §9.2).
-    public internal(set) var credentials = CredentialAlgorithms()
+    /// The password algorithm and integrity attribute the client authenticated with (RFC 8489 §9.2),
+    /// kept as its position among `CredentialAlgorithms.all` (one byte, not seventeen).
+    public internal(set) var credentials: CredentialAlgorithms {
+        get { CredentialAlgorithms.all[Int(credentialsIndex)] }
+        set { credentialsIndex = UInt8(newValue.index) }
+    }
+    private var credentialsIndex: UInt8 = 0
     /// The Allocate carried DONT-FRAGMENT (RFC 8656 §7.2): the relay socket never fragments.
     public internal(set) var dontFragment = false
     /// Whether the client asked for mobility (RFC 8016; docs/mobility.md).
