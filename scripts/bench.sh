@@ -378,6 +378,8 @@ def row(name, fn, unit, better, compare=True):
     else:
         table.append((name, f(a), f(b), ratio(a, b), unit, better))
 row(f"allocation setup rate ({setup_n} allocs, 401+Allocate)", lambda s: pick(s, "setup", "setup_rate"), "allocs/s", "higher")
+row("allocation setup: server CPU per allocation", lambda s: pick(s, "setup", "setup_server_cpu_us"), "us", "lower")
+row("allocation setup: relay-bench own CPU per allocation", lambda s: pick(s, "setup", "setup_bench_cpu_us"), "us", "info", compare=False)
 row(f"memory per idle allocation ({idle} held)", lambda s: (lambda v: v / 1024 if v is not None else None)(pick(s, "idle", "bytes_per_allocation")), "KiB", "lower")
 row(f"idle allocation setup rate ({idle})", lambda s: pick(s, "idle", "setup_rate"), "allocs/s", "higher")
 for pattern, payload in [(p, s) for p in ("client-to-client", "external-peer") for s in ("100", "1200")] + [("tls-client-to-client", "100")]:

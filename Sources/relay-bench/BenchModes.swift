@@ -3,12 +3,24 @@ import StunCodec
 
 /// The three things relay-bench can do: traffic, allocation setup rate, idle allocations.
 enum BenchModes {
-    /// Allocations per second for `options.allocations` fresh clients (401 + authenticated Allocate).
+    /// Allocations per second for `options.allocations` fresh clients (401 + authenticated Allocate),
+    /// and with `--server-pid` the server's CPU per allocation over the same window
+    /// (`setup_server_cpu_us`): this machine's two cores run relay-bench too, so the rate is
+    /// the pair's, while the CPU is the server's alone.
     static func setupOnly(_ options: BenchOptions, report: inout Report) -> String {
         let clients = ClientFleet.make(count: options.allocations, options: options, bufferBytes: 65_536)
         let setup = SetupPhase(clients: clients, options: options)
+        let cpuBefore = options.serverPID > 0 ? ProcessCPU.seconds(pid: options.serverPID) : nil
+        let ownBefore = ProcessCPU.ownSeconds()
         let tally = setup.allocate(Array(clients.indices), bufferBytes: 65_536)
+        let ownCPU = ProcessCPU.ownSeconds() - ownBefore
         record(tally, as: "setup", into: &report)
+        if tally.succeeded > 0 {
+            if let before = cpuBefore, let after = ProcessCPU.seconds(pid: options.serverPID) {
+                report.set("setup_server_cpu_us", (after - before) * 1e6 / Double(tally.succeeded))
+            }
+            report.set("setup_bench_cpu_us", ownCPU * 1e6 / Double(tally.succeeded))
+        }
         let ok = clients.indices.filter { clients[$0].relayed != nil }
         record(setup.release(ok), as: "release", into: &report)
         ClientFleet.close(clients)

@@ -457,14 +457,13 @@ final class EventLoop {
 
     /// Opens a UDP relay socket, not yet read: the core watches it at its allocation's first
     /// permission (`CoreCommand.watchRelaySocket`). Until then it may queue only the kernel's
-    /// minimum, so peers cannot park memory in idle allocations' sockets.
+    /// minimum, so peers cannot park memory in idle allocations' sockets, and nothing of its
+    /// sending side is set up: nothing is sent through it before a permission.
     func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
         guard
             let fd = UDPSocket.open(
-                bound: address, reusePort: false, bufferBytes: Self.relayBufferBytes,
-                receiveBytes: Self.unwatchedReceiveBytes)
+                bound: address, reusePort: false, bufferBytes: nil, receiveBytes: Self.unwatchedReceiveBytes)
         else { return RelaySocketOpening(failure: errno) }
-        UDPSocket.enableErrorQueue(fd, family: address.ip.family)
         return .opened(RelaySocket(descriptor: fd))
     }
 
@@ -477,8 +476,8 @@ final class EventLoop {
     }
 
     /// Reads relay socket `socket` on this loop from now on (`CoreCommand.watchRelaySocket`),
-    /// with its full receive buffer; `drain`: first drops what it queued, counted as packets
-    /// without a permission (RFC 8656 §9), which they were when they came.
+    /// with its full buffers and its error queue; `drain`: first drops what it queued, counted
+    /// as packets without a permission (RFC 8656 §9), which they were when they came.
     func watchRelaySocket(_ socket: RelaySocket, drain: Bool) {
         let fd = socket.descriptor
         guard relayEvents[fd] == nil else { return }
@@ -489,6 +488,13 @@ final class EventLoop {
         }
         var size = Self.relayBufferBytes
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, 4)
+        // ICMP errors for what it sends (RFC 8656 §11.5), from now on.
+        var domain: Int32 = 0
+        var length = socklen_t(4)
+        if getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 {
+            UDPSocket.enableErrorQueue(fd, family: domain == AF_INET6 ? .ipv6 : .ipv4)
+        }
         guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
         }, opaqueSelf) else {
