@@ -361,6 +361,9 @@ public final class RelayServer {
             return server
         }
         watchUserDatabase(base: base)
+        // Freed before the main event base is (its deferred free runs after this one); the
+        // watcher's threads stop later, with `stopUserDatabase`.
+        defer { userDatabase?.timer?.cancel() }
         watchUsage(base: base)
         defer { usageTimer?.cancel() }
         http.router.usage = usage

@@ -1,5 +1,5 @@
 /// An allocation's USERNAME (RFC 8656 §5), kept small. A REST username, "<expiry>:<user>"
-/// (docs/authentication.md), is kept as its expiry and its user, so a user of up to 15 bytes
+/// (docs/credentials.md), is kept as its expiry and its user, so a user of up to 15 bytes
 /// needs no heap storage of its own (Swift keeps such a string inline); any other username is
 /// kept whole. Only a canonical expiry (decimal digits, no leading zero, at most 18) is split,
 /// so `string` gives back exactly what was kept (docs/benchmark.md, "Node capacity").
