@@ -135,9 +135,9 @@ import Testing
     }
 
     @Test(
-        "A retransmission is answered with the same bytes, written again: SHA-256 keys and integrity, FINGERPRINT, dual",
-        arguments: [false, true])
-    func retransmissionWrittenAgain(dual: Bool) throws {
+        "A retransmission is answered with the same bytes, written again: SHA-256 keys, either integrity, FINGERPRINT, dual",
+        arguments: [false, true], [false, true])
+    func retransmissionWrittenAgain(dual: Bool, integritySHA256: Bool) throws {
         let harness = CoreHarness(
             options: CoreFixture.options {
                 $0.relayAddresses = [IPAddress.literal("10.0.0.5"), IPAddress.literal("2001:db8::5")].map(
@@ -145,7 +145,8 @@ import Testing
             })
         let client = harness.restClient(at: CoreFixture.clientA)
         client.fingerprint = true
-        client.integrity = .sha256
+        // With PASSWORD-ALGORITHM and plain MESSAGE-INTEGRITY, the answer is still SHA-256's.
+        client.integrity = integritySHA256 ? .sha256 : .sha1
         #expect(try client.challenge().errorCode == 401)
         client.algorithm = .sha256
         let request = try client.signedRequest(.allocate, transactionID: .random()) { w in

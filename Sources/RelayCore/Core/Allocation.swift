@@ -96,6 +96,9 @@ public final class Allocation {
     var rebuildsAllocateResponse = false
     /// The Allocate carried FINGERPRINT, so its response does (RFC 8489 §14.7).
     var allocateFingerprinted = false
+    /// Its response carried MESSAGE-INTEGRITY-SHA256 (RFC 8489 §14.6): the request had it, or
+    /// PASSWORD-ALGORITHM.
+    var allocateIntegritySHA256 = false
     /// Its relay sockets are read (`CoreCommand.watchRelaySocket`): it has had a permission.
     var relayWatched = false
 

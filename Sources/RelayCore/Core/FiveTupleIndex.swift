@@ -1,6 +1,6 @@
 import StunCodec
 
-/// The allocations of one loop thread by their client's 5-tuple (RFC 8656 §2.2): the index every
+/// The allocations of one loop thread by their client's 5-tuple (RFC 8656 §2): the index every
 /// request and every ChannelData from a client is looked up in.
 ///
 /// Open addressing with linear probing, at most half full. A bucket holds the allocation's

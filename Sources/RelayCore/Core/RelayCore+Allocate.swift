@@ -158,6 +158,7 @@ extension RelayCore {
         if addressError == nil && reservation == nil && ticket == nil {
             allocation.rebuildsAllocateResponse = response != nil
             allocation.allocateFingerprinted = request.reply.fingerprinted
+            allocation.allocateIntegritySHA256 = key.sha256
         } else if let response {
             allocation.allocateResponse = Array(response)
         }

@@ -69,8 +69,9 @@ extension RelayCore {
         return Array(bytes.prefix(length))
     }
 
-    /// The key and integrity attribute `allocation`'s client authenticated with (RFC 8489 §9.2).
+    /// The key `allocation`'s client authenticated with, and the integrity attribute its Allocate
+    /// was answered with (RFC 8489 §9.2, §14.5, §14.6).
     private func integrityKey(of allocation: Allocation) -> IntegrityKey {
-        IntegrityKey(bytes: allocation.key, sha256: allocation.credentials.integritySHA256)
+        IntegrityKey(bytes: allocation.key, sha256: allocation.allocateIntegritySHA256)
     }
 }

@@ -23,7 +23,9 @@ struct StoredUsername: Sendable {
 
     /// Whether `username` is this one, compared without building either whole.
     func matches(_ username: String) -> Bool {
-        guard let (expiry, user) = Self.split(username) else { return self.expiry < 0 && rest == username }
+        guard let (expiry, user) = Self.split(username) else {
+            return self.expiry < 0 && rest.utf8.elementsEqual(username.utf8)
+        }
         return self.expiry == expiry && rest.utf8.elementsEqual(user.utf8)
     }
 

@@ -468,11 +468,10 @@ final class EventLoop {
     }
 
     /// Takes relay socket `fd`, which a live upgrade handed over (docs/live-upgrade.md), as one
-    /// this loop opened: not read until the core watches it, and meanwhile queueing little more.
+    /// this loop opened: not read until the core watches it. Its buffers stay as the process
+    /// before set them (the socket is still that process's too until the upgrade commits).
     func adoptRelaySocket(_ fd: Int32) -> RelaySocketOpening {
-        var size = Self.unwatchedReceiveBytes
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
-        return .opened(RelaySocket(descriptor: fd))
+        .opened(RelaySocket(descriptor: fd))
     }
 
     /// Reads relay socket `socket` on this loop from now on (`CoreCommand.watchRelaySocket`),
@@ -501,7 +500,9 @@ final class EventLoop {
             return logger.error(
                 "cannot watch a relay socket: out of memory", metadata: ["event": "relay_watch_failed", "fd": "\(fd)"])
         }
-        if !handingOver { event_add(event, nil) }
+        // Added even while a live upgrade pauses the loop: only an allocation that stays here
+        // (a TCP or TLS client's) can get its first permission then.
+        event_add(event, nil)
         relayEvents[fd] = event
     }
 
