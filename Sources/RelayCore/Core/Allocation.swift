@@ -227,9 +227,9 @@ public final class Allocation {
     }
 
     /// Drops expired permissions and channels (RFC 8656 §9, §12), and the Allocate's response
-    /// (or the promise to write it again) once no retransmission can come. An array is changed only when something in it expired:
-    /// it may share its storage with the cross-thread directory, and a removal that finds
-    /// nothing would still copy it.
+    /// (or the promise to write it again) once no retransmission can come. An array is changed
+    /// only when something in it expired: it may share its storage with the cross-thread
+    /// directory, and a removal that finds nothing would still copy it.
     func sweep(now: Int64) {
         if permissions.contains(where: { $0.expiry <= now }) { permissions.removeAll { $0.expiry <= now } }
         if channels.contains(where: { $0.expiry <= now }) { channels.removeAll { $0.expiry <= now } }

@@ -3,9 +3,9 @@ extension RelayCore {
     /// (`CoreCommand.watchRelaySocket`), and lists its relayed addresses for the same loop's
     /// relay-to-relay short-circuit (`AllocationTable.listRelayed`). Before one, every packet
     /// sent to the relayed address is dropped (RFC 8656 §9), so an idle allocation's socket costs
-    /// no poll registration and no index entry (docs/benchmark.md, "Node capacity"). `drain`: drop what the socket queued
-    /// before, as the permission check would have. An RFC 6062 allocation's relay socket is a
-    /// TCP listener its own layer reads; it is never watched here.
+    /// no poll registration and no index entry (docs/benchmark.md, "Node capacity"). `drain`:
+    /// drop what the socket queued before, as the permission check would have. An RFC 6062
+    /// allocation's relay socket is a TCP listener its own layer reads; it is never watched here.
     func watchRelaySockets(of allocation: Allocation, drain: Bool) {
         guard !allocation.relayWatched, allocation.tcpRelay == nil, !allocation.permissions.isEmpty else { return }
         allocation.relayWatched = true

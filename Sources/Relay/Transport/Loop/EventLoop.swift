@@ -460,10 +460,11 @@ final class EventLoop {
     /// minimum, so peers cannot park memory in idle allocations' sockets, and nothing of its
     /// sending side is set up: nothing is sent through it before a permission.
     func openRelaySocket(bound address: TransportAddress) -> RelaySocketOpening {
-        guard
-            let fd = UDPSocket.open(
-                bound: address, reusePort: false, bufferBytes: nil, receiveBytes: Self.unwatchedReceiveBytes)
-        else { return RelaySocketOpening(failure: errno) }
+        guard let fd = UDPSocket.open(bound: address, reusePort: false, bufferBytes: nil) else {
+            return RelaySocketOpening(failure: errno)
+        }
+        var size = Self.unwatchedReceiveBytes
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
         return .opened(RelaySocket(descriptor: fd))
     }
 

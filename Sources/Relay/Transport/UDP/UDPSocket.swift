@@ -6,17 +6,12 @@ import StunCodec
 enum UDPSocket {
     /// Opens a UDP socket bound to `address`. Listeners set SO_REUSEPORT so every loop thread has
     /// its own socket on the same port and the kernel spreads clients by their 4-tuple.
-    /// `bufferBytes` sets SO_RCVBUF and SO_SNDBUF, `receiveBytes` SO_RCVBUF alone; nil leaves the
-    /// kernel's default.
-    static func open(
-        bound address: TransportAddress, reusePort: Bool, bufferBytes: Int32? = 1 << 20, receiveBytes: Int32? = nil
-    ) -> Int32? {
+    /// `bufferBytes` sets SO_RCVBUF and SO_SNDBUF; nil leaves both to the caller.
+    static func open(bound address: TransportAddress, reusePort: Bool, bufferBytes: Int32? = 1 << 20) -> Int32? {
         let domain = address.ip.family == .ipv4 ? AF_INET : AF_INET6
         let fd = socket(domain, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         var one: Int32 = 1
-        var size = bufferBytes ?? 0
-        var receiveSize = receiveBytes ?? size
         if address.ip.family == .ipv6 { setsockopt(fd, ipv6OptionLevel, IPV6_V6ONLY, &one, 4) }
         if reusePort {
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, 4)
@@ -35,8 +30,10 @@ enum UDPSocket {
         }
         // After bind: a relay port another process holds then costs socket, bind and close only
         // (the port pool tries the next one; docs/benchmark.md, "Node capacity").
-        if receiveBytes != nil || bufferBytes != nil { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveSize, 4) }
-        if bufferBytes != nil { setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, 4) }
+        if var size = bufferBytes {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, 4)
+        }
         return fd
     }
 
