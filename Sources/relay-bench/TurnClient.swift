@@ -52,17 +52,22 @@ final class TurnClient {
         return true
     }
 
-    /// Calls `body` with every message waiting: each datagram (UDP, read into `buffer`) or each
-    /// whole frame of the TLS stream.
-    func receive(into buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+    /// Calls `body` with every message waiting: each datagram (UDP, read into `buffer`; at most
+    /// `datagrams` of them, the rest stay for the next readiness) or each whole frame of the TLS
+    /// stream.
+    func receive(
+        into buffer: UnsafeMutableRawBufferPointer, datagrams: Int = .max, _ body: (UnsafeRawBufferPointer) -> Void
+    ) {
         if let stream {
             stream.readFrames(body)
             return
         }
-        while true {
+        var left = datagrams
+        while left > 0 {
             let n = recv(fd, buffer.baseAddress, buffer.count, 0)
             if n <= 0 { return }
             body(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            left -= 1
         }
     }
 

@@ -24,6 +24,16 @@ import Testing
         #expect(nonce.hasPrefix("6553f100"))
     }
 
+    /// The values are HMAC-SHA1 over the documented layout, computed outside this code (Python's
+    /// `hmac`): nodes of two versions in one cluster, or a live upgrade's two processes, must
+    /// accept each other's nonces.
+    @Test("A nonce's digits are fixed by its layout, for IPv4 and IPv6 clients")
+    func exactDigits() {
+        #expect(nonces.make(for: Self.client, now: Self.issued) == "6553f1004eb66e52606f9d43")
+        #expect(nonces.make(for: .literal("2001:db8::1"), now: Self.issued) == "6553f1006fee545e3921f7f8")
+        #expect(check("6553f1004eb66e52606f9d43", now: Self.issued) == .fresh)
+    }
+
     @Test(
         "A nonce is fresh from its issue until stale-nonce seconds later, then stale",
         arguments: [

@@ -13,6 +13,32 @@ struct DigestTests {
         #expect(incremental == 0xCBF4_3926)
     }
 
+    @Test("CRC-32 by eight-byte slices equals the bit-at-a-time definition at every length and offset")
+    func crcSlicesMatchTheDefinition() {
+        func bitwise(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+            var c: UInt32 = 0xFFFF_FFFF
+            for b in bytes {
+                c ^= UInt32(b)
+                for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+            }
+            return ~c
+        }
+        var state: UInt32 = 0x1234_5678
+        let data = (0..<300).map { _ -> UInt8 in
+            state = state &* 1_664_525 &+ 1_013_904_223
+            return UInt8(truncatingIfNeeded: state >> 24)
+        }
+        for offset in 0..<8 {
+            for length in 0...(data.count - offset) where length < 40 || length % 7 == 0 {
+                let part = data[offset..<(offset + length)]
+                #expect(part.withUnsafeBytes { CRC32.checksum($0) } == bitwise(part), "offset \(offset), length \(length)")
+            }
+        }
+        let whole = data.withUnsafeBytes { CRC32.checksum($0) }
+        let joined = data[0..<13].withUnsafeBytes { a in data[13...].withUnsafeBytes { b in CRC32.update(CRC32.checksum(a), b) } }
+        #expect(whole == joined)
+    }
+
     @Test("Hashes of \"abc\"")
     func hashes() {
         let abc = Array("abc".utf8)

@@ -22,7 +22,14 @@ public struct NonceGenerator: Sendable {
     /// RFC 5389).
     public func make(for client: IPAddress, now: Int64, features: SecurityFeatures = []) -> String {
         let time = UInt32(truncatingIfNeeded: now)
-        let body = hex32(time) + mac(time: time, client: client, features: features)
+        let body = String(unsafeUninitializedCapacity: 24) { out in
+            let b = UnsafeMutableRawBufferPointer(out)
+            Self.writeHex(time.bigEndian, into: UnsafeMutableRawBufferPointer(rebasing: b[0..<8]))
+            withMAC(time: time, client: client, features: features) { mac in
+                for i in 0..<8 { Self.writeHex(mac[i], into: UnsafeMutableRawBufferPointer(rebasing: b[(8 + 2 * i)...])) }
+            }
+            return 24
+        }
         return features.isEmpty ? body : features.cookie + body
     }
 
@@ -41,33 +48,64 @@ public struct NonceGenerator: Sendable {
         guard body.count == 24, let time = parseHex32(UnsafeRawBufferPointer(rebasing: body[0..<8])) else {
             return .invalid
         }
-        let expected = Array(mac(time: time, client: client, features: announced ?? []).utf8)
-        let ok = expected.withUnsafeBytes { constantTimeEqual($0, UnsafeRawBufferPointer(rebasing: body[8..<24])) }
+        // Compares the received hex digits with the expected ones, every digit, whatever differs.
+        let ok = withMAC(time: time, client: client, features: announced ?? []) { mac -> Bool in
+            var diff: UInt8 = 0
+            for i in 0..<8 {
+                diff |= body[8 + 2 * i] ^ Self.hexDigit(mac[i] >> 4)
+                diff |= body[9 + 2 * i] ^ Self.hexDigit(mac[i] & 15)
+            }
+            return diff == 0
+        }
         guard ok else { return .invalid }
         let age = now - Int64(time)
         if age < -5 || age >= lifetime { return .stale }
         return .fresh
     }
 
-    private func mac(time: UInt32, client: IPAddress, features: SecurityFeatures) -> String {
-        var message: [UInt8] = [
-            UInt8(time >> 24), UInt8(truncatingIfNeeded: time >> 16), UInt8(truncatingIfNeeded: time >> 8),
-            UInt8(truncatingIfNeeded: time),
-        ]
-        for i in 0..<client.byteCount { message.append(client.byte(i)) }
-        if !features.isEmpty { message += [0x53, features.rawValue] }  // 'S' and the feature bits
-        let digest = DigestAlgorithm.sha1.hmac(key: key, message: message)
-        return digest[0..<8].map { hexByte($0) }.joined()
+    /// Calls `body` with the first 8 bytes of HMAC-SHA1(key, time || client IP [|| 'S' features]),
+    /// computed on the stack: a nonce is made for every 401 and checked for every signed request.
+    private func withMAC<R>(
+        time: UInt32, client: IPAddress, features: SecurityFeatures, _ body: (UnsafeRawBufferPointer) -> R
+    ) -> R {
+        withUnsafeTemporaryAllocation(byteCount: 4 + 16 + 2 + 20, alignment: 8) { scratch in
+            var n = 0
+            for shift in stride(from: 24, through: 0, by: -8) {
+                scratch[n] = UInt8(truncatingIfNeeded: time >> UInt32(shift))
+                n += 1
+            }
+            for i in 0..<client.byteCount {
+                scratch[n] = client.byte(i)
+                n += 1
+            }
+            if !features.isEmpty {
+                scratch[n] = 0x53  // 'S', then the feature bits
+                scratch[n + 1] = features.rawValue
+                n += 2
+            }
+            let digest = UnsafeMutableRawBufferPointer(rebasing: scratch[22..<42])
+            key.withUnsafeBytes { k in
+                DigestAlgorithm.sha1.hmac(key: k, UnsafeRawBufferPointer(rebasing: scratch[0..<n]), into: digest)
+            }
+            return body(UnsafeRawBufferPointer(rebasing: digest[0..<8]))
+        }
     }
 
-    private func hex32(_ v: UInt32) -> String {
-        hexByte(UInt8(v >> 24)) + hexByte(UInt8(truncatingIfNeeded: v >> 16)) + hexByte(UInt8(truncatingIfNeeded: v >> 8))
-            + hexByte(UInt8(truncatingIfNeeded: v))
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? 0x30 + nibble : 0x61 + nibble - 10
     }
 
-    private func hexByte(_ b: UInt8) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(decoding: [digits[Int(b >> 4)], digits[Int(b & 15)]], as: UTF8.self)
+    /// Two lowercase hex digits of `byte` at the start of `out`.
+    private static func writeHex(_ byte: UInt8, into out: UnsafeMutableRawBufferPointer) {
+        out[0] = hexDigit(byte >> 4)
+        out[1] = hexDigit(byte & 15)
+    }
+
+    /// Eight lowercase hex digits of `value` (its bytes in memory order) at the start of `out`.
+    private static func writeHex(_ value: UInt32, into out: UnsafeMutableRawBufferPointer) {
+        withUnsafeBytes(of: value) { bytes in
+            for i in 0..<4 { writeHex(bytes[i], into: UnsafeMutableRawBufferPointer(rebasing: out[(2 * i)...])) }
+        }
     }
 
     private func parseHex32(_ bytes: UnsafeRawBufferPointer) -> UInt32? {
