@@ -4,7 +4,8 @@
 # two servers never run at the same time; --baseline adds a second relayd, below) with
 # equivalent settings and drives each with the same relay-bench workloads:
 #   - memory per allocation: RSS delta (VmRSS) with 10,000 idle allocations;
-#   - allocation setup rate: 401 + authenticated Allocate, 15,000 fresh clients, 64 in flight;
+#   - allocation setup rate: 401 + authenticated Allocate, 15,000 fresh clients (--quick:
+#     2,000), 64 in flight;
 #   - per pattern (client-to-client, external-peer) and payload (100 B, 1200 B) over UDP, and
 #     client-to-client 100 B over TLS (one TLS connection per client):
 #       * a fixed moderate load: server CPU seconds per million relayed packets (utime+stime

@@ -32,6 +32,10 @@ import Testing
         #expect(nonces.make(for: Self.client, now: Self.issued) == "6553f1004eb66e52606f9d43")
         #expect(nonces.make(for: .literal("2001:db8::1"), now: Self.issued) == "6553f1006fee545e3921f7f8")
         #expect(check("6553f1004eb66e52606f9d43", now: Self.issued) == .fresh)
+        // With both features announced: the cookie, and 'S' and the feature bits under the HMAC.
+        let announced = nonces.make(for: Self.client, now: Self.issued, features: [.passwordAlgorithms, .usernameAnonymity])
+        #expect(announced == "obMatJos2wAAA6553f100e8713421c097ef41")
+        #expect(check("obMatJos2wAAA6553f100e8713421c097ef41", now: Self.issued) == .fresh)
     }
 
     @Test(
