@@ -17,8 +17,9 @@ final class TransactionRunner {
     var reopenBudget = 1000
     private let buffer: UnsafeMutableRawBufferPointer
     /// Transaction IDs: a load generator's thousands a second would otherwise cost two
-    /// getrandom(2) calls each, time taken from the server on the same cores.
-    private var idSource = TransactionIDSource()
+    /// getrandom(2) calls each, time taken from the server on the same cores. On loopback the
+    /// IDs only have to be distinct; RFC 8489 §5's unguessable IDs matter on a real network.
+    private var random = FastRandom(seed: UInt64.random(in: 1...UInt64.max))
 
     /// Per-client transaction state, indexed by client index.
     private var ids: [TransactionID]
@@ -149,7 +150,7 @@ final class TransactionRunner {
     private func transmit(_ i: Int, _ request: TurnRequest, fresh: Bool) {
         let client = clients[i]
         if fresh {
-            ids[i] = idSource.next()
+            ids[i] = TransactionID(high: UInt32(truncatingIfNeeded: random.next()), low: random.next())
             requests[i] = (try? request.encode(for: client, id: ids[i])) ?? []
         }
         attempts[i] += 1

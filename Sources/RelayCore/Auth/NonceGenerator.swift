@@ -24,7 +24,10 @@ public struct NonceGenerator: Sendable {
         let time = UInt32(truncatingIfNeeded: now)
         let body = String(unsafeUninitializedCapacity: 24) { out in
             let b = UnsafeMutableRawBufferPointer(out)
-            Self.writeHex(time.bigEndian, into: UnsafeMutableRawBufferPointer(rebasing: b[0..<8]))
+            for i in 0..<4 {
+                let byte = UInt8(truncatingIfNeeded: time >> UInt32(24 - 8 * i))
+                Self.writeHex(byte, into: UnsafeMutableRawBufferPointer(rebasing: b[(2 * i)...]))
+            }
             withMAC(time: time, client: client, features: features) { mac in
                 for i in 0..<8 { Self.writeHex(mac[i], into: UnsafeMutableRawBufferPointer(rebasing: b[(8 + 2 * i)...])) }
             }
@@ -99,13 +102,6 @@ public struct NonceGenerator: Sendable {
     private static func writeHex(_ byte: UInt8, into out: UnsafeMutableRawBufferPointer) {
         out[0] = hexDigit(byte >> 4)
         out[1] = hexDigit(byte & 15)
-    }
-
-    /// Eight lowercase hex digits of `value` (its bytes in memory order) at the start of `out`.
-    private static func writeHex(_ value: UInt32, into out: UnsafeMutableRawBufferPointer) {
-        withUnsafeBytes(of: value) { bytes in
-            for i in 0..<4 { writeHex(bytes[i], into: UnsafeMutableRawBufferPointer(rebasing: out[(2 * i)...])) }
-        }
     }
 
     private func parseHex32(_ bytes: UnsafeRawBufferPointer) -> UInt32? {
