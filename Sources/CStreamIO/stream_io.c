@@ -34,8 +34,16 @@ void relayd_stream_io_unlock(relayd_stream_io *io) { pthread_mutex_unlock(&io->l
 size_t relayd_stream_io_pending(const relayd_stream_io *io) { return io->output_end - io->output_start; }
 
 int relayd_stream_io_append(relayd_stream_io *io, const void *bytes, size_t count) {
+    unsigned char *into = relayd_stream_io_reserve(io, count);
+    if (into == NULL) return -1;
+    memcpy(into, bytes, count);
+    relayd_stream_io_commit(io, count);
+    return 0;
+}
+
+unsigned char *relayd_stream_io_reserve(relayd_stream_io *io, size_t count) {
     size_t pending = relayd_stream_io_pending(io);
-    if (count > io->output_limit || pending > io->output_limit - count) return -1;
+    if (count > io->output_limit || pending > io->output_limit - count) return NULL;
     if (io->output_capacity - io->output_end < count) {
         if (io->output_start > 0) {
             memmove(io->output, io->output + io->output_start, pending);
@@ -46,14 +54,17 @@ int relayd_stream_io_append(relayd_stream_io *io, const void *bytes, size_t coun
             size_t capacity = io->output_capacity ? io->output_capacity : RELAYD_STREAM_IO_MIN_CAPACITY;
             while (capacity - pending < count) capacity *= 2;
             unsigned char *grown = realloc(io->output, capacity);
-            if (grown == NULL) return -1;
+            if (grown == NULL) return NULL;
             io->output = grown;
             io->output_capacity = capacity;
         }
     }
-    memcpy(io->output + io->output_end, bytes, count);
+    return io->output + io->output_end;
+}
+
+void relayd_stream_io_commit(relayd_stream_io *io, size_t count) {
     io->output_end += count;
-    return 0;
+    io->appended += count;
 }
 
 static void relayd_stream_io_consume(relayd_stream_io *io, size_t count) {

@@ -119,7 +119,7 @@ import Testing
         for (name, type) in declared {
             #expect((type == "counter") == name.hasSuffix("_total"), "\(name) is a \(type)")
         }
-        #expect(declared.count == 52)
+        #expect(declared.count == 53)
     }
 
     @Test("Label values and HELP text are escaped")

@@ -21,6 +21,8 @@ typedef struct relayd_stream_io {
     size_t output_capacity;
     /// Appends that would queue more than this many bytes fail (a client that does not read).
     size_t output_limit;
+    /// Bytes ever queued (it only grows): what one call queued is the difference.
+    unsigned long long appended;
 } relayd_stream_io;
 
 /// Sets up an empty `io` whose queue holds at most `output_limit` bytes.
@@ -35,6 +37,12 @@ void relayd_stream_io_unlock(relayd_stream_io *io);
 /// Queues `count` bytes for the socket. 0 on success; -1 when the queue would pass
 /// `output_limit` or memory ran out (nothing is queued then).
 int relayd_stream_io_append(relayd_stream_io *io, const void *bytes, size_t count);
+
+/// Room for `count` more bytes at the end of the queue, to be written there and then queued by
+/// `relayd_stream_io_commit` (nothing is queued until then); NULL as `relayd_stream_io_append`
+/// fails.
+unsigned char *relayd_stream_io_reserve(relayd_stream_io *io, size_t count);
+void relayd_stream_io_commit(relayd_stream_io *io, size_t count);
 
 /// Bytes queued and not yet taken by the kernel.
 size_t relayd_stream_io_pending(const relayd_stream_io *io);
@@ -53,6 +61,56 @@ int relayd_trim_heap(void);
 /// writes append to the output queue. One BIO serves both directions (SSL_set_bio with the same
 /// BIO twice). NULL when OpenSSL cannot allocate it.
 BIO *relayd_stream_io_bio(relayd_stream_io *io);
+
+/// TLS 1.3 records after the handshake (RFC 8446 §5), without the `SSL` object
+/// (docs/tls.md, "After the handshake"): OpenSSL runs the handshake, its key-log callback hands
+/// over the application traffic secrets, and the connection then keeps only an AEAD context, IV,
+/// sequence number and secret per direction. TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384 and
+/// TLS_CHACHA20_POLY1305_SHA256; KeyUpdate (§4.6.3) both ways; alerts (§6). Not thread-safe: the
+/// connection's lock guards it as it guards the `SSL`.
+typedef struct relayd_tls_records relayd_tls_records;
+
+/// `relayd_tls_records_open`: the client's close_notify came.
+#define RELAYD_TLS_RECORDS_CLOSED (-1)
+/// `relayd_tls_records_open`: a fatal error (`relayd_tls_records_failure` says which); the alert
+/// that says so is queued.
+#define RELAYD_TLS_RECORDS_FAILED (-2)
+/// `relayd_tls_records_open`: `out` has less room than a record's plaintext can take.
+#define RELAYD_TLS_RECORDS_NEEDS_ROOM (-3)
+/// The room `relayd_tls_records_open` asks for (a record's ciphertext can be this long, §5.2).
+#define RELAYD_TLS_RECORDS_MAX_PLAINTEXT 16640
+
+/// Makes the sessions of `ctx` keep their TLS 1.3 application traffic secrets (the key-log
+/// callback) for `relayd_tls_records_new`. 0 on success.
+int relayd_tls_records_capture(SSL_CTX *ctx);
+
+/// The records of `ssl`, whose handshake just completed as a server and queued its last `written`
+/// bytes in `io` (the session tickets, under the server's traffic key): NULL when the session is
+/// not TLS 1.3 with one of the three suites, its secrets were not captured, OpenSSL holds
+/// unread input, those bytes are not whole records, or memory ran out (the session stays with
+/// OpenSSL then). The captured secrets are wiped from `ssl` either way; free it after.
+relayd_tls_records *relayd_tls_records_new(SSL *ssl, const relayd_stream_io *io, size_t written);
+void relayd_tls_records_free(relayd_tls_records *records);
+
+/// Seals `count` bytes (any number, one record per 2^14) as application data into the queue of
+/// `io`. 0 on success; -1 when the queue refused them or the AEAD failed.
+int relayd_tls_records_seal(relayd_tls_records *records, relayd_stream_io *io, const void *bytes, size_t count);
+
+/// Queues close_notify (RFC 8446 §6.1); nothing more can be sealed after it.
+int relayd_tls_records_close_notify(relayd_tls_records *records, relayd_stream_io *io);
+
+/// Opens what `io` holds as input (consumed as it goes; a record cut off is kept) into `out`: the
+/// application data of one record (> 0), 0 when the input is used up, or a
+/// RELAYD_TLS_RECORDS_ code. Records without application data (KeyUpdate, whose answer is queued
+/// in `io`; user_canceled; empty ones) are opened on the way. `capacity` must be at least
+/// RELAYD_TLS_RECORDS_MAX_PLAINTEXT.
+long relayd_tls_records_open(relayd_tls_records *records, relayd_stream_io *io, unsigned char *out, size_t capacity);
+
+/// Why the last call failed.
+const char *relayd_tls_records_failure(const relayd_tls_records *records);
+
+/// Frees the buffer of a part record when none is kept (an idle connection).
+void relayd_tls_records_release_buffers(relayd_tls_records *records);
 
 struct bufferevent;
 struct event_base;

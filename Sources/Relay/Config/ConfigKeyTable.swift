@@ -117,6 +117,7 @@ enum ConfigKeyTable {
         .flag("no-tlsv1", \.noTLSv1),
         .flag("no-tlsv1_1", \.noTLSv1_1),
         .flag("no-tlsv1_2", \.noTLSv1_2),
+        .flag("tls-openssl-records", \.tlsOpenSSLRecords),
         .inverseFlag("tlsv1", \.noTLSv1),
         .inverseFlag("tlsv1_1", \.noTLSv1_1),
         .ignored("no-sslv2"),

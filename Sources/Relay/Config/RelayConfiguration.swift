@@ -75,6 +75,10 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var noTLSv1 = true
     public var noTLSv1_1 = true
     public var noTLSv1_2 = false
+    /// OpenSSL keeps a TLS 1.3 session's records after the handshake, as it does TLS 1.2's,
+    /// instead of relayd's own record layer (docs/tls.md, "After the handshake"). A reload applies
+    /// it to new connections.
+    public var tlsOpenSSLRecords = false
 
     // Protocol.
     public var fingerprint = CoreSettings.defaults.fingerprint

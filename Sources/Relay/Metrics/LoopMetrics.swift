@@ -19,6 +19,8 @@ public struct LoopMetrics: Sendable {
     /// TLS handshakes completed and failed; the stream transport layer fills these in.
     public var tlsHandshakesOK: UInt64 = 0
     public var tlsHandshakesFailed: UInt64 = 0
+    /// TLS sessions whose records relayd keeps itself after the handshake (docs/tls.md).
+    public var tlsOwnRecords: UInt64 = 0
     /// DTLS handshakes after the cookie exchange, completed and not (docs/dtls.md).
     public var dtlsHandshakesOK: UInt64 = 0
     public var dtlsHandshakesFailed: UInt64 = 0
@@ -109,6 +111,7 @@ public struct LoopMetrics: Sendable {
         lifetimes.add(other.lifetimes)
         tlsHandshakesOK &+= other.tlsHandshakesOK
         tlsHandshakesFailed &+= other.tlsHandshakesFailed
+        tlsOwnRecords &+= other.tlsOwnRecords
         dtlsHandshakesOK &+= other.dtlsHandshakesOK
         dtlsHandshakesFailed &+= other.dtlsHandshakesFailed
         dtlsRestartsOK &+= other.dtlsRestartsOK

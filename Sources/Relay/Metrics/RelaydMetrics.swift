@@ -176,6 +176,10 @@ public enum RelaydMetrics {
         p.sample("relayd_tls_handshakes_total", [("result", "ok")], m.tlsHandshakesOK)
         p.sample("relayd_tls_handshakes_total", [("result", "failed")], m.tlsHandshakesFailed)
         p.family(
+            "relayd_tls_own_records_total", .counter,
+            help: "TLS sessions whose records relayd took over from OpenSSL after the handshake.")
+        p.sample("relayd_tls_own_records_total", [], m.tlsOwnRecords)
+        p.family(
             "relayd_dtls_handshakes_total", .counter,
             help: "DTLS handshakes of clients that passed the cookie exchange, by result.")
         p.sample("relayd_dtls_handshakes_total", [("result", "ok")], m.dtlsHandshakesOK)

@@ -16,9 +16,10 @@ extension StreamConnection {
         if state == .sniffing { return readOpening() }
         if let pipe, let splice = pipe.splice { return spliceEvent(pipe, splice) }
         guard state == .open || state == .handshaking else { return }
-        let buffer = ssl == nil ? owner.frameBuffer : owner.cipherBuffer
+        let tls = isTLS
+        let buffer = tls ? owner.cipherBuffer : owner.frameBuffer
         // TCP reads behind the kept part frame, which is copied in front once the read succeeded.
-        let offset = ssl == nil ? partialCount : 0
+        let offset = tls ? 0 : partialCount
         let count = Glibc.read(socket, buffer.baseAddress! + offset, buffer.count - offset)
         if count <= 0 {
             if count < 0 {
@@ -30,9 +31,9 @@ extension StreamConnection {
         }
         lastInputAt = EventLoop.now()
         buffersReleased = false
-        if let ssl {
-            decrypt(ssl, UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            scheduleWrite()  // what OpenSSL wrote itself: a handshake flight, session tickets
+        if tls {
+            decrypt(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            scheduleWrite()  // what TLS wrote itself: a handshake flight, session tickets, a KeyUpdate
         } else {
             _ = restorePartial(into: owner.frameBuffer)
             deliverFrames(in: owner.frameBuffer, count: offset + count)

@@ -11,7 +11,7 @@ extension StreamConnection {
     /// Nil, changing nothing, when the connection is not open or holds more than
     /// `HandoverStream.maxBytes` (it stays, and drains here).
     func pauseForHandover() -> (input: [UInt8], output: [UInt8])? {
-        guard ssl == nil, state == .open, pipe == nil else { return nil }
+        guard !isTLS, state == .open, pipe == nil else { return nil }
         writeNow(onOwner: false)
         relayd_stream_io_lock(io)
         defer { relayd_stream_io_unlock(io) }

@@ -132,7 +132,7 @@ extension StreamConnection {
         // `decrypt` writes plaintext into the frame buffer, where these bytes are now.
         let cipher = owner.cipherBuffer
         cipher.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-        decrypt(session, UnsafeRawBufferPointer(rebasing: cipher[..<bytes.count]))
+        decrypt(UnsafeRawBufferPointer(rebasing: cipher[..<bytes.count]))
         scheduleWrite()
     }
 
@@ -156,14 +156,9 @@ extension StreamConnection {
     /// Whether a TLS connection that may be the API's is: its ALPN is `http/1.1`, or, without
     /// ALPN, its first plaintext byte starts a request line. Checked on the first plaintext.
     func isAPIRequest(_ first: UInt8?) -> Bool {
-        guard opening.api, !sawValidStun, pipe == nil, let ssl else { return false }
+        guard opening.api, !sawValidStun, pipe == nil, isTLS else { return false }
         if opening.apiOnly { return true }
-        var alpn: UnsafePointer<UInt8>? = nil
-        var length: UInt32 = 0
-        SSL_get0_alpn_selected(ssl, &alpn, &length)
-        if let alpn, length > 0 {
-            return UnsafeBufferPointer(start: alpn, count: Int(length)).elementsEqual(TLSContext.httpALPN)
-        }
+        if let alpnIsHTTP { return alpnIsHTTP }
         return first.map { StreamOpening(firstByte: $0) == .http } ?? false
     }
 

@@ -27,7 +27,9 @@ extension StreamConnection {
         defer { relayd_stream_io_unlock(io) }
         guard state == .open || state == .draining, refusal == nil, !handingOver else { return .refused }
         let queued: Bool
-        if let ssl {
+        if let records {
+            queued = relayd_tls_records_seal(records, io, base, bytes.count) == 0
+        } else if let ssl {
             ERR_clear_error()
             queued = SSL_write(ssl, base, Int32(bytes.count)) == Int32(bytes.count)
         } else {

@@ -20,7 +20,7 @@ extension StreamConnection {
     /// whose client has closed its side, or spliced in the kernel (its sockets stay in this
     /// process's sockmap, docs/tcp-relay.md).
     func pausePipeForHandover() -> HeldPipe? {
-        guard ssl == nil, state == .open, let pipe, !pipe.clientEnded, partialCount == 0, pipe.splice == nil
+        guard !isTLS, state == .open, let pipe, !pipe.clientEnded, partialCount == 0, pipe.splice == nil
         else { return nil }
         writeNow(onOwner: false)
         guard pipe.writeBacklog() else { return nil }

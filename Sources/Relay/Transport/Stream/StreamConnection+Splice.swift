@@ -23,7 +23,7 @@ extension StreamConnection {
     /// here), the allocation has no `max-bps` (the program cannot pause a side), and it is not
     /// the API's.
     func maySplice(_ pipe: TCPPipe) -> Bool {
-        owner.loop.splice != nil && ssl == nil && pipe.apiName == nil && pipe.account.budget == nil
+        owner.loop.splice != nil && !isTLS && pipe.apiName == nil && pipe.account.budget == nil
     }
 
     /// After ConnectionBind: the splice is tried once the loop wrote the answer.

@@ -8,31 +8,37 @@ import StunCodec
 
 // The TLS session (OpenSSL over the memory BIO of `CStreamIO`): the handshake, decryption of
 // what the socket read, and the errors OpenSSL reports. Every OpenSSL call on the session holds
-// the connection's lock: another loop may be encrypting a record for it (`enqueue`).
+// the connection's lock: another loop may be encrypting a record for it (`enqueue`). A TLS 1.3
+// session's records are relayd's own once the handshake is done (`StreamConnection+Records.swift`).
 extension StreamConnection {
-    /// Feeds `ciphertext` to OpenSSL: the handshake first, then records decrypted into the frame
+    /// Feeds `ciphertext` to TLS: the handshake first, then records decrypted into the frame
     /// buffer (behind any partial frame) and delivered, also when the buffer fills up.
-    /// Each OpenSSL call holds the lock (another loop may be writing records); the frames are
+    /// Each TLS call holds the lock (another loop may be writing records); the frames are
     /// delivered without it (answers to them are queued under it).
-    func decrypt(_ ssl: OpaquePointer, _ ciphertext: UnsafeRawBufferPointer) {
+    func decrypt(_ ciphertext: UnsafeRawBufferPointer) {
         io.pointee.input = ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self)
         io.pointee.input_length = ciphertext.count
         defer {
             io.pointee.input = nil
             io.pointee.input_length = 0
         }
-        if state == .handshaking {
+        if state == .handshaking, let ssl {
             relayd_stream_io_lock(io)
             ERR_clear_error()
+            let mark = io.pointee.appended
             let result = SSL_do_handshake(ssl)
             let error = result == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
             let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
             let detail = result == 1 || waiting ? nil : tlsErrorDetail(error)
+            if result == 1 { takeRecords(from: ssl, queuedSince: mark) }
             relayd_stream_io_unlock(io)
             if let detail { return close(.tlsHandshakeFailed, detail: detail) }
             guard result == 1 else { return }
             handshakeCompleted()
+            freeSessionOnceTaken()
         }
+        if let records { return openRecords(records) }
+        guard let ssl else { return }
         let frames = owner.frameBuffer
         var count = restorePartial(into: frames)
         while state == .open {
@@ -75,21 +81,22 @@ extension StreamConnection {
         readyAt = EventLoop.now()
         lastInputAt = readyAt
         noteServerNameTenant()
-        guard owner.logger.logLevel <= .debug, let ssl else { return }
-        let sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { LogSafe.text(String(cString: $0)) }
+        guard let ssl else { return }
         var alpn: UnsafePointer<UInt8>? = nil
         var alpnLength: UInt32 = 0
         SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
-        let protocolID = alpn.map {
-            String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self)
-        }
+        let selected = alpn.map { UnsafeBufferPointer(start: $0, count: Int(alpnLength)) }
+        if let selected, !selected.isEmpty { alpnIsHTTP = selected.elementsEqual(TLSContext.httpALPN) }
+        guard owner.logger.logLevel <= .debug else { return }
+        let sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { LogSafe.text(String(cString: $0)) }
+        let protocolID = selected.map { String(decoding: $0, as: UTF8.self) }
         let cipher = SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) }
         owner.logger.debug(
             "TLS handshake completed",
             metadata: [
                 "event": "tls_handshake", "five_tuple": "\(origin.fiveTuple)", "sni": "\(sni ?? "-")",
                 "alpn": "\(protocolID ?? "-")", "version": "\(String(cString: SSL_get_version(ssl)))",
-                "cipher": "\(cipher ?? "-")",
+                "cipher": "\(cipher ?? "-")", "records": "\(records != nil ? "relayd" : "openssl")",
             ])
     }
 

@@ -72,8 +72,14 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
     /// What the connection's first bytes may be, while `sniffing`.
     var opening = StreamOpening.Expected(tls: false, plain: false, proxyHeader: false)
     private(set) var closeReason: StreamCloseReason?
-    /// The TLS session; nil for TCP, and once freed.
+    /// The TLS session; nil for TCP, and once freed (also once `records` took over after the
+    /// handshake).
     var ssl: OpaquePointer?
+    /// The TLS 1.3 records of a session whose handshake is done, kept by relayd instead of
+    /// OpenSSL (`CStreamIO`, docs/tls.md, "After the handshake"); nil otherwise.
+    var records: OpaquePointer?
+    /// The protocol ALPN chose in the handshake was `http/1.1` (nil: none was chosen).
+    var alpnIsHTTP: Bool?
     /// Bytes between the socket and OpenSSL (fixed address: the BIO points at it).
     let io: UnsafeMutablePointer<relayd_stream_io>
     /// The start of a frame cut off by the end of a read, waiting for its rest.
@@ -135,9 +141,14 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         guard let bio = relayd_stream_io_bio(io) else { return false }
         SSL_set_bio(ssl, bio, bio)
         SSL_set_accept_state(ssl)
-        SSL_set_read_ahead(ssl, 1)
+        // A session whose records relayd may take over after the handshake reads no further
+        // than the handshake's last record: what follows stays for relayd's records.
+        SSL_set_read_ahead(ssl, TLSContext.capturesSecrets(ssl) ? 0 : 1)
         return true
     }
+
+    /// Whether the connection speaks TLS (through OpenSSL or its own records).
+    var isTLS: Bool { ssl != nil || records != nil }
 
     deinit {
         relayd_stream_io_destroy(io)
@@ -228,6 +239,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         relayd_stream_io_lock(io)
         var freed = false
         if let ssl, !handingOver, TLSContext.mayFreeBuffers { freed = SSL_free_buffers(ssl) == 1 }
+        if let records { relayd_tls_records_release_buffers(records) }
         if relayd_stream_io_pending(io) == 0, io.pointee.output_capacity > 0 {
             relayd_stream_io_release(io)
             freed = true
@@ -264,15 +276,21 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
             var abort = linger(l_onoff: 1, l_linger: 0)
             setsockopt(socket, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
         } else {
-            if let ssl, handshakeDone, closeReason != .error {
+            if handshakeDone, closeReason != .error {
                 ERR_clear_error()
-                SSL_shutdown(ssl)
+                if let records {
+                    _ = relayd_tls_records_close_notify(records, io)
+                } else if let ssl {
+                    SSL_shutdown(ssl)
+                }
             }
             // A connection a live upgrade paused leaves its output to the heir, which has it.
             if !handingOver { _ = relayd_stream_io_flush(io, socket) }
         }
         if let ssl { SSL_free(ssl) }
         ssl = nil
+        if let records { relayd_tls_records_free(records) }
+        records = nil
         releaseBuffersAndClose()
     }
 

@@ -94,6 +94,9 @@ public struct StreamCounters: Sendable {
     public var open = 0
     public var tlsHandshakesCompleted: UInt64 = 0
     public var tlsHandshakesFailed: UInt64 = 0
+    /// TLS sessions whose records relayd took over from OpenSSL after the handshake
+    /// (docs/tls.md, "After the handshake").
+    public var tlsOwnRecords: UInt64 = 0
     /// accept() failures that paused a listener (out of descriptors or memory).
     public var acceptErrors: UInt64 = 0
     /// Packets for a connection that had already closed (dropped).
@@ -124,6 +127,7 @@ public struct StreamCounters: Sendable {
         open += other.open
         tlsHandshakesCompleted &+= other.tlsHandshakesCompleted
         tlsHandshakesFailed &+= other.tlsHandshakesFailed
+        tlsOwnRecords &+= other.tlsOwnRecords
         acceptErrors &+= other.acceptErrors
         sendsToClosed &+= other.sendsToClosed
         apiConnections &+= other.apiConnections

@@ -391,6 +391,7 @@ extension StreamTransport {
     func contribute(to metrics: inout LoopMetrics) {
         metrics.tlsHandshakesOK = counters.tlsHandshakesCompleted
         metrics.tlsHandshakesFailed = counters.tlsHandshakesFailed
+        metrics.tlsOwnRecords = counters.tlsOwnRecords
         // Element by element: the counters' array stays this thread's alone (no copy on its next increment).
         for i in metrics.connectionsRefused.indices { metrics.connectionsRefused[i] = counters.refused[i] }
         for i in metrics.connectionsAccepted.indices { metrics.connectionsAccepted[i] = counters.accepted[i] }

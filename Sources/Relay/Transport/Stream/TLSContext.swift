@@ -79,6 +79,8 @@ final class TLSContext: @unchecked Sendable {
                     throw LoadError(description: "cannot set up DTLS cookies: \(TLSContext.drainErrors())")
                 }
                 SSL_CTX_ctrl(ctx, SSL_CTRL_SET_READ_AHEAD, 1, nil)
+            } else if !c.tlsOpenSSLRecords, relayd_tls_records_capture(ctx) != 0 {
+                throw LoadError(description: "cannot set up TLS record hand-over: \(TLSContext.drainErrors())")
             }
             try TLSContext.loadCredentials(ctx, certPath: certPath, keyPath: keyPath, password: c.pkeyPassword)
             fingerprint = TLSContext.fingerprint(of: ctx)
@@ -93,6 +95,12 @@ final class TLSContext: @unchecked Sendable {
     deinit {
         forgetTenants()
         SSL_CTX_free(context)
+    }
+
+    /// Whether the context of `ssl` hands its TLS 1.3 sessions' traffic secrets over for
+    /// relayd's own records (`relayd_tls_records_capture`; not with `tls-openssl-records`).
+    static func capturesSecrets(_ ssl: OpaquePointer) -> Bool {
+        SSL_CTX_get_keylog_callback(SSL_get_SSL_CTX(ssl)) != nil
     }
 
     private static func setTicketKeys(_ ctx: OpaquePointer, _ given: [UInt8]?) throws(LoadError) -> [UInt8] {
