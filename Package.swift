@@ -138,7 +138,8 @@ let package = Package(
         .executableTarget(
             name: "stun-bench",
             dependencies: [
-                "StunCodec", "Relay", "CMallocCounter", .product(name: "Logging", package: "swift-log"),
+                "StunCodec", "Relay", "CMallocCounter", "CStreamIO", "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

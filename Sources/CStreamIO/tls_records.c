@@ -25,7 +25,7 @@
 #define MAX_SECRET 48
 
 enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
-enum { HS_KEY_UPDATE = 24 };
+enum { HS_NEW_SESSION_TICKET = 4, HS_KEY_UPDATE = 24 };
 /* RFC 8446 §6. */
 enum {
     ALERT_CLOSE_NOTIFY = 0,
@@ -140,6 +140,8 @@ typedef struct {
 } direction;
 
 struct relayd_tls_records {
+    /* The server's side (reads the client's records); 0 for a client's. */
+    int server;
     const EVP_CIPHER *cipher;
     const EVP_MD *md;
     size_t key_length;
@@ -247,8 +249,9 @@ static relayd_tls_records *records_new(SSL *ssl, const captured_secrets *secrets
     r->md = md;
     r->key_length = (size_t)EVP_CIPHER_get_key_length(cipher);
     r->secret_length = secret_length;
-    memcpy(r->read.secret, secrets->client, secret_length);
-    memcpy(r->write.secret, secrets->server, secret_length);
+    r->server = SSL_is_server(ssl);
+    memcpy(r->read.secret, r->server ? secrets->client : secrets->server, secret_length);
+    memcpy(r->write.secret, r->server ? secrets->server : secrets->client, secret_length);
     r->read.aead = EVP_CIPHER_CTX_new();
     r->write.aead = EVP_CIPHER_CTX_new();
     if (r->read.aead == NULL || r->write.aead == NULL || r->key_length > 32 || direction_key(r, &r->read, 0) != 0 ||
@@ -267,6 +270,16 @@ void relayd_tls_records_free(relayd_tls_records *r) {
     free(r->pending);
     OPENSSL_cleanse(r, sizeof(*r));
     free(r);
+}
+
+void relayd_tls_records_sequences(const relayd_tls_records *r, uint64_t *read, uint64_t *write) {
+    *read = r->read.sequence;
+    *write = r->write.sequence;
+}
+
+void relayd_tls_records_set_sequences(relayd_tls_records *r, uint64_t read, uint64_t write) {
+    r->read.sequence = read;
+    r->write.sequence = write;
 }
 
 void relayd_tls_records_release_buffers(relayd_tls_records *r) {
@@ -312,9 +325,23 @@ static int seal_one(relayd_tls_records *r, relayd_stream_io *io, const unsigned 
     return 0;
 }
 
+/* §5.5: no more than 2^24.5 full-size records under one AES-GCM key. Before the write side's
+ * sequence reaches 2^24 relayd moves its key on with a KeyUpdate (not asking the peer to). */
+#define KEY_UPDATE_AFTER (1ULL << 24)
+
+static int update_write_key(relayd_tls_records *r, relayd_stream_io *io) {
+    static const unsigned char update[5] = {HS_KEY_UPDATE, 0, 0, 1, 0};
+    if (seal_one(r, io, update, sizeof(update), CT_HANDSHAKE) != 0) return -1;
+    return direction_update(r, &r->write, 1);
+}
+
 int relayd_tls_records_seal(relayd_tls_records *r, relayd_stream_io *io, const void *bytes, size_t count) {
     const unsigned char *at = bytes;
     if (r->closed) return -1;
+    if (r->write.sequence >= KEY_UPDATE_AFTER && update_write_key(r, io) != 0) {
+        r->failure = "cannot update the write key";
+        return -1;
+    }
     do {
         size_t chunk = count < MAX_PLAINTEXT ? count : MAX_PLAINTEXT;
         if (seal_one(r, io, at, chunk, CT_APPLICATION_DATA) != 0) {
@@ -377,22 +404,45 @@ static long open_one(relayd_tls_records *r, const unsigned char *record, size_t 
     return total - 1;
 }
 
-/* A KeyUpdate in a handshake record (§4.6.3): the client's key moves on, and when it asks,
- * ours does too after a KeyUpdate of our own (not requesting) under the old key. Anything else
- * in a handshake record after the handshake is unexpected: relayd asks for no client
- * certificate and sends no CertificateRequest. */
+/* The handshake messages of one record after the handshake. KeyUpdate (§4.6.3): the peer's key
+ * moves on, and when it asks, ours does too after a KeyUpdate of our own (not requesting) under
+ * the old key; it must end its record (§5.1: no message spans a key change). A client skips
+ * the server's NewSessionTickets (it resumes through OpenSSL's sessions, not these). Anything
+ * else is unexpected: relayd asks for no client certificate. Messages cut across records are
+ * refused. -1 when all went well, else the alert to send. */
 static int handshake_record(relayd_tls_records *r, relayd_stream_io *io, const unsigned char *body, size_t length) {
-    if (length != 5 || body[0] != HS_KEY_UPDATE || body[1] != 0 || body[2] != 0 || body[3] != 1 || body[4] > 1) {
-        r->failure = length >= 1 && body[0] == HS_KEY_UPDATE ? "malformed KeyUpdate" : "unexpected handshake message";
-        return length >= 1 && body[0] == HS_KEY_UPDATE ? ALERT_DECODE_ERROR : ALERT_UNEXPECTED_MESSAGE;
-    }
-    if (direction_update(r, &r->read, 0) != 0) {
-        r->failure = "cannot update the read key";
-        return ALERT_DECODE_ERROR;
-    }
-    if (body[4] == 1) {
-        static const unsigned char reply[5] = {HS_KEY_UPDATE, 0, 0, 1, 0};
-        if (seal_one(r, io, reply, sizeof(reply), CT_HANDSHAKE) != 0 || direction_update(r, &r->write, 1) != 0) {
+    size_t at = 0;
+    while (at < length) {
+        if (length - at < 4) {
+            r->failure = "a handshake message cut across records";
+            return ALERT_DECODE_ERROR;
+        }
+        unsigned char type = body[at];
+        size_t size = (size_t)body[at + 1] << 16 | (size_t)body[at + 2] << 8 | body[at + 3];
+        if (size > length - at - 4) {
+            r->failure = "a handshake message cut across records";
+            return ALERT_DECODE_ERROR;
+        }
+        const unsigned char *message = body + at + 4;
+        at += 4 + size;
+        if (type == HS_NEW_SESSION_TICKET && !r->server) continue;
+        if (type != HS_KEY_UPDATE) {
+            r->failure = "unexpected handshake message";
+            return ALERT_UNEXPECTED_MESSAGE;
+        }
+        if (size != 1 || message[0] > 1) {
+            r->failure = "malformed KeyUpdate";
+            return ALERT_DECODE_ERROR;
+        }
+        if (at != length) {
+            r->failure = "a KeyUpdate not at the end of its record";
+            return ALERT_UNEXPECTED_MESSAGE;
+        }
+        if (direction_update(r, &r->read, 0) != 0) {
+            r->failure = "cannot update the read key";
+            return ALERT_DECODE_ERROR;
+        }
+        if (message[0] == 1 && update_write_key(r, io) != 0) {
             r->failure = "cannot update the write key";
             return ALERT_DECODE_ERROR;
         }

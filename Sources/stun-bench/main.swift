@@ -10,8 +10,8 @@
 ///     stun-bench [ITERATIONS] [--assert-zero-alloc]
 ///
 /// ITERATIONS (default 1,000,000) per run; each benchmark reports the median of 5 runs.
-/// With --assert-zero-alloc it exits 1 when parsing a Binding request (a), ChannelData (b) or
-/// any relayed-packet path of the core (d-j) touches the heap. Build in release: scripts/bench-codec.sh.
+/// With --assert-zero-alloc it exits 1 when parsing a Binding request (a), ChannelData (b),
+/// any relayed-packet path of the core (d-j) or relayd's TLS records (k) touch the heap. Build in release: scripts/bench-codec.sh.
 let usage = "usage: stun-bench [ITERATIONS] [--assert-zero-alloc]"
 var iterations = 1_000_000
 var assertZeroAlloc = false
@@ -39,6 +39,7 @@ let relay: RelayFixture
 let crossLoop: CrossLoopFixture
 let toStream: CrossLoopFixture
 let limited: RelayFixture
+let tlsRecords: TLSRecordsFixture
 do {
     fixture = try Fixture()
     try fixture.validate()
@@ -52,13 +53,15 @@ do {
     // fixture's clock stands still; the work measured is the budget check that passes.
     limited = try RelayFixture(maxBPS: Int(UInt32.max))
     try limited.validate()
+    tlsRecords = try TLSRecordsFixture()
+    try tlsRecords.validate()
 } catch {
     print("stun-bench: cannot build the benchmark inputs: \(error)")
     exit(1)
 }
 
 let runs = 5
-let zeroAllocationGoal = [true, true, false, true, true, true, true, true, true, true]
+let zeroAllocationGoal = [true, true, false, true, true, true, true, true, true, true, true]
 let results = [
     Measurement.run("(a) parse Binding request + FINGERPRINT + MI verify", iterations: iterations, runs: runs) {
         parseAndVerifyRequest(fixture, iterations: $0)
@@ -90,6 +93,9 @@ let results = [
     Measurement.run("(j) relay: client ChannelData -> peer, max-bps budget (core)", iterations: iterations, runs: runs) {
         relayClientToPeer(limited, iterations: $0)
     },
+    Measurement.run("(k) TLS 1.3 record, 104 B, sealed and opened each way", iterations: iterations, runs: runs) {
+        tlsRecordsRoundTrip(tlsRecords, iterations: $0)
+    },
 ]
 
 print("stun-bench: \(iterations) iterations x \(runs) runs; ns/op is the median run (fastest-slowest)")
@@ -114,5 +120,5 @@ if assertZeroAlloc {
         failed = true
     }
     if failed { exit(1) }
-    print("stun-bench: zero-allocation check passed for (a), (b) and the relay data path (d)-(j)")
+    print("stun-bench: zero-allocation check passed for (a), (b), the relay data path (d)-(j) and TLS records (k)")
 }

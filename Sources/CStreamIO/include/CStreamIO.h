@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <openssl/bio.h>
 
@@ -88,7 +89,9 @@ int relayd_tls_records_capture(SSL_CTX *ctx);
 /// bytes in `io` (the session tickets, under the server's traffic key): NULL when the session is
 /// not TLS 1.3 with one of the three suites, its secrets were not captured, OpenSSL holds
 /// unread input, those bytes are not whole records, or memory ran out (the session stays with
-/// OpenSSL then). The captured secrets are wiped from `ssl` either way; free it after.
+/// OpenSSL then). The captured secrets are wiped from `ssl` either way; free it after. A
+/// client's side (benchmarks, load generators) is taken the same way with `written` 0; the
+/// server's session tickets that reach it later are skipped.
 relayd_tls_records *relayd_tls_records_new(SSL *ssl, const relayd_stream_io *io, size_t written);
 void relayd_tls_records_free(relayd_tls_records *records);
 
@@ -105,6 +108,12 @@ int relayd_tls_records_close_notify(relayd_tls_records *records, relayd_stream_i
 /// in `io`; user_canceled; empty ones) are opened on the way. `capacity` must be at least
 /// RELAYD_TLS_RECORDS_MAX_PLAINTEXT.
 long relayd_tls_records_open(relayd_tls_records *records, relayd_stream_io *io, unsigned char *out, size_t capacity);
+
+/// The sequence numbers of the next record to open and to seal (RFC 8446 §5.3).
+void relayd_tls_records_sequences(const relayd_tls_records *records, uint64_t *read, uint64_t *write);
+/// Sets them: both ends must agree, so only where one process holds both (stun-bench checks
+/// the KeyUpdate relayd sends before its write sequence reaches 2^24, §5.5).
+void relayd_tls_records_set_sequences(relayd_tls_records *records, uint64_t read, uint64_t write);
 
 /// Why the last call failed.
 const char *relayd_tls_records_failure(const relayd_tls_records *records);
