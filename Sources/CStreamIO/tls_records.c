@@ -32,7 +32,9 @@ enum {
     ALERT_UNEXPECTED_MESSAGE = 10,
     ALERT_BAD_RECORD_MAC = 20,
     ALERT_RECORD_OVERFLOW = 22,
+    ALERT_ILLEGAL_PARAMETER = 47,
     ALERT_DECODE_ERROR = 50,
+    ALERT_INTERNAL_ERROR = 80,
     ALERT_USER_CANCELED = 90,
 };
 
@@ -188,6 +190,7 @@ static void nonce_for(const direction *d, unsigned char nonce[IV_LENGTH]) {
 /* Counts the records in the last `count` bytes of `io`'s queue: all application_data (what a
  * TLS 1.3 server writes under its traffic keys), whole; -1 when they are not. */
 static long records_in_tail(const relayd_stream_io *io, size_t count) {
+    if (count == 0) return 0;
     if (count > relayd_stream_io_pending(io)) return -1;
     const unsigned char *bytes = io->output + io->output_end - count;
     long records = 0;
@@ -282,10 +285,11 @@ void relayd_tls_records_set_sequences(relayd_tls_records *r, uint64_t read, uint
     r->write.sequence = write;
 }
 
-void relayd_tls_records_release_buffers(relayd_tls_records *r) {
-    if (r->pending_count > 0) return;
+int relayd_tls_records_release_buffers(relayd_tls_records *r) {
+    if (r->pending_count > 0 || r->pending == NULL) return 0;
     free(r->pending);
     r->pending = NULL;
+    return 1;
 }
 
 const char *relayd_tls_records_failure(const relayd_tls_records *r) { return r->failure ? r->failure : "TLS record error"; }
@@ -331,6 +335,7 @@ static int seal_one(relayd_tls_records *r, relayd_stream_io *io, const unsigned 
 
 static int update_write_key(relayd_tls_records *r, relayd_stream_io *io) {
     static const unsigned char update[5] = {HS_KEY_UPDATE, 0, 0, 1, 0};
+    if (r->closed) return -1;
     if (seal_one(r, io, update, sizeof(update), CT_HANDSHAKE) != 0) return -1;
     return direction_update(r, &r->write, 1);
 }
@@ -378,7 +383,8 @@ static long fail(relayd_tls_records *r, relayd_stream_io *io, unsigned char aler
 
 /* Opens the record `record` (header included) into `out`; the inner plaintext's length (content,
  * type, padding) is at most `length` - 5 - 16, which the caller checked fits. Returns the
- * content's length with its type in `*type`, or -1 when it does not authenticate or has no type. */
+ * content's length with its type in `*type`; -1 when it does not authenticate, -2 when its
+ * plaintext is all zeros (no type, §5.4). */
 static long open_one(relayd_tls_records *r, const unsigned char *record, size_t length, unsigned char *out,
                      unsigned char *type) {
     size_t sealed = length - RECORD_HEADER - TAG_LENGTH;
@@ -399,7 +405,7 @@ static long open_one(relayd_tls_records *r, const unsigned char *record, size_t 
     r->read.sequence += 1;
     /* §5.4: the type is the last non-zero byte; all zeros is an error. */
     while (total > 0 && out[total - 1] == 0) total -= 1;
-    if (total == 0) return -1;
+    if (total == 0) return -2;
     *type = out[total - 1];
     return total - 1;
 }
@@ -430,9 +436,13 @@ static int handshake_record(relayd_tls_records *r, relayd_stream_io *io, const u
             r->failure = "unexpected handshake message";
             return ALERT_UNEXPECTED_MESSAGE;
         }
-        if (size != 1 || message[0] > 1) {
+        if (size != 1) {
             r->failure = "malformed KeyUpdate";
             return ALERT_DECODE_ERROR;
+        }
+        if (message[0] > 1) {
+            r->failure = "a KeyUpdate with an unknown request_update";
+            return ALERT_ILLEGAL_PARAMETER;
         }
         if (at != length) {
             r->failure = "a KeyUpdate not at the end of its record";
@@ -440,11 +450,11 @@ static int handshake_record(relayd_tls_records *r, relayd_stream_io *io, const u
         }
         if (direction_update(r, &r->read, 0) != 0) {
             r->failure = "cannot update the read key";
-            return ALERT_DECODE_ERROR;
+            return ALERT_INTERNAL_ERROR;
         }
         if (message[0] == 1 && update_write_key(r, io) != 0) {
             r->failure = "cannot update the write key";
-            return ALERT_DECODE_ERROR;
+            return ALERT_INTERNAL_ERROR;
         }
     }
     return -1;
@@ -477,7 +487,12 @@ static long process(relayd_tls_records *r, relayd_stream_io *io, const unsigned 
                     unsigned char *out) {
     unsigned char type = 0;
     long content = open_one(r, record, length, out, &type);
-    if (content < 0) return fail(r, io, ALERT_BAD_RECORD_MAC, "a record that does not authenticate");
+    if (content == -1) return fail(r, io, ALERT_BAD_RECORD_MAC, "a record that does not authenticate");
+    if (content < 0) return fail(r, io, ALERT_UNEXPECTED_MESSAGE, "a record without a content type");
+    /* §5.4: at most 2^14 bytes of content; §5.1: no empty handshake or alert record. */
+    if (content > MAX_PLAINTEXT) return fail(r, io, ALERT_RECORD_OVERFLOW, "a record with more than 2^14 bytes");
+    if (content == 0 && type != CT_APPLICATION_DATA)
+        return fail(r, io, ALERT_UNEXPECTED_MESSAGE, "an empty handshake or alert record");
     switch (type) {
     case CT_APPLICATION_DATA:
         return content;
@@ -489,7 +504,7 @@ static long process(relayd_tls_records *r, relayd_stream_io *io, const unsigned 
         if (content != 2) return fail(r, io, ALERT_DECODE_ERROR, "malformed alert");
         if (out[1] == ALERT_CLOSE_NOTIFY) return RELAYD_TLS_RECORDS_CLOSED;
         if (out[1] == ALERT_USER_CANCELED) return 0;
-        r->failure = "the client sent a fatal alert";
+        r->failure = "the peer sent a fatal alert";
         r->closed = 1;
         return RELAYD_TLS_RECORDS_FAILED;
     default:

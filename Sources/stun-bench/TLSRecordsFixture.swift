@@ -13,7 +13,7 @@ final class TLSRecordsFixture {
     private(set) var server: OpaquePointer?
     /// What one relayed packet carries (a 100-byte ChannelData payload and its header).
     let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: 104, alignment: 8)
-    let opened = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(RELAYD_TLS_RECORDS_MAX_PLAINTEXT))
+    let opened = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(RELAYD_TLS_RECORDS_ROOM))
 
     init() throws {
         relayd_stream_io_init(clientIO, 1 << 20)
@@ -127,7 +127,7 @@ final class TLSRecordsFixture {
         guard relayd_tls_records_seal(from, fromIO, payload.baseAddress!, payload.count) == 0 else { return -10 }
         toIO.pointee.input = UnsafePointer(fromIO.pointee.output + fromIO.pointee.output_start)
         toIO.pointee.input_length = relayd_stream_io_pending(fromIO)
-        let result = relayd_tls_records_open(to, toIO, opened, Int(RELAYD_TLS_RECORDS_MAX_PLAINTEXT))
+        let result = relayd_tls_records_open(to, toIO, opened, Int(RELAYD_TLS_RECORDS_ROOM))
         fromIO.pointee.output_start = 0
         fromIO.pointee.output_end = 0
         return result

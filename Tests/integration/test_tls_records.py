@@ -16,13 +16,13 @@ import socket
 import ssl
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
 
 import stunclient
 from conftest import RelayServer, running, server_kind
-from floods import metric
 from streamclient import FrameReader, StreamTurnClient, client_tls_context
 from stunclient import Class, Method, StunMessage, recv_from, udp_socket
 
@@ -42,8 +42,14 @@ def relay(tmp_path_factory):
 
 
 def counts(server: RelayServer) -> tuple[float, float]:
-    """TLS handshakes completed, and sessions whose records relayd took over."""
-    return metric(server, "relayd_tls_handshakes_total", result="ok"), metric(server, OWN)
+    """TLS handshakes completed, and sessions whose records relayd took over (one scrape)."""
+    text = server.http("GET", "/metrics", headers={"Authorization": f"Bearer {server.api_token}"}).body.decode()
+    values = {}
+    for line in text.splitlines():
+        for name in ('relayd_tls_handshakes_total{result="ok"}', OWN):
+            if line.startswith(name + " "):
+                values[name] = float(line.rsplit(" ", 1)[1])
+    return values.get('relayd_tls_handshakes_total{result="ok"}', 0.0), values.get(OWN, 0.0)
 
 
 def counts_after(server: RelayServer, before: tuple[float, float], handshakes: int) -> tuple[float, float]:
@@ -101,41 +107,76 @@ def test_tls12_sessions_stay_with_openssl(relay):
         assert counts_after(relay, before, 1) == (1, 0)
 
 
-def s_client_key_update(server: RelayServer, suite: str, command: str) -> bytes:
-    """An `openssl s_client` session with `suite` that sends a KeyUpdate (`K`: asking the server
-    to update its key too; `k`: not asking), then a Binding request; its output."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.fail("openssl not found (Debian package openssl; run scripts/install-test-deps.sh)")
-    request = stunclient.binding_request()
-    proc = subprocess.Popen(
-        [openssl, "s_client", "-connect", f"{server.host}:{server.tls_port}", "-tls1_3", "-ciphersuites", suite],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+class SClient:
+    """`openssl s_client -msg` on the relay's TLS port, its output collected as it comes."""
+
+    def __init__(self, server: RelayServer, *args: str):
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            pytest.fail("openssl not found (Debian package openssl; run scripts/install-test-deps.sh)")
+        self.proc = subprocess.Popen(
+            [openssl, "s_client", "-connect", f"{server.host}:{server.tls_port}", "-msg", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.output = b""
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while chunk := self.proc.stdout.read1(65536):
+            with self.lock:
+                self.output += chunk
+
+    def wait_for(self, marker: bytes, after: int = 0, timeout: float = WAIT) -> int:
+        """Waits until `marker` is in the output past offset `after`; returns where it ends."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                at = self.output.find(marker, after)
+                if at >= 0:
+                    return at + len(marker)
+            if time.monotonic() > deadline:
+                pytest.fail(f"s_client never printed {marker!r}: {self.output[-800:]!r}")
+            time.sleep(0.02)
+
+    def send(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.reader.join(timeout=WAIT)
+
+
+def key_update_then_binding(server: RelayServer, suite: str, command: str) -> bytes:
+    """An s_client session with `suite` that sends a KeyUpdate (`K`: asking the server to update
+    its key too; `k`: not asking) once its handshake is done, then, once the KeyUpdate is out, a
+    Binding request, and waits for the answer; the output up to then."""
+    client = SClient(server, "-tls1_3", "-ciphersuites", suite)
     try:
-        time.sleep(1.0)  # the handshake
-        proc.stdin.write(f"{command}\n".encode())
-        proc.stdin.flush()
-        time.sleep(0.5)
-        proc.stdin.write(request.encode())
-        proc.stdin.flush()
-        time.sleep(1.0)
-        output, _ = proc.communicate(timeout=10)  # stdin's end: s_client says close_notify and quits
+        done = client.wait_for(b"Verify return code")  # printed once the handshake is done
+        client.send(f"{command}\n".encode())
+        updated = client.wait_for(b">>> TLS 1.3, Handshake [length 0005], KeyUpdate", done)
+        request = stunclient.binding_request()
+        client.send(request.encode())
+        client.wait_for(request.transaction_id, updated)
+        with client.lock:
+            return client.output
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert request.transaction_id in output, (
-        f"no Binding response after KeyUpdate '{command}' with {suite}: {output[-600:]!r}")
-    return output
+        client.close()
 
 
 @pytest.mark.parametrize("suite", SUITES)
 @pytest.mark.parametrize("command", ["K", "k"])
 def test_key_update_from_the_client_keeps_the_session(relay, suite, command):
     before = counts(relay)
-    output = s_client_key_update(relay, suite, command)
+    output = key_update_then_binding(relay, suite, command)
     assert f"Cipher is {suite}".encode() in output
-    assert b"KEYUPDATE" in output
+    # Asked to (K), relayd updates its own key and says so with a KeyUpdate; not asked, it does not.
+    answered = b"<<< TLS 1.3, Handshake [length 0005], KeyUpdate" in output
+    assert answered == (command == "K"), output[-800:]
     assert counts_after(relay, before, 1) == (1, 1)
 
 
@@ -143,7 +184,9 @@ class MemoryTLS:
     """A TLS 1.3 client over Python's memory BIOs on a plain socket: the test decides how the
     ciphertext reaches the server, byte by byte or forged."""
 
-    def __init__(self, server: RelayServer):
+    def __init__(self, server: RelayServer, hold_finished: bool = False):
+        """Shakes hands; with `hold_finished` the client's Finished is kept in `held`, to go
+        in one segment with what follows."""
         self.sock = socket.create_connection(server.tls_address, timeout=WAIT)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.incoming = ssl.MemoryBIO()
@@ -156,7 +199,9 @@ class MemoryTLS:
             except ssl.SSLWantReadError:
                 self.sock.sendall(self.outgoing.read())
                 self.feed(WAIT)
-        self.sock.sendall(self.outgoing.read())  # the client's Finished
+        self.held = self.outgoing.read()  # the client's Finished
+        if not hold_finished:
+            self.sock.sendall(self.held)
 
     def feed(self, timeout: float) -> bool:
         """Reads what the socket has into the TLS object; False at EOF."""
@@ -205,6 +250,40 @@ class MemoryTLS:
         self.sock.close()
 
 
+def test_a_request_in_the_segment_of_the_clients_finished_is_answered(relay):
+    """OpenSSL reads no further than the Finished, and relayd opens what follows it."""
+    before = counts(relay)
+    client = MemoryTLS(relay, hold_finished=True)
+    try:
+        request = stunclient.binding_request()
+        client.sock.sendall(client.held + client.seal(request.encode()))
+        response = StunMessage.decode(client.read_frame())
+        assert response.transaction_id == request.transaction_id
+        assert (response.method, response.cls) == (Method.BINDING, Class.SUCCESS)
+    finally:
+        client.close()
+    assert counts_after(relay, before, 1) == (1, 1)
+
+
+def test_a_resumed_session_is_kept_by_relayd_too(relay):
+    """A resumed handshake (TLS 1.3 PSK from the server's ticket) writes its own number of
+    tickets before relayd takes over; the records that follow still open on both sides."""
+    context = client_tls_context(minimum=ssl.TLSVersion.TLSv1_3)
+    before = counts(relay)
+    session = None
+    for attempt in range(2):
+        with socket.create_connection(relay.tls_address, timeout=WAIT) as raw, \
+                context.wrap_socket(raw, session=session) as sock:
+            assert sock.session_reused == (attempt == 1)
+            for _ in range(3):
+                request = stunclient.binding_request()
+                sock.sendall(request.encode())
+                frame = FrameReader(sock).read_frame(WAIT)
+                assert frame is not None and StunMessage.decode(frame).transaction_id == request.transaction_id
+            session = sock.session  # the tickets came before the first answer
+    assert counts_after(relay, before, 2) == (2, 2)
+
+
 def test_records_that_arrive_a_few_bytes_at_a_time_are_put_together(relay):
     client = MemoryTLS(relay)
     try:
@@ -229,9 +308,9 @@ def test_records_that_arrive_a_few_bytes_at_a_time_are_put_together(relay):
 
 
 @pytest.mark.parametrize("forged, alert", [
-    (b"\x17\x03\x03\x00\x20" + bytes(32), "BAD_RECORD_MAC"),
-    (b"\x17\x03\x03\x41\x01" + bytes(64), "RECORD_OVERFLOW"),
-    (b"\x16\x03\x03\x00\x05" + bytes(5), "UNEXPECTED_MESSAGE"),
+    (b"\x17\x03\x03\x00\x20" + bytes(32), "ALERT_BAD_RECORD_MAC"),
+    (b"\x17\x03\x03\x41\x01" + bytes(64), "ALERT_RECORD_OVERFLOW"),
+    (b"\x16\x03\x03\x00\x05" + bytes(5), "ALERT_UNEXPECTED_MESSAGE"),
 ])
 def test_a_record_that_cannot_be_opened_gets_its_alert_and_the_connection_closes(relay, forged, alert):
     client = MemoryTLS(relay)

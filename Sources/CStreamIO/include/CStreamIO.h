@@ -78,8 +78,9 @@ typedef struct relayd_tls_records relayd_tls_records;
 #define RELAYD_TLS_RECORDS_FAILED (-2)
 /// `relayd_tls_records_open`: `out` has less room than a record's plaintext can take.
 #define RELAYD_TLS_RECORDS_NEEDS_ROOM (-3)
-/// The room `relayd_tls_records_open` asks for (a record's ciphertext can be this long, §5.2).
-#define RELAYD_TLS_RECORDS_MAX_PLAINTEXT 16640
+/// The room `relayd_tls_records_open` asks for in `out`: a record's ciphertext can be this long
+/// (§5.2), and it is opened in place there before its length is known.
+#define RELAYD_TLS_RECORDS_ROOM 16640
 
 /// Makes the sessions of `ctx` keep their TLS 1.3 application traffic secrets (the key-log
 /// callback) for `relayd_tls_records_new`. 0 on success.
@@ -106,7 +107,7 @@ int relayd_tls_records_close_notify(relayd_tls_records *records, relayd_stream_i
 /// application data of one record (> 0), 0 when the input is used up, or a
 /// RELAYD_TLS_RECORDS_ code. Records without application data (KeyUpdate, whose answer is queued
 /// in `io`; user_canceled; empty ones) are opened on the way. `capacity` must be at least
-/// RELAYD_TLS_RECORDS_MAX_PLAINTEXT.
+/// RELAYD_TLS_RECORDS_ROOM.
 long relayd_tls_records_open(relayd_tls_records *records, relayd_stream_io *io, unsigned char *out, size_t capacity);
 
 /// The sequence numbers of the next record to open and to seal (RFC 8446 §5.3).
@@ -118,8 +119,8 @@ void relayd_tls_records_set_sequences(relayd_tls_records *records, uint64_t read
 /// Why the last call failed.
 const char *relayd_tls_records_failure(const relayd_tls_records *records);
 
-/// Frees the buffer of a part record when none is kept (an idle connection).
-void relayd_tls_records_release_buffers(relayd_tls_records *records);
+/// Frees the buffer of a part record when none is kept (an idle connection); 1 when it did.
+int relayd_tls_records_release_buffers(relayd_tls_records *records);
 
 struct bufferevent;
 struct event_base;

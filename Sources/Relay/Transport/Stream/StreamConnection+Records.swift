@@ -34,7 +34,7 @@ extension StreamConnection {
     /// side, an error closes the connection (its alert is queued).
     func openRecords(_ records: OpaquePointer) {
         let frames = owner.frameBuffer
-        let room = Int(RELAYD_TLS_RECORDS_MAX_PLAINTEXT)
+        let room = Int(RELAYD_TLS_RECORDS_ROOM)
         var count = restorePartial(into: frames)
         while state == .open {
             if frames.count - count < room {

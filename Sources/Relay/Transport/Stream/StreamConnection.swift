@@ -239,7 +239,7 @@ final class StreamConnection: StreamSink, @unchecked Sendable {
         relayd_stream_io_lock(io)
         var freed = false
         if let ssl, !handingOver, TLSContext.mayFreeBuffers { freed = SSL_free_buffers(ssl) == 1 }
-        if let records { relayd_tls_records_release_buffers(records) }
+        if let records, relayd_tls_records_release_buffers(records) == 1 { freed = true }
         if relayd_stream_io_pending(io) == 0, io.pointee.output_capacity > 0 {
             relayd_stream_io_release(io)
             freed = true

@@ -123,7 +123,7 @@ final class StreamService: Sendable {
     private func prepareAPITLS() throws(RelayServer.StartError) {
         guard !apiOnlyAddresses.isEmpty, configuration.apiUsesTLS else { return }
         do {
-            let context = try TLSContext(configuration: configuration.apiTLSConfiguration)
+            let context = try TLSContext(configuration: configuration.apiTLSConfiguration, streams: true)
             apiTLS.withLock { $0 = context }
         } catch {
             throw RelayServer.StartError(description: "HTTPS for the API: \(error.description)")
@@ -139,7 +139,7 @@ final class StreamService: Sendable {
             return
         }
         do {
-            let context = try TLSContext(configuration: configuration, ticketKeys: inherited(Self.tlsTicketKeysName))
+            let context = try TLSContext(configuration: configuration, streams: true, ticketKeys: inherited(Self.tlsTicketKeysName))
             context.serve(tenants: try TLSContext.tenantContexts(configuration, ticketKeys: context.ticketKeys))
             tls.withLock { $0 = context }
             logger.info(
@@ -162,7 +162,7 @@ final class StreamService: Sendable {
         // The API's own context: a file that does not load keeps the running one (the API
         // service logs why).
         if apiTLS.value != nil, configuration.apiUsesTLS,
-            let next = try? TLSContext(configuration: configuration.apiTLSConfiguration)
+            let next = try? TLSContext(configuration: configuration.apiTLSConfiguration, streams: true)
         {
             apiTLS.withLock { $0 = next }
         }
@@ -171,7 +171,7 @@ final class StreamService: Sendable {
             return
         }
         do {
-            let context = try TLSContext(configuration: configuration)
+            let context = try TLSContext(configuration: configuration, streams: true)
             context.serve(tenants: try TLSContext.tenantContexts(configuration, ticketKeys: context.ticketKeys))
             tls.withLock { $0 = context }
             logger.info(

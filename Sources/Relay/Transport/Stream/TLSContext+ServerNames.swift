@@ -48,7 +48,7 @@ extension TLSContext {
             c.pkeyPassword = tenant.configuration.pkeyPassword
             let context: TLSContext
             do {
-                context = try TLSContext(configuration: c, ticketKeys: ticketKeys)
+                context = try TLSContext(configuration: c, streams: true, ticketKeys: ticketKeys)
             } catch {
                 throw LoadError(description: "tenant '\(tenant.name)': \(error.description)")
             }

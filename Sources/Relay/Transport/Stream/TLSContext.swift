@@ -57,10 +57,13 @@ final class TLSContext: @unchecked Sendable {
 
     /// Loads `cert` (a PEM chain, leaf first) and `pkey` (PEM; defaults to the `cert` file).
     /// Session tickets are sealed with `ticketKeys` when it has the right length, else with keys
-    /// drawn at random.
-    init(configuration c: RelayConfiguration, datagram: Bool = false, ticketKeys keys: [UInt8]? = nil)
-        throws(LoadError)
-    {
+    /// drawn at random. `streams`: the context of relayd's own TCP/TLS listeners, whose TLS 1.3
+    /// sessions relayd takes over after the handshake unless `tls-openssl-records` (not the
+    /// HTTP API's libevent listener, nor DTLS).
+    init(
+        configuration c: RelayConfiguration, datagram: Bool = false, streams: Bool = false,
+        ticketKeys keys: [UInt8]? = nil
+    ) throws(LoadError) {
         guard let certPath = c.cert else { throw LoadError(description: "no 'cert' configured") }
         let keyPath = c.pkey ?? certPath
         ERR_clear_error()
@@ -79,7 +82,7 @@ final class TLSContext: @unchecked Sendable {
                     throw LoadError(description: "cannot set up DTLS cookies: \(TLSContext.drainErrors())")
                 }
                 SSL_CTX_ctrl(ctx, SSL_CTRL_SET_READ_AHEAD, 1, nil)
-            } else if !c.tlsOpenSSLRecords, relayd_tls_records_capture(ctx) != 0 {
+            } else if streams, !c.tlsOpenSSLRecords, relayd_tls_records_capture(ctx) != 0 {
                 throw LoadError(description: "cannot set up TLS record hand-over: \(TLSContext.drainErrors())")
             }
             try TLSContext.loadCredentials(ctx, certPath: certPath, keyPath: keyPath, password: c.pkeyPassword)
