@@ -29,40 +29,17 @@ extension StreamConnection {
         SSL_free(ssl)
     }
 
-    /// Opens the records in `io`'s input into the frame buffer (behind any partial frame) and
-    /// delivers the frames, also when the buffer fills up; a close_notify ends the client's
-    /// side, an error closes the connection (its alert is queued).
+    /// Opens the records in `io`'s input and delivers their frames (`deliverPlaintext`); an
+    /// error queues its alert.
     func openRecords(_ records: OpaquePointer) {
-        let frames = owner.frameBuffer
-        let room = Int(RELAYD_TLS_RECORDS_ROOM)
-        var count = restorePartial(into: frames)
-        while state == .open {
-            if frames.count - count < room {
-                deliverFrames(in: frames, count: count)
-                count = restorePartial(into: frames)
-                continue
-            }
+        deliverPlaintext(room: Int(RELAYD_TLS_RECORDS_ROOM)) { into, space in
             relayd_stream_io_lock(io)
-            let result = relayd_tls_records_open(
-                records, io, frames.baseAddress!.assumingMemoryBound(to: UInt8.self) + count, frames.count - count)
-            let failure = result < 0 && result != RELAYD_TLS_RECORDS_CLOSED
-            let detail = failure ? String(cString: relayd_tls_records_failure(records)) : nil
-            relayd_stream_io_unlock(io)
-            if result > 0 {
-                count += result
-                continue
-            }
-            if result == 0 { break }
-            deliverFrames(in: frames, count: count)
-            if let detail {
-                close(.error, detail: detail)
-            } else if pipe == nil {
-                clientClosed()
-            } else {
-                pipeClientEnded()
-            }
-            return
+            defer { relayd_stream_io_unlock(io) }
+            let result = relayd_tls_records_open(records, io, into.assumingMemoryBound(to: UInt8.self), space)
+            if result > 0 { return .bytes(result) }
+            if result == 0 { return .drained }
+            if result == RELAYD_TLS_RECORDS_CLOSED { return .closed }
+            return .failed(String(cString: relayd_tls_records_failure(records)))
         }
-        if state == .open { deliverFrames(in: frames, count: count) }
     }
 }

@@ -39,38 +39,53 @@ extension StreamConnection {
         }
         if let records { return openRecords(records) }
         guard let ssl else { return }
+        deliverPlaintext(room: 1) { into, space in
+            relayd_stream_io_lock(io)
+            defer { relayd_stream_io_unlock(io) }
+            ERR_clear_error()
+            let result = SSL_read(ssl, into, Int32(clamping: space))
+            if result > 0 { return .bytes(Int(result)) }
+            let error = SSL_get_error(ssl, result)
+            if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return .drained }
+            return error == SSL_ERROR_ZERO_RETURN ? .closed : .failed(tlsErrorDetail(error))
+        }
+    }
+
+    /// What one read of plaintext from TLS gave.
+    enum PlaintextRead {
+        case bytes(Int)
+        /// The ciphertext read so far is used up.
+        case drained
+        /// The client's close_notify.
+        case closed
+        case failed(String)
+    }
+
+    /// Reads plaintext with `read` (into the room it is given, at least `room` bytes) into the
+    /// frame buffer behind any partial frame, and delivers the frames, also when the buffer fills
+    /// up; close_notify ends the client's side, an error closes the connection.
+    func deliverPlaintext(room: Int, _ read: (UnsafeMutableRawPointer, Int) -> PlaintextRead) {
         let frames = owner.frameBuffer
         var count = restorePartial(into: frames)
         while state == .open {
-            if count == frames.count {
+            if frames.count - count < room {
                 deliverFrames(in: frames, count: count)
                 count = restorePartial(into: frames)
                 continue
             }
-            relayd_stream_io_lock(io)
-            ERR_clear_error()
-            let space = Int32(clamping: frames.count - count)
-            let result = SSL_read(ssl, frames.baseAddress! + count, space)
-            let error = result > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
-            let waiting = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
-            let failed = result <= 0 && !waiting && error != SSL_ERROR_ZERO_RETURN
-            let detail = failed ? tlsErrorDetail(error) : nil
-            relayd_stream_io_unlock(io)
-            if result > 0 {
-                count += Int(result)
-                continue
+            switch read(frames.baseAddress! + count, frames.count - count) {
+            case .bytes(let read):
+                count += read
+            case .drained:
+                return deliverFrames(in: frames, count: count)
+            case .closed:
+                deliverFrames(in: frames, count: count)
+                return pipe == nil ? clientClosed() : pipeClientEnded()
+            case .failed(let detail):
+                deliverFrames(in: frames, count: count)
+                return close(.error, detail: detail)
             }
-            if waiting { break }
-            deliverFrames(in: frames, count: count)
-            count = 0
-            if let detail {
-                close(.error, detail: detail)
-            } else {
-                if pipe == nil { clientClosed() } else { pipeClientEnded() }  // close_notify
-            }
-            return
         }
-        if state == .open { deliverFrames(in: frames, count: count) }
     }
 
     func handshakeCompleted() {
