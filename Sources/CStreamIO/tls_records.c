@@ -15,16 +15,8 @@
 #include <openssl/ssl.h>
 #include <openssl/tls1.h>
 #include "CStreamIO.h"
+#include "tls_records_internal.h"
 
-/* RFC 8446 §5.1, §5.2. */
-#define RECORD_HEADER 5
-#define MAX_PLAINTEXT 16384
-#define MAX_CIPHERTEXT (MAX_PLAINTEXT + 256)
-#define TAG_LENGTH 16
-#define IV_LENGTH 12
-#define MAX_SECRET 48
-
-enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
 enum { HS_NEW_SESSION_TICKET = 4, HS_KEY_UPDATE = 24 };
 /* RFC 8446 §6. */
 enum {
@@ -133,34 +125,6 @@ static int expand_label(const EVP_MD *md, const unsigned char *secret, size_t se
     return 0;
 }
 
-/* One direction's record protection. */
-typedef struct {
-    EVP_CIPHER_CTX *aead;
-    unsigned char iv[IV_LENGTH];
-    unsigned char secret[MAX_SECRET];
-    uint64_t sequence;
-} direction;
-
-struct relayd_tls_records {
-    /* The server's side (reads the client's records); 0 for a client's. */
-    int server;
-    const EVP_CIPHER *cipher;
-    const EVP_MD *md;
-    size_t key_length;
-    size_t secret_length;
-    direction read;
-    direction write;
-    /* A record cut off by the end of a read: its bytes so far (room for the longest record,
-     * allocated when one is first cut off, freed when the connection idles). */
-    unsigned char *pending;
-    size_t pending_count;
-    unsigned char header[RECORD_HEADER];
-    size_t header_count;
-    /* Why the last call failed; a static string. */
-    const char *failure;
-    int closed;
-};
-
 /* Keys `d` from its `secret` (§7.3): the AEAD key and the static IV; the sequence restarts. */
 static int direction_key(relayd_tls_records *r, direction *d, int encrypt) {
     unsigned char key[32];
@@ -216,6 +180,7 @@ static captured_secrets *take_secrets(SSL *ssl) {
 
 static relayd_tls_records *records_new(SSL *ssl, const captured_secrets *secrets, const relayd_stream_io *io,
                                        size_t written);
+static int records_suite(uint16_t code, const EVP_CIPHER **cipher, const EVP_MD **md, size_t *secret_length);
 
 relayd_tls_records *relayd_tls_records_new(SSL *ssl, const relayd_stream_io *io, size_t written) {
     captured_secrets *secrets = take_secrets(ssl);
@@ -232,29 +197,53 @@ static relayd_tls_records *records_new(SSL *ssl, const captured_secrets *secrets
     if (SSL_version(ssl) != TLS1_3_VERSION || SSL_has_pending(ssl)) return NULL;
     const SSL_CIPHER *suite = SSL_get_current_cipher(ssl);
     if (secrets == NULL || suite == NULL) return NULL;
-    const EVP_CIPHER *cipher;
-    switch (SSL_CIPHER_get_id(suite) & 0xFFFF) {
-    case 0x1301: cipher = EVP_aes_128_gcm(); break;       /* TLS_AES_128_GCM_SHA256 */
-    case 0x1302: cipher = EVP_aes_256_gcm(); break;       /* TLS_AES_256_GCM_SHA384 */
-    case 0x1303: cipher = EVP_chacha20_poly1305(); break; /* TLS_CHACHA20_POLY1305_SHA256 */
-    default: return NULL;
-    }
-    const EVP_MD *md = SSL_CIPHER_get_handshake_digest(suite);
-    if (cipher == NULL || md == NULL) return NULL;
-    size_t secret_length = (size_t)EVP_MD_get_size(md);
+    uint16_t code = (uint16_t)(SSL_CIPHER_get_id(suite) & 0xFFFF);
+    size_t secret_length = 0;
+    if (records_suite(code, NULL, NULL, &secret_length) != 0) return NULL;
     if (secrets->client_length != secret_length || secrets->server_length != secret_length) return NULL;
     long sent = records_in_tail(io, written);
     if (sent < 0) return NULL;
+    int server = SSL_is_server(ssl);
+    relayd_tls_records *r = relayd_tls_records_keyed(code, server, server ? secrets->client : secrets->server,
+                                          server ? secrets->server : secrets->client);
+    if (r == NULL) return NULL;
+    r->write.sequence = (uint64_t)sent;
+    return r;
+}
 
+/* The AEAD and hash of suite `code` (RFC 8446 §B.4) and its secrets' length; -1 for another. */
+static int records_suite(uint16_t code, const EVP_CIPHER **cipher, const EVP_MD **md, size_t *secret_length) {
+    const EVP_CIPHER *c;
+    const EVP_MD *m;
+    switch (code) {
+    case 0x1301: c = EVP_aes_128_gcm(), m = EVP_sha256(); break;       /* TLS_AES_128_GCM_SHA256 */
+    case 0x1302: c = EVP_aes_256_gcm(), m = EVP_sha384(); break;       /* TLS_AES_256_GCM_SHA384 */
+    case 0x1303: c = EVP_chacha20_poly1305(), m = EVP_sha256(); break; /* TLS_CHACHA20_POLY1305_SHA256 */
+    default: return -1;
+    }
+    if (c == NULL || m == NULL) return -1;
+    if (cipher != NULL) *cipher = c;
+    if (md != NULL) *md = m;
+    *secret_length = (size_t)EVP_MD_get_size(m);
+    return 0;
+}
+
+relayd_tls_records *relayd_tls_records_keyed(uint16_t code, int server, const unsigned char *read_secret,
+                                             const unsigned char *write_secret) {
+    const EVP_CIPHER *cipher;
+    const EVP_MD *md;
+    size_t secret_length;
+    if (records_suite(code, &cipher, &md, &secret_length) != 0 || secret_length > MAX_SECRET) return NULL;
     relayd_tls_records *r = calloc(1, sizeof(*r));
     if (r == NULL) return NULL;
+    r->suite = code;
     r->cipher = cipher;
     r->md = md;
     r->key_length = (size_t)EVP_CIPHER_get_key_length(cipher);
     r->secret_length = secret_length;
-    r->server = SSL_is_server(ssl);
-    memcpy(r->read.secret, r->server ? secrets->client : secrets->server, secret_length);
-    memcpy(r->write.secret, r->server ? secrets->server : secrets->client, secret_length);
+    r->server = server;
+    memcpy(r->read.secret, read_secret, secret_length);
+    memcpy(r->write.secret, write_secret, secret_length);
     r->read.aead = EVP_CIPHER_CTX_new();
     r->write.aead = EVP_CIPHER_CTX_new();
     if (r->read.aead == NULL || r->write.aead == NULL || r->key_length > 32 || direction_key(r, &r->read, 0) != 0 ||
@@ -262,7 +251,6 @@ static relayd_tls_records *records_new(SSL *ssl, const captured_secrets *secrets
         relayd_tls_records_free(r);
         return NULL;
     }
-    r->write.sequence = (uint64_t)sent;
     return r;
 }
 

@@ -100,7 +100,7 @@ import Testing
         #expect(throws: AdoptionRefusal.fiveTupleInUse) { try harness.core.adopt(sameTuple, now: harness.now) }
         var stream = samePort
         stream.main.bound = TransportAddress(ip: CoreFixture.relayIP, port: 50006)
-        stream.origin = harness.origin(CoreFixture.clientB, transport: .tls)
+        stream.origin = harness.origin(CoreFixture.clientB, transport: .dtls)
         #expect(throws: AdoptionRefusal.transportCannotMove) { try harness.core.adopt(stream, now: harness.now) }
         var expired = samePort
         expired.main = .init(bound: TransportAddress(ip: CoreFixture.relayIP, port: 50006), socket: Self.socket, secondsLeft: 0)

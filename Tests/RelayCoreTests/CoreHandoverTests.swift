@@ -92,7 +92,7 @@ import Testing
         #expect(!heir.core.adoptReservation(token: token &+ 1, reservation, now: heir.now))
     }
 
-    @Test("A plain TCP client's allocation moves with its connection; a TLS client's does not")
+    @Test("A TCP or TLS client's allocation moves with its connection")
     func tcpClientsMove() throws {
         let old = CoreHarness()
         let tcp = old.restClient(at: CoreFixture.clientA, user: "tcp", transport: .tcp)
@@ -103,7 +103,8 @@ import Testing
         let tlsTuple = try #require(old.allocation(of: CoreFixture.clientB, transport: .tls)).origin.fiveTuple
         _ = old.drainOutbox()
         #expect(old.core.streamClientCanMove(tcpTuple))
-        #expect(!old.core.streamClientCanMove(tlsTuple))
+        // The core lets a TLS client go; whether its session can is the connection's to say.
+        #expect(old.core.streamClientCanMove(tlsTuple))
         #expect(old.core.udpRelaySockets().isEmpty, "stream clients' relay sockets go only with their connections")
         let (allocation, sockets) = try #require(old.core.streamAllocation(tcpTuple))
         #expect(allocation.fiveTuple == tcpTuple && allocation.main.address == relayed)
@@ -133,5 +134,20 @@ import Testing
         try heir.core.adopt(allocation.adopted(listener: origin.socket, main: socket, additional: nil, now: heir.now), now: heir.now)
         #expect(heir.allocation(of: CoreFixture.clientA, transport: .tcp)?.relayedAddress == relayed)
         #expect(heir.admission.count(user: "tcp") == 1)
+
+        // The TLS client's allocation goes the same way, through the snapshot.
+        let (tlsAllocation, tlsSockets) = try #require(old.core.streamAllocation(tlsTuple))
+        #expect(tlsAllocation.fiveTuple == tlsTuple && tlsSockets.count == 1)
+        let tlsSnapshot = try JournalWriter.compacted(
+            JournalState(allocations: [2: tlsAllocation]), bootID: BootID(high: 1, low: 2), now: old.now, streamClients: true)
+        let tlsRead = try JournalReader.read(tlsSnapshot, bootID: BootID(high: 1, low: 2), now: old.now, bounds: bounds)
+        let carried = try #require(tlsRead.state.allocations.values.first)
+        #expect(carried == tlsAllocation)
+        let tlsSocket = RelaySocket(descriptor: 902)
+        heir.sockets.adopt(tlsSocket, bound: carried.main.address)
+        let tlsOrigin = heir.origin(CoreFixture.clientB, transport: .tls)
+        try heir.core.adopt(carried.adopted(listener: tlsOrigin.socket, main: tlsSocket, additional: nil, now: heir.now), now: heir.now)
+        #expect(heir.allocation(of: CoreFixture.clientB, transport: .tls)?.relayedAddress == carried.main.address)
+        #expect(heir.admission.count(user: "tls") == 1)
     }
 }

@@ -39,6 +39,14 @@ import Testing
                     id: 17, loop: 1, client: v4, server: TransportAddress(ip: IPAddress("192.0.2.1")!, port: 3478),
                     session: 0xFEED, input: [0x40, 0x00, 0x00, 0x10, 1], output: Array(repeating: 7, count: 300))),
             .stream(HandoverStream(id: 3, loop: 0, client: v6, server: v6, session: 0, input: [], output: [])),
+            .stream(
+                HandoverStream(
+                    id: 4, loop: 1, client: v4, server: v4, session: 0xBEEF, input: [0x00, 0x01], output: [23, 3, 3, 0, 17],
+                    tls: HandoverTLSSession(records: Array(repeating: 5, count: 134), tenant: "acme"))),
+            .stream(
+                HandoverStream(
+                    id: 5, loop: 0, client: v6, server: v6, session: 0, input: [], output: [],
+                    tls: HandoverTLSSession(records: [1], tenant: ""))),
             .tcpRelay(Self.tcpRelay),
             .tcpRelay(TCPRelaySnapshot(session: 1, bytesToPeer: 0, bytesToClient: 0, connections: [])),
             .pipe(
@@ -218,5 +226,24 @@ import Testing
         var fits = big
         fits.output.removeLast()
         #expect(try decode(HandoverMessage.stream(fits).encoded()) == .stream(fits))
+    }
+
+    @Test("A TLS connection's records count against the same bound, and are never empty")
+    func tlsStreamBounds() throws {
+        let v4 = TransportAddress(ip: IPAddress("192.0.2.7")!, port: 3478)
+        var stream = HandoverStream(
+            id: 1, loop: 0, client: v4, server: v4, session: 0, input: [],
+            output: Array(repeating: 2, count: HandoverStream.maxBytes - 200),
+            tls: HandoverTLSSession(records: Array(repeating: 1, count: 201), tenant: "t"))
+        #expect(stream.fiveTuple.transport == .tls)
+        #expect(throws: HandoverMessage.DecodingError.self) { try decode(HandoverMessage.stream(stream).encoded()) }
+        stream.tls?.records.removeLast()
+        #expect(try decode(HandoverMessage.stream(stream).encoded()) == .stream(stream))
+        stream.tls?.records = []
+        #expect(throws: HandoverMessage.DecodingError.self) { try decode(HandoverMessage.stream(stream).encoded()) }
+        // A TCP stream's message followed by bytes is refused, not read as a TLS one.
+        var tcp = HandoverMessage.stream(HandoverStream(id: 1, loop: 0, client: v4, server: v4, session: 0, input: [], output: [])).encoded()
+        tcp += [0, 0, 0, 0, 1, 9]
+        #expect(throws: HandoverMessage.DecodingError.self) { try decode(tcp) }
     }
 }

@@ -7,10 +7,8 @@ of its datagrams must reach its peer. SIGUSR2 (or `POST /api/v1/upgrade`) starts
 again: the heir serves every UDP allocation on the same relayed address, accepts a Refresh under
 the nonce issued before, takes new clients, owns the API port and the pid file, keeps the
 admin API's blocks, and counts on from the old process's counters. A TLS session resumes with
-the heir under a ticket the old process issued. A TLS client's
-allocation stays with the old process, which drains it: a call between it and a UDP client in
-the heir keeps relaying both ways, and the old process exits once the TLS client leaves. A
-failed upgrade leaves the running relayd serving as before. In a cluster the old process goes on
+the heir under a ticket the old process issued (TLS clients' connections:
+test_live_upgrade_tls.py). A failed upgrade leaves the running relayd serving as before. In a cluster the old process goes on
 under a name of its own while it drains, so the quota share of what it kept still counts.
 """
 
@@ -180,52 +178,6 @@ def test_udp_calls_go_on_through_sigusr2(tmp_path):
         problems = stop_both(server, heir)
     assert not problems, problems
     assert "unused_sockets=0" in server.log_text() or '"unused_sockets":"0"' in server.log_text()
-
-
-def test_api_upgrade_keeps_a_tls_call_in_the_old_process(tmp_path):
-    server = RelayServer(
-        "relayd", tmp_path / "relayd", streams=True, extra_args=["--relay-threads=2", "--drain-timeout=60", *ADMIN])
-    server.start()
-    heir = None
-    tls = udp = None
-    try:
-        tls = StreamTurnClient(server.tls_address, tls=True)
-        tls.allocate(*server.credentials(user="tls-caller"))
-        udp, _ = allocate_with_channel(server, server.secret, user="udp-caller", channel=0x4001)
-        tls.channel_bind(0x4002, udp.relayed)
-        udp.channel_bind(0x4003, tls.relayed)
-
-        def both_ways(tag: bytes) -> None:
-            tls.send_channel_data(0x4002, b"tls->udp " + tag)
-            got = udp.receive(3.0)
-            assert got is not None and got.payload == b"tls->udp " + tag, got
-            udp.send_channel_data(0x4003, b"udp->tls " + tag)
-            frame = tls.receive(3.0)
-            assert frame is not None and frame.payload == b"udp->tls " + tag, frame
-
-        both_ways(b"before")
-        resp = upgrade_through_api(server)
-        assert resp.status == 200, resp.body
-        answer = json.loads(resp.body)
-        assert answer["result"] == "succeeded" and answer["allocations"] == 1, answer
-        heir = answer["pid"]
-        # The TLS allocation stayed: the old process drains it, the heir serves the UDP one.
-        assert server.proc.poll() is None
-        both_ways(b"after")
-        # A second upgrade of the old process is refused: it has handed over.
-        server.proc.send_signal(signal.SIGUSR2)
-        wait_for_log(server, "has handed over already")
-        tls.close()
-        tls = None
-        assert server.proc.wait(timeout=10) == 0, server.log_tail()
-        wait_for_log(server, "upgrade_predecessor_exited")
-        udp.refresh(600)
-    finally:
-        for c in (tls, udp):
-            if c is not None:
-                c.close()
-        problems = stop_both(server, heir)
-    assert not problems, problems
 
 
 def test_a_failed_upgrade_leaves_relayd_serving(tmp_path):

@@ -122,6 +122,25 @@ const char *relayd_tls_records_failure(const relayd_tls_records *records);
 /// Frees the buffer of a part record when none is kept (an idle connection); 1 when it did.
 int relayd_tls_records_release_buffers(relayd_tls_records *records);
 
+/// The most bytes `relayd_tls_records_export` writes: 4 + 2 × (48 + 8) + 2 for the fixed fields
+/// with two SHA-384 secrets, and 5 + 16,640 − 1 for a record cut off one byte short of its
+/// longest (RFC 8446 §5.2). A plain number, so Swift imports it.
+#define RELAYD_TLS_RECORDS_STATE_MAX 16762
+
+/// A server's record state as bytes, for a live upgrade (docs/live-upgrade.md, "TLS clients"):
+/// the suite, per direction the traffic secret and the sequence number, and the part of a record
+/// read so far. Its length, or -1 when the session cannot move (closed, failed, a client's side,
+/// or `capacity` too small). The bytes hold secrets: wipe them after use.
+long relayd_tls_records_export(const relayd_tls_records *records, unsigned char *out, size_t capacity);
+
+/// Records that go on from what `relayd_tls_records_export` wrote in another process; NULL when
+/// the bytes are not such a state (an unknown format or suite, lengths that disagree, a part
+/// record that cannot be one) or memory ran out.
+relayd_tls_records *relayd_tls_records_import(const unsigned char *state, size_t length);
+
+/// Overwrites `count` bytes at `bytes` with zeros the compiler cannot drop (OPENSSL_cleanse).
+void relayd_tls_records_wipe(void *bytes, size_t count);
+
 struct bufferevent;
 struct event_base;
 

@@ -28,7 +28,7 @@ public protocol AdminControl: AnyObject {
 
 /// How a live upgrade went (docs/live-upgrade.md).
 public enum UpgradeOutcome: Sendable, Equatable {
-    /// The heir (`pid`) serves; `allocations` allocations went over (UDP and plain TCP clients).
+    /// The heir (`pid`) serves; `allocations` allocations went over (UDP, TCP and TLS clients).
     case succeeded(pid: Int32, allocations: Int)
     /// Nothing changed: the running process serves on.
     case failed(String)

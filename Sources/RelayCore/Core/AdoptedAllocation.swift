@@ -76,8 +76,8 @@ public struct AdoptedAllocation: Sendable {
 
 /// Why `RelayCore.adopt` turned an allocation down; the caller closes its sockets.
 public enum AdoptionRefusal: Error, Sendable, Equatable {
-    /// A TLS or DTLS client: only UDP allocations, and plain TCP ones whose connection was
-    /// handed over with them, are adopted (a TLS or DTLS session cannot move).
+    /// A DTLS client: only UDP allocations, and TCP and TLS ones whose connection was handed
+    /// over with them, are adopted (a DTLS session cannot move).
     case transportCannotMove
     /// Its 5-tuple has an allocation already.
     case fiveTupleInUse

@@ -10,7 +10,7 @@ extension RelayCore {
     public func adopt(_ adopted: AdoptedAllocation, now: Int64) throws(AdoptionRefusal) {
         assertOwned()
         let fiveTuple = adopted.origin.fiveTuple
-        guard fiveTuple.transport == .udp || fiveTuple.transport == .tcp else { throw .transportCannotMove }
+        guard fiveTuple.transport != .dtls else { throw .transportCannotMove }
         guard table[fiveTuple] == nil, !relayOpenings.contains(fiveTuple) else { throw .fiveTupleInUse }
         let relays = [adopted.main] + (adopted.additional.map { [$0] } ?? [])
         guard relays.allSatisfy({ $0.secondsLeft > 0 }) else { throw .expired }

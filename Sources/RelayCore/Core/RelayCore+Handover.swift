@@ -1,6 +1,6 @@
 import StunCodec
 
-/// A live upgrade hands this core's UDP allocations, and those of plain TCP clients whose
+/// A live upgrade hands this core's UDP allocations, and those of TCP and TLS clients whose
 /// connections move with them, to another process (docs/live-upgrade.md):
 /// the I/O layer passes their relay sockets on with a snapshot (`journalAllocations`), and once
 /// the other process serves them this core lets them go.
@@ -57,17 +57,20 @@ extension RelayCore {
         return sockets
     }
 
-    /// Whether the plain TCP client on `fiveTuple` can move to another process with its
+    /// Whether the TCP or TLS client on `fiveTuple` can move to another process with its
     /// connection: no Allocate of it waits for admission or for relay sockets, and its
     /// allocation, if any, relays over UDP, or over TCP (RFC 6062) when `tcpRelays` allows
-    /// that and it has at most `TCPRelaySnapshot.maxConnections` peer connections.
+    /// that, its control connection is plain TCP, and it has at most
+    /// `TCPRelaySnapshot.maxConnections` peer connections. (Whether a TLS session itself can
+    /// move is the connection's to say.)
     public func streamClientCanMove(_ fiveTuple: FiveTuple, tcpRelays: Bool = false) -> Bool {
         assertOwned()
-        guard fiveTuple.transport == .tcp, !pendingAllocates.contains(fiveTuple), !relayOpenings.contains(fiveTuple),
+        guard fiveTuple.transport.isStream, !pendingAllocates.contains(fiveTuple), !relayOpenings.contains(fiveTuple),
             !lateUsers.holds(fiveTuple)
         else { return false }
         guard let allocation = table[fiveTuple], let state = allocation.tcpRelay else { return true }
-        return tcpRelays && state.peers.count <= TCPRelaySnapshot.maxConnections
+        // A TCP allocation whose control connection is TLS stays (docs/live-upgrade.md).
+        return tcpRelays && fiveTuple.transport == .tcp && state.peers.count <= TCPRelaySnapshot.maxConnections
     }
 
     /// The RFC 6062 state of the TCP allocation of the client on `fiveTuple`, with its relay

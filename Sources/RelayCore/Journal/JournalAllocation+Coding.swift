@@ -56,7 +56,7 @@ extension JournalAllocation {
     }
 
     /// Reads the payload whole, refusing what no writer writes: a transport other than UDP (or
-    /// TCP, with `bounds.streamClients`), a
+    /// TCP and TLS, with `bounds.streamClients`), a
     /// key whose length does not fit its password algorithm, a channel number outside
     /// 0x4000–0x4FFF, a peer or channel listed twice, more permissions than `bounds` allow.
     static func decode(_ cursor: inout JournalCursor, bounds: JournalBounds) throws(JournalRefusal) -> (
@@ -65,7 +65,7 @@ extension JournalAllocation {
         let sessionID = try cursor.u64()
         let writtenAt = try cursor.time()
         guard let transport = TransportProtocol(rawValue: try cursor.u8()) else { throw .malformed }
-        guard transport == .udp || (transport == .tcp && bounds.streamClients) else {
+        guard transport == .udp || (transport.isStream && bounds.streamClients) else {
             throw JournalRefusal(reason: .notUDP)
         }
         let flags = try cursor.u8()

@@ -12,7 +12,7 @@ public struct JournalBounds: Sendable, Equatable {
     public var reservationLifetime: Int64
     /// Permissions one allocation may hold (`max-permissions-per-allocation`); at most 65,535.
     public var permissionsPerAllocation: Int
-    /// Whether allocations of plain TCP clients are read: a live upgrade's snapshot holds them
+    /// Whether allocations of TCP and TLS clients are read: a live upgrade's snapshot holds them
     /// (their connections are handed over beside it, docs/live-upgrade.md); a journal on disk
     /// never does, since such an allocation ends with its connection (RFC 8656 §3.1).
     public var streamClients = false

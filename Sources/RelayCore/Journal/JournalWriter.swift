@@ -50,7 +50,7 @@ public enum JournalWriter {
     /// `state` as a fresh journal: the header, the keys, then reservations and allocations in
     /// the order of their ids, each written at `now`. Reading it back at `now` gives `state`
     /// (allocations are keyed by their session id, as the reader keys them). `streamClients`:
-    /// plain TCP clients' allocations are written too, for a live upgrade's snapshot
+    /// TCP and TLS clients' allocations are written too, for a live upgrade's snapshot
     /// (`JournalBounds.streamClients`).
     public static func compacted(_ state: JournalState, bootID: BootID, now: Int64, streamClients: Bool = false)
         throws(JournalEncodingError) -> [UInt8]

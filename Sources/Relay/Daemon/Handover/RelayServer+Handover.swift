@@ -6,9 +6,10 @@ import RelayCore
 import StunCodec
 
 /// The running side of a live upgrade (docs/live-upgrade.md): SIGUSR2 or `POST /api/v1/upgrade`
-/// starts the binary again, hands it the listeners, the UDP allocations, the plain TCP clients
-/// and TCP allocations (RFC 6062) with their pipes, the keys, limiters and counters, and once it
-/// serves, lets go and drains what cannot move (TLS and DTLS clients, pipes over TLS).
+/// starts the binary again, hands it the listeners, the UDP allocations, the TCP clients and the
+/// TLS 1.3 clients whose records relayd keeps, TCP allocations (RFC 6062) with their pipes, the
+/// keys, limiters and counters, and once it serves, lets go and drains what cannot move (DTLS
+/// clients, TLS sessions OpenSSL keeps, pipes over TLS).
 extension RelayServer {
     /// Main-thread state of live upgrades.
     struct HandoverState {
@@ -85,10 +86,12 @@ extension RelayServer {
             return abandon("the heir did not start (\(error.description)); its log says why")
         }
         let paused = HandoverReplies()
-        // Heirs before version 2 do not read TCP connections, and those before version 3 no
-        // RFC 6062 state: those then stay and drain here.
+        // Heirs before version 2 do not read TCP connections, those before version 3 no
+        // RFC 6062 state, and those before version 4 no TLS sessions: those then stay and drain here.
         for mailbox in mailboxes {
-            mailbox.post(.handover(.pause(paused, streams: heirVersion >= 2, tcpRelays: heirVersion >= 3)))
+            mailbox.post(
+                .handover(
+                    .pause(paused, streams: heirVersion >= 2, tcpRelays: heirVersion >= 3, tlsStreams: heirVersion >= 4)))
         }
         guard var bequests = paused.wait(loops: threadCount, seconds: 10) else {
             resumeLoops()

@@ -16,7 +16,7 @@ struct HandoverSocket: Sendable, Equatable {
         /// its first relayed address, or a dual allocation's second one (§7.2 step 9).
         case relayMain = 6
         case relayAdditional = 7
-        /// A plain TCP client's connection, named by `session` (its `HandoverStream.id`) and its
+        /// A TCP or TLS client's connection, named by `session` (its `HandoverStream.id`) and its
         /// client's address; what it had queued goes in a `stream` message.
         case tcpClient = 8
         /// The kernel fast path (docs/kernel-fast-path.md): one of its shared maps (`session` is
@@ -93,8 +93,9 @@ enum HandoverMessage: Sendable, Equatable {
     /// Running → heir: a piece of its `/metrics` page, in order, whose counters the heir goes on
     /// from (`CarriedCounters`). Sent to heirs of version 2 and later only.
     case counters([UInt8])
-    /// Running → heir: a plain TCP client's connection state; its socket went in `sockets`, as
-    /// kind `tcpClient`. Sent to heirs of version 2 and later only.
+    /// Running → heir: a TCP or TLS client's connection state; its socket went in `sockets`, as
+    /// kind `tcpClient`. Sent to heirs of version 2 and later only; one with a TLS session
+    /// (its own tag, `tlsStream`), to heirs of version 4 and later only.
     case stream(HandoverStream)
     /// Running → heir: a TCP allocation's RFC 6062 state (its allocation is in the snapshot).
     /// Sent to heirs of version 3 and later only.
@@ -116,7 +117,7 @@ enum HandoverMessage: Sendable, Equatable {
     /// The protocol's version. A running relayd hands over to an heir of any version from
     /// `oldestVersion` to its own, sending only what that version reads (a downgrade works);
     /// an heir of a later version than its own is refused.
-    static let version: UInt32 = 3
+    static let version: UInt32 = 4
     static let oldestVersion: UInt32 = 1
     /// The most bytes of `counters` an heir takes.
     static let maxCounterPage = 1 << 20
@@ -130,7 +131,7 @@ enum HandoverMessage: Sendable, Equatable {
     static let limiterEntriesPerMessage = 2000
 
     enum Tag: UInt8 {
-        case hello = 1, sockets, state, done, ready, failed, blocks, counters, stream, tcpRelay, pipe, limiters
+        case hello = 1, sockets, state, done, ready, failed, blocks, counters, stream, tcpRelay, pipe, limiters, tlsStream
     }
 
     struct DecodingError: Error, CustomStringConvertible {
@@ -160,7 +161,7 @@ enum HandoverMessage: Sendable, Equatable {
             out.u8(Tag.counters.rawValue)
             out.bytes.append(contentsOf: bytes)
         case .stream(let stream):
-            out.u8(Tag.stream.rawValue)
+            out.u8(stream.tls == nil ? Tag.stream.rawValue : Tag.tlsStream.rawValue)
             stream.encode(into: &out)
         case .tcpRelay(let snapshot):
             out.u8(Tag.tcpRelay.rawValue)
@@ -225,8 +226,8 @@ enum HandoverMessage: Sendable, Equatable {
             self = .state(input.rest())
         case .counters:
             self = .counters(input.rest())
-        case .stream:
-            self = .stream(try HandoverStream(decoding: &input))
+        case .stream, .tlsStream:
+            self = .stream(try HandoverStream(decoding: &input, tls: tag == .tlsStream))
         case .tcpRelay:
             self = .tcpRelay(try TCPRelaySnapshot(decoding: &input))
         case .pipe:

@@ -45,7 +45,7 @@ public final class Inheritance: Sendable {
     let blocks: [UserBlocklist.Entry]
     /// The running relayd's counters: `/metrics` goes on from them.
     let counters: CarriedCounters
-    /// Plain TCP clients' connections, by id; each loop takes its own (`streams(loop:)`).
+    /// TCP and TLS clients' connections, by id; each loop takes its own (`streams(loop:)`).
     private let streams: Locked<[UInt64: HandoverStream]>
     /// TCP allocations' RFC 6062 state by session, with the account their pipes charge on
     /// every loop (made here, before any loop starts).

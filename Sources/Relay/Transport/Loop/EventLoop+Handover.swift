@@ -34,8 +34,9 @@ enum HandoverStep: Sendable {
     /// Stop reading the UDP listeners and the UDP allocations' relay sockets, publish the
     /// counters, and reply with the bequest. With `streams`, plain TCP connections that can move
     /// pause too and go in the bequest; TLS connections and their allocations go on. With
-    /// `tcpRelays`, so do TCP allocations (RFC 6062) with their control connections.
-    case pause(HandoverReplies, streams: Bool, tcpRelays: Bool)
+    /// `tcpRelays`, so do TCP allocations (RFC 6062) with their control connections; with
+    /// `tlsStreams`, TLS 1.3 connections whose records relayd keeps.
+    case pause(HandoverReplies, streams: Bool, tcpRelays: Bool, tlsStreams: Bool)
     /// After every loop paused: pause the pipes of the TCP allocations that move (on whichever
     /// loop those are), and reply with them.
     case pausePipes(HandoverReplies, [PeerConnectionID: PipeOwner])
@@ -67,8 +68,9 @@ final class HandoverReplies: Sendable {
 extension EventLoop {
     func handover(_ step: HandoverStep) {
         switch step {
-        case .pause(let replies, let streams, let tcpRelays):
-            replies.deliver(loop: wiring.index.value, pauseForHandover(streams: streams, tcpRelays: tcpRelays))
+        case .pause(let replies, let streams, let tcpRelays, let tlsStreams):
+            replies.deliver(
+                loop: wiring.index.value, pauseForHandover(streams: streams, tcpRelays: tcpRelays, tlsStreams: tlsStreams))
         case .pausePipes(let replies, let owners):
             var bequest = LoopBequest()
             let index = UInt16(wiring.index.value)
@@ -88,7 +90,7 @@ extension EventLoop {
 
     /// Datagrams wait in the kernel's socket buffers from here on, for whichever process reads
     /// next. The journal gets its last records and stops: the heir writes its own.
-    private func pauseForHandover(streams handStreams: Bool, tcpRelays: Bool) -> LoopBequest {
+    private func pauseForHandover(streams handStreams: Bool, tcpRelays: Bool, tlsStreams: Bool) -> LoopBequest {
         let index = UInt16(wiring.index.value)
         let now = EventLoop.now()
         // A Connect whose connect failed at once is answered (447) before its connection pauses.
@@ -119,7 +121,7 @@ extension EventLoop {
         }
         var relaySockets = core.udpRelaySockets()
         if handStreams {
-            for handed in stream.pauseForHandover(loop: index, tcpRelays: tcpRelays) {
+            for handed in stream.pauseForHandover(loop: index, tcpRelays: tcpRelays, tls: tlsStreams) {
                 bequest.add(
                     HandoverSocket(kind: .tcpClient, loop: index, session: handed.stream.id, address: handed.stream.client),
                     handed.fd)

@@ -16,7 +16,7 @@ extension EventLoop {
         for allocation in wiring.restore {
             if let reason = restore(allocation, now: now) { failed[reason, default: 0] += 1 } else { restored += 1 }
         }
-        // Plain TCP clients a live upgrade handed over, each with its allocation, if it has one.
+        // TCP and TLS clients a live upgrade handed over, each with its allocation, if it has one.
         var attempted = wiring.restore.count
         var connections = 0
         for (handed, fd) in wiring.inheritance?.streams(loop: wiring.index.value) ?? [] {

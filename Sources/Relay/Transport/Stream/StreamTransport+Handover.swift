@@ -1,8 +1,9 @@
+import CStreamIO
 import Glibc
 import RelayCore
 import StunCodec
 
-/// A plain TCP connection on its way to the heir of a live upgrade: its state, its socket, and
+/// A TCP or TLS connection on its way to the heir of a live upgrade: its state, its socket, and
 /// its allocation with the allocation's relay sockets.
 struct HandedConnection {
     var stream: HandoverStream
@@ -17,26 +18,31 @@ struct HandedConnection {
     var piped: PipedTraffic?
 }
 
-// Plain TCP clients in a live upgrade (docs/live-upgrade.md, "TCP clients"). TLS connections
-// stay: OpenSSL cannot move a session.
+// TCP and TLS clients in a live upgrade (docs/live-upgrade.md, "TCP clients", "TLS clients").
+// A TLS connection moves once relayd keeps its records (TLS 1.3); one OpenSSL still serves stays:
+// OpenSSL cannot move a session.
 extension StreamTransport {
-    /// Pauses every plain TCP connection that can move (`RelayCore.streamClientCanMove`, and
-    /// little enough held here) and returns them for the heir. With `tcpRelays`, so do the
-    /// control connections of TCP allocations (RFC 6062), with their listeners and their peer
-    /// connections that are not piped.
-    func pauseForHandover(loop index: UInt16, tcpRelays: Bool) -> [HandedConnection] {
+    /// Pauses every TCP connection that can move (`RelayCore.streamClientCanMove`, and little
+    /// enough held here) and returns them for the heir. With `tcpRelays`, so do the control
+    /// connections of TCP allocations (RFC 6062), with their listeners and their peer
+    /// connections that are not piped; with `tls`, TLS connections whose records relayd keeps.
+    func pauseForHandover(loop index: UInt16, tcpRelays: Bool, tls: Bool) -> [HandedConnection] {
         let core = loop.core!
         var handed: [HandedConnection] = []
         for connection in connections.values
-        where connection.transport == .tcp && connection.pipe == nil
+        where (connection.transport == .tcp || (tls && connection.transport == .tls)) && connection.pipe == nil
             && core.streamClientCanMove(connection.origin.fiveTuple, tcpRelays: tcpRelays)
         {
             guard let held = connection.pauseForHandover() else { continue }
             let fiveTuple = connection.origin.fiveTuple
             let allocation = core.streamAllocation(fiveTuple)
+            let session = held.records.map {
+                HandoverTLSSession(
+                    records: $0, tenant: core.context.tenants.name(of: Int(connection.origin.serverNameTenant)))
+            }
             let stream = HandoverStream(
                 id: UInt64(connection.socket), loop: index, client: fiveTuple.client, server: fiveTuple.server,
-                session: allocation?.allocation.sessionID ?? 0, input: held.input, output: held.output)
+                session: allocation?.allocation.sessionID ?? 0, input: held.input, output: held.output, tls: session)
             var moving = HandedConnection(
                 stream: stream, fd: connection.socket, allocation: allocation?.allocation,
                 relaySockets: allocation?.sockets ?? [])
@@ -79,15 +85,35 @@ extension StreamTransport {
     /// written first. The client's origin, or nil when the connection cannot be served here
     /// (the socket is closed then).
     func adopt(_ handed: HandoverStream, fd: Int32, now: Int64) -> ClientOrigin? {
-        guard let connection = adoptConnection(handed.fiveTuple, fd: fd, now: now) else { return nil }
+        var records: OpaquePointer?
+        var serverNameTenant: UInt16 = 0
+        if let tls = handed.tls {
+            // The tenant its server name chose must still be configured; the records must be whole.
+            let tenant = tls.tenant.isEmpty ? 0 : loop.core.context.tenants.index(named: tls.tenant)
+            records = tenant == 0 && !tls.tenant.isEmpty ? nil : tls.records.withUnsafeBytes {
+                relayd_tls_records_import($0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
+            }
+            guard records != nil else {
+                Glibc.close(fd)
+                return nil
+            }
+            serverNameTenant = UInt16(clamping: tenant)
+        }
+        guard let connection = adoptConnection(handed.fiveTuple, fd: fd, now: now) else {
+            relayd_tls_records_free(records)
+            return nil
+        }
+        connection.origin.serverNameTenant = serverNameTenant
         handed.input.withUnsafeBytes { connection.keepPartial($0) }
+        // Sealed already (TLS): queued as they are, before the records take over.
         if !handed.output.isEmpty { _ = handed.output.withUnsafeBytes { queue($0, on: connection) } }
+        if let records { connection.adoptRecords(records) }
         return connection.origin
     }
 
-    /// A plain TCP connection on `fd` the predecessor handed over, counted against the
-    /// connection limits and read from now on; nil, with the socket closed, when nothing here
-    /// serves TCP or the connection cannot be made.
+    /// A TCP or TLS connection on `fd` the predecessor handed over, counted against the
+    /// connection limits and read from now on (as plain TCP until `adoptRecords`); nil, with
+    /// the socket closed, when nothing here serves TCP or the connection cannot be made.
     func adoptConnection(_ fiveTuple: FiveTuple, fd: Int32, now: Int64) -> StreamConnection? {
         guard !listeners.isEmpty else {
             // No TCP listener in this configuration: nothing here serves TCP.

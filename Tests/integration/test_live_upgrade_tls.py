@@ -1,0 +1,177 @@
+"""TLS clients in a live upgrade (docs/live-upgrade.md, "TLS clients"): a TLS 1.3 session whose
+records relayd keeps (docs/tls.md, "After the handshake") moves to the heir with its connection
+and its allocation, as a plain TCP client's does. The clients notice nothing: no new handshake,
+the same relayed address, the same nonce. A record the client had sent only in part when the
+upgrade came is completed after it, and a KeyUpdate after the upgrade is answered by the heir
+(RFC 8446 §4.6.3), so the secrets went over whole. A session OpenSSL keeps (`tls-openssl-records`)
+stays with the old process, which drains it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+
+import pytest
+
+import stunclient
+import test_tls_records as records
+from conftest import RelayServer, server_kind
+from floods import metric
+from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
+from streamclient import StreamTurnClient
+from stunclient import Class, Method, StunMessage, udp_socket
+from test_live_upgrade import ADMIN, stop_both, upgrade_through_api
+
+pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live upgrade")
+
+CALLERS = 4
+HANDSHAKES = 'relayd_tls_handshakes_total'
+
+
+def both_ways(tls: StreamTurnClient, udp, tag: bytes) -> None:
+    """A call between a TLS client (channel 0x4002) and a UDP client (channel 0x4003)."""
+    tls.send_channel_data(0x4002, b"tls->udp " + tag)
+    got = udp.receive(3.0)
+    assert got is not None and got.payload == b"tls->udp " + tag, got
+    udp.send_channel_data(0x4003, b"udp->tls " + tag)
+    frame = tls.receive(3.0)
+    assert frame is not None and frame.payload == b"udp->tls " + tag, frame
+
+
+def answered(frame: bytes, request: StunMessage) -> bool:
+    response = StunMessage.decode(frame[:20 + int.from_bytes(frame[2:4], "big")])
+    return response.transaction_id == request.transaction_id and \
+        (response.method, response.cls) == (Method.BINDING, Class.SUCCESS)
+
+
+def test_tls_sessions_move_to_the_heir(tmp_path):
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True,
+        extra_args=["--relay-threads=2", "--drain-timeout=60", *ADMIN])
+    server.start()
+    heir = None
+    callers, clients = [], []
+    cut = skey = None
+    try:
+        for i in range(CALLERS):
+            client = StreamTurnClient(server.tls_address, tls=True)
+            clients.append(client)
+            client.allocate(*server.credentials(user=f"tls{i}"))
+            peer = udp_socket()
+            client.channel_bind(0x4000 + i, peer.getsockname())
+            round_trip(client, peer, 0x4000 + i, b"before %d" % i)
+            callers.append((client, peer))
+        relayed = [tuple(client.relayed) for client, _ in callers]
+        nonces = [client.nonce for client, _ in callers]
+        # A call between a TLS client and a UDP client.
+        tls = StreamTurnClient(server.tls_address, tls=True)
+        clients.append(tls)
+        tls.allocate(*server.credentials(user="tls-caller"))
+        udp, _ = allocate_with_channel(server, server.secret, user="udp-caller", channel=0x4001)
+        clients.append(udp)
+        tls.channel_bind(0x4002, udp.relayed)
+        udp.channel_bind(0x4003, tls.relayed)
+        both_ways(tls, udp, b"before")
+        # A session without an allocation, whose next record arrives in two parts, the upgrade
+        # between them.
+        cut = records.MemoryTLS(server)
+        request = stunclient.binding_request()
+        cut.sock.sendall(cut.seal(request.encode()))
+        assert answered(cut.read_frame(), request)
+        request = stunclient.binding_request()
+        split = cut.seal(request.encode())
+        cut.sock.sendall(split[:9])
+        # openssl s_client with ChaCha20-Poly1305, for a KeyUpdate after the upgrade.
+        skey = records.SClient(server, "-tls1_3", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256")
+        done = skey.wait_for(b"Verify return code")
+        sanity = stunclient.binding_request()
+        skey.send(sanity.encode())
+        done = skey.wait_for(sanity.transaction_id, done)
+        # The loops' figures reach /metrics within about a second.
+        handshakes = CALLERS + 3
+        assert eventually(lambda: metric(server, HANDSHAKES, result="ok") == handshakes)
+
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        answer = json.loads(resp.body)
+        assert answer["result"] == "succeeded" and answer["allocations"] == CALLERS + 2, answer
+        heir = answer["pid"]
+        # Every session moved: the old process has nothing to drain.
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        moved = sum(int(n) for n in re.findall(r"and (\d+) TCP connections from the live upgrade", server.log_text()))
+        assert moved == CALLERS + 3, server.log_tail()
+
+        # The rest of the cut record, opened by the heir.
+        cut.sock.sendall(split[9:])
+        assert answered(cut.read_frame(), request)
+        # A KeyUpdate asking for the heir's (K): the heir updates both directions' secrets.
+        skey.send(b"K\n")
+        updated = skey.wait_for(b">>> TLS 1.3, Handshake [length 0005], KeyUpdate", done)
+        skey.wait_for(b"<<< TLS 1.3, Handshake [length 0005], KeyUpdate", done)
+        after = stunclient.binding_request()
+        skey.send(after.encode())
+        skey.wait_for(after.transaction_id, updated)
+        for i, (client, peer) in enumerate(callers):
+            assert tuple(client.relayed) == relayed[i]
+            round_trip(client, peer, 0x4000 + i, b"after %d" % i)
+            client.refresh(600)
+            assert client.nonce == nonces[i], "a 438 after the upgrade"
+        both_ways(tls, udp, b"after")
+        # No client shook hands again (the heir counts on from the old process's figures), and
+        # the heir serves every connection.
+        assert eventually(lambda: metric(server, HANDSHAKES, result="ok") == handshakes), \
+            metric(server, HANDSHAKES, result="ok")
+        assert eventually(lambda: metric(server, "relayd_stream_connections_open") == CALLERS + 3)
+    finally:
+        for client, peer in callers:
+            peer.close()
+        for client in clients:
+            client.close()
+        for c in (cut, skey):
+            if c is not None:
+                c.close()
+        problems = stop_both(server, heir)
+    assert not problems, problems
+
+
+def test_sessions_openssl_keeps_stay_with_the_old_process(tmp_path):
+    """With `tls-openssl-records` OpenSSL keeps every session, which cannot move: the TLS call
+    stays with the old process, relays on to the heir's UDP client, and the old process exits
+    once the TLS client leaves."""
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True,
+        extra_args=["--relay-threads=2", "--drain-timeout=60", "--tls-openssl-records", *ADMIN])
+    server.start()
+    heir = None
+    tls = udp = None
+    try:
+        tls = StreamTurnClient(server.tls_address, tls=True)
+        tls.allocate(*server.credentials(user="tls-caller"))
+        udp, _ = allocate_with_channel(server, server.secret, user="udp-caller", channel=0x4001)
+        tls.channel_bind(0x4002, udp.relayed)
+        udp.channel_bind(0x4003, tls.relayed)
+        both_ways(tls, udp, b"before")
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        answer = json.loads(resp.body)
+        assert answer["result"] == "succeeded" and answer["allocations"] == 1, answer
+        heir = answer["pid"]
+        # The TLS allocation stayed: the old process drains it, the heir serves the UDP one.
+        assert server.proc.poll() is None
+        both_ways(tls, udp, b"after")
+        # A second upgrade of the old process is refused: it has handed over.
+        server.proc.send_signal(signal.SIGUSR2)
+        wait_for_log(server, "has handed over already")
+        tls.close()
+        tls = None
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        wait_for_log(server, "upgrade_predecessor_exited")
+        udp.refresh(600)
+    finally:
+        for c in (tls, udp):
+            if c is not None:
+                c.close()
+        problems = stop_both(server, heir)
+    assert not problems, problems
