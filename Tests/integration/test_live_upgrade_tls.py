@@ -4,30 +4,33 @@ and its allocation, as a plain TCP client's does. The clients notice nothing: no
 the same relayed address, the same nonce. A record the client had sent only in part when the
 upgrade came is completed after it, and a KeyUpdate after the upgrade is answered by the heir
 (RFC 8446 §4.6.3), so the secrets went over whole. A session OpenSSL keeps (`tls-openssl-records`)
-stays with the old process, which drains it.
+stays with the old process, which drains it. A session whose server name chose a tenant keeps that
+tenant in the heir.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 import signal
 
 import pytest
 
 import stunclient
 import test_tls_records as records
-from conftest import RelayServer, server_kind
+from conftest import RelayServer, make_test_cert, server_kind
 from floods import metric
 from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
-from stunclient import Class, Method, StunMessage, udp_socket
+from stunclient import Class, Method, StunMessage, TurnError, rest_credentials, udp_socket
 from test_live_upgrade import ADMIN, stop_both, upgrade_through_api
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live upgrade")
 
 CALLERS = 4
 HANDSHAKES = 'relayd_tls_handshakes_total'
+IDENT_SNI = "ident.example"
 
 
 def both_ways(tls: StreamTurnClient, udp, tag: bytes) -> None:
@@ -173,5 +176,48 @@ def test_sessions_openssl_keeps_stay_with_the_old_process(tmp_path):
         for c in (tls, udp):
             if c is not None:
                 c.close()
+        problems = stop_both(server, heir)
+    assert not problems, problems
+
+
+def test_the_server_names_tenant_goes_with_the_session(tmp_path):
+    """A session whose server name chose a tenant (docs/tenants.md) keeps it in the heir: the
+    tenant's credential allocates on it, another tenant's does not, as before the upgrade."""
+    make_test_cert(tmp_path / "ident-tls", IDENT_SNI)
+    ident_secret, kit_secret = secrets.token_hex(16), secrets.token_hex(16)
+    (tmp_path / "ident.conf").write_text(
+        f"static-auth-secret={ident_secret}\ntls-server-name={IDENT_SNI}\n"
+        f"cert={tmp_path / 'ident-tls' / 'cert.pem'}\npkey={tmp_path / 'ident-tls' / 'pkey.pem'}\n")
+    (tmp_path / "kit.conf").write_text(f"static-auth-secret={kit_secret}\n")
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True,
+        extra_args=["--relay-threads=2", "--drain-timeout=60", *ADMIN,
+                    f"--tenant={tmp_path / 'ident.conf'}", f"--tenant={tmp_path / 'kit.conf'}"])
+    server.start()
+    heir = None
+    sessions = []
+    try:
+        # Three sessions named for the tenant, each having sent a Binding (so each moves).
+        for _ in range(3):
+            client = StreamTurnClient(server.tls_address, tls=True, server_hostname=IDENT_SNI)
+            sessions.append(client)
+            request = stunclient.binding_request()
+            client.send_raw(request.encode())
+            frame = client.recv_raw(3.0)
+            assert frame is not None and answered(frame, request)
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        heir = json.loads(resp.body)["pid"]
+        assert server.proc.wait(timeout=10) == 0, server.log_tail()
+        ident, other, third = sessions
+        with pytest.raises(TurnError) as refused:
+            other.allocate(*rest_credentials(kit_secret, "kit-user"))
+        assert refused.value.code == 401
+        ident.allocate(*rest_credentials(ident_secret, "ident-user"))
+        third.allocate(*rest_credentials(ident_secret, "ident-user-2"))
+        assert eventually(lambda: metric(server, "relayd_tenant_allocations", tenant="ident") == 2)
+    finally:
+        for client in sessions:
+            client.close()
         problems = stop_both(server, heir)
     assert not problems, problems
