@@ -205,7 +205,7 @@ static relayd_tls_records *records_new(SSL *ssl, const captured_secrets *secrets
     if (sent < 0) return NULL;
     int server = SSL_is_server(ssl);
     relayd_tls_records *r = relayd_tls_records_keyed(code, server, server ? secrets->client : secrets->server,
-                                          server ? secrets->server : secrets->client);
+                                                     server ? secrets->server : secrets->client, secret_length);
     if (r == NULL) return NULL;
     r->write.sequence = (uint64_t)sent;
     return r;
@@ -229,11 +229,13 @@ static int records_suite(uint16_t code, const EVP_CIPHER **cipher, const EVP_MD 
 }
 
 relayd_tls_records *relayd_tls_records_keyed(uint16_t code, int server, const unsigned char *read_secret,
-                                             const unsigned char *write_secret) {
+                                             const unsigned char *write_secret, size_t secret_length) {
     const EVP_CIPHER *cipher;
     const EVP_MD *md;
-    size_t secret_length;
-    if (records_suite(code, &cipher, &md, &secret_length) != 0 || secret_length > MAX_SECRET) return NULL;
+    size_t suite_secret_length;
+    if (records_suite(code, &cipher, &md, &suite_secret_length) != 0 || suite_secret_length != secret_length ||
+        secret_length > MAX_SECRET)
+        return NULL;
     relayd_tls_records *r = calloc(1, sizeof(*r));
     if (r == NULL) return NULL;
     r->suite = code;

@@ -48,9 +48,10 @@ struct relayd_tls_records {
     int closed;
 };
 
-/* Records of suite `code` (RFC 8446 §B.4) keyed from the two traffic secrets, each the suite's
- * hash length; both sequences at 0. NULL for another suite or without memory. */
+/* Records of suite `code` (RFC 8446 §B.4) keyed from the two traffic secrets of
+ * `secret_length` bytes each; both sequences at 0. NULL for another suite, secrets of another
+ * length than the suite's hash (nothing is read then), or without memory. */
 relayd_tls_records *relayd_tls_records_keyed(uint16_t code, int server, const unsigned char *read_secret,
-                                             const unsigned char *write_secret);
+                                             const unsigned char *write_secret, size_t secret_length);
 
 #endif

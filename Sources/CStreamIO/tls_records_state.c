@@ -89,12 +89,9 @@ relayd_tls_records *relayd_tls_records_import(const unsigned char *state, size_t
     const unsigned char *cut = counted + 2;
     if (length != fixed + cut_count || !cut_is_valid(cut, cut_count)) return NULL;
 
-    relayd_tls_records *r = relayd_tls_records_keyed(suite, 1, read_secret, write_secret);
+    /* Keyed only when the length given is the suite's: the secrets are read at that length. */
+    relayd_tls_records *r = relayd_tls_records_keyed(suite, 1, read_secret, write_secret, secret_length);
     if (r == NULL) return NULL;
-    if (r->secret_length != secret_length) {
-        relayd_tls_records_free(r);
-        return NULL;
-    }
     r->read.sequence = get_u64(read_secret + secret_length);
     r->write.sequence = get_u64(write_secret + secret_length);
     size_t header = cut_count < RECORD_HEADER ? cut_count : RECORD_HEADER;

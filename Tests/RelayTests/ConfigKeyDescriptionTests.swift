@@ -12,7 +12,7 @@ import Testing
             "realm", "use-auth-secret", "static-auth-secret", "rest-api-separator", "lt-cred-mech", "user",
             "no-auth", "password-algorithms", "stale-nonce", "user-quota", "total-quota", "max-allocate-lifetime", "channel-lifetime",
             "permission-lifetime", "max-bps", "bps-capacity", "denied-peer-ip", "allowed-peer-ip",
-            "allow-loopback-peers", "no-multicast-peers", "cert", "pkey", "pkey-pwd", "cipher-list", "no-tlsv1",
+            "allow-loopback-peers", "no-multicast-peers", "cert", "pkey", "pkey-pwd", "cipher-list", "ec-curve-name", "no-tlsv1",
             "no-tlsv1_1", "no-tlsv1_2", "tls-openssl-records", "fingerprint", "mobility", "software-attribute", "stun-only", "no-stun", "rfc5780", "no-rfc5780",
             "rfc3489-compatibility", "stun-backward-compatibility",
             "alternate-server", "prometheus", "prometheus-port", "prometheus-address", "log-file", "syslog",

@@ -30,6 +30,7 @@ import Testing
         "drain-timeout=3600",
         "max-permissions-per-allocation=32", "unauth-rate-limit=20", "allocate-rate-limit=10", "tcp-idle-timeout=30",
         "tls-handshake-timeout=10", "max-connections-per-ip=100", "max-connections=10000",
+        "ec-curve-name=prime256v1",
     ])
     func compatKeyIsAcceptedSilently(line: String) throws {
         let result = try load("\(line)\n", ["--use-auth-secret", "--static-auth-secret=base"])
@@ -40,7 +41,7 @@ import Testing
     @Test(arguments: [
         "no-loopback-peers", "secure-stun", "server-relay", "dh2066", "no-stdout-log", "cli-port=5766",
         "cli-password=x", "web-admin", "mysql-userdb=host=db",
-        "mongo-userdb=mongodb://db", "oauth", "dh-file=dh.pem", "ec-curve-name=prime256v1",
+        "mongo-userdb=mongodb://db", "oauth", "dh-file=dh.pem",
         "check-origin-consistency", "allocation-default-address-family=ipv6", "aux-server=10.0.0.1:3478",
         "udp-self-balance", "response-origin-only-with-rfc5780", "keep-address-family",
         "dtls-listening-port=5350", "tcp-proxy-port=5555", "daemon", "CA-file=ca.pem", "cpus=4",
@@ -52,6 +53,23 @@ import Testing
         #expect(
             result.warnings[0].hasPrefix(
                 "conf/relayd.conf:3: key '\(key)' is a coturn option relayd does not implement; ignored"))
+    }
+
+    /// Names only OpenSSL can judge are tried when the configuration loads: an unknown one is
+    /// an error naming file, line and key.
+    @Test(arguments: [
+        ("ec-curve-name=secp384r1", nil), ("ec-curve-name=X25519:prime256v1", nil), ("cipher-list=ECDHE+AESGCM", nil),
+        ("ec-curve-name=bogus", "ec-curve-name"), ("ec-curve-name=secp384r1:nope", "ec-curve-name"),
+        ("cipher-list=nonsense", "cipher-list"),
+    ] as [(String, String?)])
+    func tlsNamesOpenSSLKnows(line: String, key: String?) throws {
+        guard let key else {
+            _ = try load("no-auth\n\(line)\n")
+            return
+        }
+        let error = #expect(throws: ConfigError.self) { try load("no-auth\n\(line)\n") }
+        #expect(error?.key == key)
+        #expect(error?.description.hasPrefix("\(file):2: key '\(key)'") == true, "\(error?.description ?? "")")
     }
 
     @Test func unimplementedKeyWarningCarriesAHint() throws {

@@ -221,3 +221,52 @@ def test_the_server_names_tenant_goes_with_the_session(tmp_path):
             client.close()
         problems = stop_both(server, heir)
     assert not problems, problems
+
+
+def test_a_late_failed_upgrade_ends_the_tls_sessions_it_handed_over(tmp_path, monkeypatch):
+    """An heir that gave up after its loops served may have sealed TLS records under the keys it
+    was handed: the old process then ends those sessions (no record of its own could follow
+    without reusing a nonce, RFC 8446 §5.3) and serves on everything else: the UDP call, the
+    plain TCP client, and new TLS clients. RELAYD_TEST_UPGRADE_FAULT makes the heir give up
+    after serving (docs/live-upgrade.md, "What to know")."""
+    monkeypatch.setenv("RELAYD_TEST_UPGRADE_FAULT", "after-serving")
+    server = RelayServer(
+        "relayd", tmp_path / "relayd", streams=True,
+        extra_args=["--relay-threads=2", *ADMIN])
+    server.start()
+    held = []
+    try:
+        tls = StreamTurnClient(server.tls_address, tls=True)
+        held.append(tls)
+        tls.allocate(*server.credentials(user="tls-caller"))
+        tcp = StreamTurnClient(server.address)
+        held.append(tcp)
+        tcp.allocate(*server.credentials(user="tcp-caller"))
+        tcp_peer = udp_socket()
+        tcp.channel_bind(0x4005, tcp_peer.getsockname())
+        udp, peer = allocate_with_channel(server, server.secret, user="udp-caller", channel=0x4001)
+        held.append(udp)
+        resp = upgrade_through_api(server)
+        assert resp.status == 409, resp.body
+        assert json.loads(resp.body)["error"] == "upgrade_failed"
+        wait_for_log(server, "upgrade_test_fault")
+        assert server.is_running()
+        # The TLS session that went to the heir ends; nothing more arrives on it.
+        assert tls.reader.wait_closed(5.0), "the TLS session handed to a failed heir went on"
+        # Everything else serves on in the old process.
+        round_trip(udp, peer, 0x4001, b"udp after")
+        round_trip(tcp, tcp_peer, 0x4005, b"tcp after")
+        fresh = StreamTurnClient(server.tls_address, tls=True)
+        held.append(fresh)
+        fresh.allocate(*server.credentials(user="tls-after"))
+        # One allocation each: the ended TLS session's went with it.
+        for transport in ("udp", "tcp", "tls"):
+            assert eventually(
+                lambda: metric(server, "relayd_allocations_active", transport=transport, family="ipv4") == 1), transport
+        tcp_peer.close()
+        peer.close()
+    finally:
+        for client in held:
+            client.close()
+        problems = server.stop()
+    assert not problems, problems

@@ -180,6 +180,37 @@ def test_key_update_from_the_client_keeps_the_session(relay, suite, command):
     assert counts_after(relay, before, 1) == (1, 1)
 
 
+def test_a_hello_retry_request_leaves_the_records_to_relayd(tmp_path):
+    """`ec-curve-name=secp384r1` and a client whose key share is X25519: the server asks again
+    (HelloRetryRequest, RFC 8446 §4.1.4), the client's second ClientHello shares secp384r1, and
+    relayd still takes the session's records over: a KeyUpdate and a Binding after it work."""
+    server = RelayServer("relayd", tmp_path / "relayd", streams=True, extra_args=["--ec-curve-name=secp384r1"])
+    with running(server) as s:
+        before = counts(s)
+        client = SClient(s, "-tls1_3", "-groups", "X25519:secp384r1")
+        try:
+            done = client.wait_for(b"Verify return code")
+            with client.lock:
+                handshake = client.output[:done]
+            assert handshake.count(b"], ClientHello") == 2, handshake[-800:]
+            assert b"Server Temp Key: ECDH, secp384r1" in handshake, handshake[-800:]
+            client.send(b"K\n")
+            updated = client.wait_for(b">>> TLS 1.3, Handshake [length 0005], KeyUpdate", done)
+            client.wait_for(b"<<< TLS 1.3, Handshake [length 0005], KeyUpdate", done)
+            request = stunclient.binding_request()
+            client.send(request.encode())
+            client.wait_for(request.transaction_id, updated)
+        finally:
+            client.close()
+        assert counts_after(s, before, 1) == (1, 1)
+        # A client that offers no group the server accepts gets no session.
+        refused = SClient(s, "-tls1_3", "-groups", "X25519")
+        try:
+            refused.wait_for(b"handshake failure")
+        finally:
+            refused.close()
+
+
 class MemoryTLS:
     """A TLS 1.3 client over Python's memory BIOs on a plain socket: the test decides how the
     ciphertext reaches the server, byte by byte or forged."""

@@ -130,7 +130,8 @@ int relayd_tls_records_release_buffers(relayd_tls_records *records);
 /// A server's record state as bytes, for a live upgrade (docs/live-upgrade.md, "TLS clients"):
 /// the suite, per direction the traffic secret and the sequence number, and the part of a record
 /// read so far. Its length, or -1 when the session cannot move (closed, failed, a client's side,
-/// or `capacity` too small). The bytes hold secrets: wipe them after use.
+/// or `capacity` too small). The bytes hold the session's secrets: they go only to the process
+/// that serves the session next.
 long relayd_tls_records_export(const relayd_tls_records *records, unsigned char *out, size_t capacity);
 
 /// Records that go on from what `relayd_tls_records_export` wrote in another process; NULL when

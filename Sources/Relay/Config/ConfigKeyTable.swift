@@ -114,6 +114,7 @@ enum ConfigKeyTable {
             config.pkeyPassword = values[0]
         },
         .string("cipher-list", \.cipherList),
+        .string("ec-curve-name", \.ecCurveName),
         .flag("no-tlsv1", \.noTLSv1),
         .flag("no-tlsv1_1", \.noTLSv1_1),
         .flag("no-tlsv1_2", \.noTLSv1_2),

@@ -27,6 +27,7 @@ enum ConfigValidator {
         try checkPlaceholderSecret(config, sources: sources, warnings: &warnings)
         try checkServices(config, sources: sources)
         try checkUniqueness(config, sources: sources)
+        try checkTLSSettings(config, sources: sources)
     }
 
     /// A secret is given in one place: the key or its file (docs/configuration.md, "Secrets in

@@ -11,7 +11,7 @@ extension ConfigKeyTable {
             "listening-device", "relay-device", "tcp-proxy-port", "sock-buf-size", "server-name",
             "log-min-level", "new-log-timestamp-format", "syslog-facility", "aux-server",
             "tls-alternate-server", "tcp-alternate-server", "udp-alternate-server", "max-allocate-timeout",
-            "drain-min-allocations", "CA-file", "dh-file", "ec-curve-name", "proc-user", "proc-group",
+            "drain-min-allocations", "CA-file", "dh-file", "proc-user", "proc-group",
             "secret-key-file", "allocation-default-address-family", "acme-redirect", "prometheus-path",
             "prometheus-cert", "prometheus-key", "multiplex-peer-port", "multiplex-peer-max-peers",
             "stateless-nonce-secret", "ne", "secret-ts-exp-time",

@@ -71,6 +71,11 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var pkey: String?
     public var pkeyPassword: String?
     public var cipherList: String?
+    /// The key exchange groups TLS and DTLS accept (coturn's `ec-curve-name`): one name OpenSSL
+    /// knows (`prime256v1`, `secp384r1`, `X25519`, …) or a colon-separated list, in order of
+    /// preference; nil leaves OpenSSL's defaults. A client whose key share is of another group
+    /// gets a HelloRetryRequest (RFC 8446 §4.1.4).
+    public var ecCurveName: String?
     /// TLS 1.0 and 1.1 are off unless `tlsv1` / `tlsv1_1` turn them on, as in current coturn.
     public var noTLSv1 = true
     public var noTLSv1_1 = true

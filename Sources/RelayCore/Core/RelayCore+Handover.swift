@@ -32,7 +32,7 @@ extension RelayCore {
     }
 
     /// The relay sockets of every UDP client's allocation; TCP, TLS and DTLS clients' allocations
-    /// stay with their connections, which cannot move.
+    /// go with their connections, when those move (`streamAllocation`).
     public func udpRelaySockets() -> [HandedRelaySocket] {
         assertOwned()
         var sockets: [HandedRelaySocket] = []

@@ -102,20 +102,23 @@ extension RelayServer {
             return abandon("a loop did not pause its RFC 6062 pipes in time")
         }
         let allocations = bequests.reduce(0) { $0 + $1.allocations.count + $1.streamAllocations.count }
+        // Once all was sent the heir may serve, and seal TLS records under the keys it was handed.
+        var sent = false
         do {
             try send(bequests, on: channel, heirVersion: heirVersion)
+            sent = true
             let ready = HandoverChannel.monotonicMillis() + Self.heirReadySeconds * 1000
             switch try channel.receive(until: ready) {
             case (.ready, _): break
             case (.failed(let reason), _):
-                resumeLoops()
+                resumeLoops(heirMayHaveServed: true)
                 return abandon("the heir gave up: \(reason)")
             default:
-                resumeLoops()
+                resumeLoops(heirMayHaveServed: true)
                 return abandon("the heir sent something unexpected")
             }
         } catch {
-            resumeLoops()
+            resumeLoops(heirMayHaveServed: sent)
             return abandon(error.description)
         }
         commitHandover(channel: channel, heir: pid, trigger: trigger)
@@ -146,14 +149,18 @@ extension RelayServer {
         return true
     }
 
-    private func resumeLoops() {
+    /// The loops serve on after a failed upgrade. `heirMayHaveServed`: the heir got everything
+    /// and may have run its loops, so the TLS sessions handed to it end here instead of going on
+    /// (docs/live-upgrade.md, "TLS clients"): a record this process sealed next would reuse a
+    /// nonce the heir may have sealed one under.
+    private func resumeLoops(heirMayHaveServed: Bool = false) {
         // The heir may have put its program into the links already: this process's goes back.
         do { try fastPath?.updateLinks() } catch {
             logger.error(
                 "live upgrade: cannot put the fast path's program back into its links: \(error.description)",
                 metadata: ["event": "upgrade_fastpath_reclaim_failed"])
         }
-        for mailbox in mailboxes { mailbox.post(.handover(.resume)) }
+        for mailbox in mailboxes { mailbox.post(.handover(.resume(endingTLSSessions: heirMayHaveServed))) }
     }
 
     /// The same binary, arguments and environment, with the channel as descriptor 3.

@@ -23,6 +23,7 @@ extension RelayServer {
     /// for its exit: until then the ports of what it kept are taken and reachable.
     func takeOverFromPredecessor(base: OpaquePointer) {
         guard let inheritance else { return }
+        if Self.testFault == "after-serving" { failAfterServing(inheritance) }
         let unused = inheritance.closeUnused()
         do {
             try inheritance.channel.send(.ready(pid: getpid()))
@@ -70,5 +71,20 @@ extension RelayServer {
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard length > 0 else { return CommandLine.arguments.first ?? "relayd" }
         return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// `RELAYD_TEST_UPGRADE_FAULT=after-serving` in the environment makes an heir give up after
+    /// its loops served for a moment, the latest an upgrade can fail (docs/live-upgrade.md,
+    /// "What to know"): the test suite's way to reach the running relayd's late
+    /// failure path. Nothing else reads it.
+    static let testFault = getenv("RELAYD_TEST_UPGRADE_FAULT").map { String(cString: $0) }
+
+    private func failAfterServing(_ inheritance: Inheritance) -> Never {
+        usleep(300_000)
+        logger.error(
+            "live upgrade: giving up after serving, as RELAYD_TEST_UPGRADE_FAULT asks",
+            metadata: ["event": "upgrade_test_fault"])
+        try? inheritance.channel.send(.failed("RELAYD_TEST_UPGRADE_FAULT=after-serving"))
+        _exit(75)
     }
 }

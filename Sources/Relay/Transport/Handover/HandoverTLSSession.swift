@@ -14,6 +14,7 @@ struct HandoverTLSSession: Sendable, Equatable {
     static let maxTenantBytes = 255
     static let maxRecordBytes = Int(RELAYD_TLS_RECORDS_STATE_MAX)
 
+    /// The tenant's name is at most `maxTenantBytes` long (the sender checks).
     func encode(into out: inout HandoverOutput) {
         let name = Array(tenant.utf8.prefix(Self.maxTenantBytes))
         out.u8(UInt8(name.count))

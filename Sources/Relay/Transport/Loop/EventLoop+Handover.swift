@@ -33,15 +33,16 @@ struct LoopBequest: Sendable {
 enum HandoverStep: Sendable {
     /// Stop reading the UDP listeners and the UDP allocations' relay sockets, publish the
     /// counters, and reply with the bequest. With `streams`, plain TCP connections that can move
-    /// pause too and go in the bequest; TLS connections and their allocations go on. With
+    /// pause too and go in the bequest; TLS connections OpenSSL serves go on. With
     /// `tcpRelays`, so do TCP allocations (RFC 6062) with their control connections; with
     /// `tlsStreams`, TLS 1.3 connections whose records relayd keeps.
     case pause(HandoverReplies, streams: Bool, tcpRelays: Bool, tlsStreams: Bool)
     /// After every loop paused: pause the pipes of the TCP allocations that move (on whichever
     /// loop those are), and reply with them.
     case pausePipes(HandoverReplies, [PeerConnectionID: PipeOwner])
-    /// Read again: the heir did not take over.
-    case resume
+    /// Read again: the heir did not take over. `endingTLSSessions`: it may have served the TLS
+    /// sessions handed to it, which then end here instead (`StreamTransport.resumeAfterHandover`).
+    case resume(endingTLSSessions: Bool)
     /// Let go of what the heir serves now: the listeners, the UDP allocations, and the TCP
     /// connections that moved with theirs.
     case commit(HandoverReplies)
@@ -81,7 +82,7 @@ extension EventLoop {
                 bequest.pipes.append(handed.pipe)
             }
             replies.deliver(loop: wiring.index.value, bequest)
-        case .resume: resumeAfterHandover()
+        case .resume(let endingTLSSessions): resumeAfterHandover(endingTLSSessions: endingTLSSessions)
         case .commit(let replies):
             commitHandover()
             replies.deliver(loop: wiring.index.value, LoopBequest())
@@ -157,7 +158,7 @@ extension EventLoop {
         return bequest
     }
 
-    private func resumeAfterHandover() {
+    private func resumeAfterHandover(endingTLSSessions: Bool) {
         guard handingOver else { return }
         handingOver = false
         for listener in listeners { event_add(listener.event, nil) }
@@ -165,7 +166,7 @@ extension EventLoop {
         for listener in stream.listeners { listener.resume() }
         for event in relayEvents.values { event_add(event, nil) }
         tcpRelay.resumeAfterHandover()
-        stream.resumeAfterHandover()
+        stream.resumeAfterHandover(endingTLSSessions: endingTLSSessions)
         if let journal {
             core.journaling = true
             journal.compact(core, now: EventLoop.now())

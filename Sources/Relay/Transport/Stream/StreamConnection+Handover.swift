@@ -11,9 +11,10 @@ extension StreamConnection {
     /// for TLS the session's record state (`relayd_tls_records_export`). Nil, changing nothing,
     /// when the connection is not open, holds more than `HandoverStream.maxBytes`, or is a TLS
     /// session relayd cannot move: OpenSSL's (TLS 1.2, `tls-openssl-records`), or one that has
-    /// not yet said whether it speaks TURN or HTTP (a shared port, docs/tls.md).
+    /// not yet said whether it speaks TURN or HTTP (a port the API shares, docs/tls.md).
     func pauseForHandover() -> (input: [UInt8], output: [UInt8], records: [UInt8]?)? {
-        guard state == .open, pipe == nil, !isTLS || (ssl == nil && records != nil && sawValidStun) else { return nil }
+        guard state == .open, pipe == nil else { return nil }
+        guard !isTLS || (ssl == nil && records != nil && (sawValidStun || !opening.api)) else { return nil }
         writeNow(onOwner: false)
         relayd_stream_io_lock(io)
         defer { relayd_stream_io_unlock(io) }

@@ -33,13 +33,15 @@ extension StreamTransport {
         where (connection.transport == .tcp || (tls && connection.transport == .tls)) && connection.pipe == nil
             && core.streamClientCanMove(connection.origin.fiveTuple, tcpRelays: tcpRelays)
         {
-            guard let held = connection.pauseForHandover() else { continue }
+            // The tenant its TLS server name chose goes by name (a longer one than the message
+            // carries stays here).
+            let tenant = core.context.tenants.name(of: Int(connection.origin.serverNameTenant))
+            guard tenant.utf8.count <= HandoverTLSSession.maxTenantBytes,
+                let held = connection.pauseForHandover()
+            else { continue }
             let fiveTuple = connection.origin.fiveTuple
             let allocation = core.streamAllocation(fiveTuple)
-            let session = held.records.map {
-                HandoverTLSSession(
-                    records: $0, tenant: core.context.tenants.name(of: Int(connection.origin.serverNameTenant)))
-            }
+            let session = held.records.map { HandoverTLSSession(records: $0, tenant: tenant) }
             let stream = HandoverStream(
                 id: UInt64(connection.socket), loop: index, client: fiveTuple.client, server: fiveTuple.server,
                 session: allocation?.allocation.sessionID ?? 0, input: held.input, output: held.output, tls: session)
@@ -57,9 +59,18 @@ extension StreamTransport {
         return handed
     }
 
-    /// The upgrade failed: the paused connections go on here.
-    func resumeAfterHandover() {
-        for connection in handingOver { connection.resumeAfterHandover() }
+    /// The upgrade failed: the paused connections go on here, except, with `endingTLSSessions`,
+    /// the TLS ones: the heir may have sealed records under their keys, and one sealed here at
+    /// the same sequence number would reuse its nonce (RFC 8446 §5.3). They close without a
+    /// word (no close_notify, nothing flushed), their clients' allocations with them.
+    func resumeAfterHandover(endingTLSSessions: Bool = false) {
+        for connection in handingOver {
+            if endingTLSSessions, connection.isTLS {
+                connection.close(.error, detail: "a failed live upgrade may have used the session's keys")
+            } else {
+                connection.resumeAfterHandover()
+            }
+        }
         handingOver = []
         resumePipesAfterHandover()
     }

@@ -150,6 +150,12 @@ final class TLSContext: @unchecked Sendable {
         if let list = c.cipherList, SSL_CTX_set_cipher_list(ctx, list) != 1 {
             throw LoadError(description: "cipher-list '\(list)': \(drainErrors())")
         }
+        if let groups = c.ecCurveName {
+            let set = groups.withCString {
+                SSL_CTX_ctrl(ctx, SSL_CTRL_SET_GROUPS_LIST, 0, UnsafeMutableRawPointer(mutating: $0))
+            }
+            guard set == 1 else { throw LoadError(description: "ec-curve-name '\(groups)': \(drainErrors())") }
+        }
         SSL_CTX_set_alpn_select_cb(
             ctx,
             { ssl, out, outLength, offered, offeredLength, _ in
