@@ -5,6 +5,9 @@
 #   journal  the state journal's reader (Sources/CoreFuzzing/JournalFuzzSession.swift, docs/state-journal.md),
 #            seeds in FuzzJournal/corpus/journal/; a small codec, so in a run of every target it
 #            gets at most 20 s of SECONDS (named on the command line, all of them)
+#   tlsstate the TLS session state a live upgrade hands over (FuzzTLSState/tls_state_fuzzer.c, C,
+#            built with clang), seeds in FuzzTLSState/corpus/tlsstate/; at most 10 s in a run of
+#            every target
 # Each target starts from a fresh copy of its committed seeds in fuzz-artifacts/<target>/corpus/
 # (grown by the run and left there); its log and crash inputs go to fuzz-artifacts/<target>/.
 # Prints one summary line per target; exits non-zero if any target crashed.
@@ -13,6 +16,7 @@
 #   swift build --product stun-fuzz && .build/debug/stun-fuzz fuzz-artifacts/decoder/crash-<sha1>
 #   swift build --product core-fuzz && .build/debug/core-fuzz fuzz-artifacts/core/crash-<sha1>
 #   swift build --product journal-fuzz && .build/debug/journal-fuzz fuzz-artifacts/journal/crash-<sha1>
+#   .build-fuzz/tls-state-fuzz fuzz-artifacts/tlsstate/crash-<sha1>   (libFuzzer runs one input)
 # A crash input worth keeping goes to the target's corpus directory, which `swift test`
 # replays (CoreFuzzRegressionTests for core, JournalFuzzRegressionTests for journal).
 set -euo pipefail
@@ -21,19 +25,20 @@ export PATH="/opt/swift/usr/bin:$PATH"
 
 seconds="${1:-30}"
 case "$seconds" in
-  '' | *[!0-9]*) echo "usage: $0 [SECONDS] [decoder|core|journal ...]" >&2; exit 2 ;;
+  '' | *[!0-9]*) echo "usage: $0 [SECONDS] [decoder|core|journal|tlsstate ...]" >&2; exit 2 ;;
 esac
 shift || true
 targets=("$@")
 named=1
-[ ${#targets[@]} -gt 0 ] || { targets=(decoder core journal); named=0; }
+[ ${#targets[@]} -gt 0 ] || { targets=(decoder core journal tlsstate); named=0; }
 
 product_of() {
   case "$1" in
     decoder) echo stun-fuzz ;;
     core) echo core-fuzz ;;
     journal) echo journal-fuzz ;;
-    *) echo "fuzz: unknown target '$1' (decoder, core, journal)" >&2; exit 2 ;;
+    tlsstate) echo tls-state-fuzz ;;
+    *) echo "fuzz: unknown target '$1' (decoder, core, journal, tlsstate)" >&2; exit 2 ;;
   esac
 }
 
@@ -52,13 +57,16 @@ seeds_of() {
     decoder) echo Fuzz/corpus/decoder ;;
     core) echo FuzzCore/corpus/core ;;
     journal) echo FuzzJournal/corpus/journal ;;
+    tlsstate) echo FuzzTLSState/corpus/tlsstate ;;
   esac
 }
 
 # The seconds a target runs: SECONDS, but the journal's few record decoders are covered long
 # before the protocol is, so in a run of every target it stops after 20.
 seconds_of() {
-  if [ "$1" = journal ] && [ "$named" = 0 ] && [ "$seconds" -gt 20 ]; then echo 20; else echo "$seconds"; fi
+  if [ "$1" = journal ] && [ "$named" = 0 ] && [ "$seconds" -gt 20 ]; then echo 20
+  elif [ "$1" = tlsstate ] && [ "$named" = 0 ] && [ "$seconds" -gt 10 ]; then echo 10
+  else echo "$seconds"; fi
 }
 
 for target in "${targets[@]}"; do product_of "$target" >/dev/null; done
@@ -73,9 +81,21 @@ for target in "${targets[@]}"; do
   product="$(product_of "$target")"
   config="$(config_of "$target")"
   budget="$(seconds_of "$target")"
-  swift build --quiet --scratch-path .build-fuzz -c "$config" --product "$product" "${flags[@]}" 2>&1 \
-    | grep -v "Cannot export local symbol '__asan" || true
-  bin="$(swift build --scratch-path .build-fuzz -c "$config" --show-bin-path "${flags[@]}")/$product"
+  if [ "$target" = tlsstate ]; then
+    # C only: the toolchain's clang builds it with the record layer it fuzzes.
+    mkdir -p .build-fuzz
+    bin=".build-fuzz/$product"
+    rm -f "$bin"
+    clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+      -I Sources/CStreamIO/include -I Sources/CStreamIO FuzzTLSState/tls_state_fuzzer.c \
+      Sources/CStreamIO/tls_records.c Sources/CStreamIO/tls_records_state.c Sources/CStreamIO/stream_io.c \
+      -lssl -lcrypto -lpthread -o "$bin" 2>&1 | { grep -v "Cannot export local symbol" || true; }
+    [ -x "$bin" ] || { echo "fuzz: $target: build of $product failed" >&2; exit 1; }
+  else
+    swift build --quiet --scratch-path .build-fuzz -c "$config" --product "$product" "${flags[@]}" 2>&1 \
+      | grep -v "Cannot export local symbol '__asan" || true
+    bin="$(swift build --scratch-path .build-fuzz -c "$config" --show-bin-path "${flags[@]}")/$product"
+  fi
   [ -x "$bin" ] || { echo "fuzz: $target: build of $product failed" >&2; exit 1; }
 
   out="fuzz-artifacts/$target"

@@ -6,8 +6,8 @@
 #   2. builds everything (the kernel fast path's BPF program too), checks the core imports no C
 #      module or Foundation and its tests and fuzzer no Relay (check-layers.sh), and runs the
 #      Swift unit and daemon tests (swift test), then again under ThreadSanitizer,
-#   3. runs each libFuzzer target (decoder/framer, core state machine, state journal) for a
-#      bounded time,
+#   3. runs each libFuzzer target (decoder/framer, core state machine, state journal, TLS
+#      session state) for a bounded time,
 #   4. checks the codec's and the relay data path's hot paths allocate nothing (release benchmark),
 #   5. runs the real-peer integration suite (turnutils_uclient, aiortc, headless Chromium,
 #      NATed aiortc peers in network namespaces, adversarial and flood tests, reload/drain,
