@@ -3,7 +3,8 @@ records relayd keeps (docs/tls.md, "After the handshake") moves to the heir with
 and its allocation, as a plain TCP client's does. The clients notice nothing: no new handshake,
 the same relayed address, the same nonce. A record the client had sent only in part when the
 upgrade came is completed after it, and a KeyUpdate after the upgrade is answered by the heir
-(RFC 8446 §4.6.3), so the secrets went over whole. A session OpenSSL keeps (`tls-openssl-records`)
+(RFC 8446 §4.6.3), so the secrets went over whole; a second upgrade hands them on again. A
+session OpenSSL keeps (`tls-openssl-records`)
 stays with the old process, which drains it. A session whose server name chose a tenant keeps that
 tenant in the heir.
 """
@@ -19,12 +20,12 @@ import pytest
 
 import stunclient
 import test_tls_records as records
-from conftest import RelayServer, make_test_cert, server_kind
+from conftest import RelayServer, make_test_cert, pid_alive, server_kind
 from floods import metric
 from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
 from stunclient import Class, Method, StunMessage, TurnError, rest_credentials, udp_socket
-from test_live_upgrade import ADMIN, stop_both, upgrade_through_api
+from test_live_upgrade import ADMIN, stop_both, stop_pid, upgrade_through_api
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live upgrade")
 
@@ -54,7 +55,7 @@ def test_tls_sessions_move_to_the_heir(tmp_path):
         "relayd", tmp_path / "relayd", streams=True,
         extra_args=["--relay-threads=2", "--drain-timeout=60", *ADMIN])
     server.start()
-    heir = None
+    heir = first = None
     callers, clients = [], []
     cut = skey = None
     try:
@@ -127,6 +128,23 @@ def test_tls_sessions_move_to_the_heir(tmp_path):
         assert eventually(lambda: metric(server, HANDSHAKES, result="ok") == handshakes), \
             metric(server, HANDSHAKES, result="ok")
         assert eventually(lambda: metric(server, "relayd_stream_connections_open") == CALLERS + 3)
+
+        # Upgraded again: the heir hands on what it was handed, the s_client session's secrets
+        # one KeyUpdate further on than the old process had them.
+        first = heir
+        resp = upgrade_through_api(server)
+        assert resp.status == 200, resp.body
+        again = json.loads(resp.body)
+        assert again["result"] == "succeeded" and again["allocations"] == CALLERS + 2, again
+        heir = again["pid"]
+        assert eventually(lambda: not pid_alive(first), timeout=10), "the first heir kept something"
+        last = stunclient.binding_request()
+        skey.send(last.encode())
+        skey.wait_for(last.transaction_id, updated)
+        for i, (client, peer) in enumerate(callers):
+            round_trip(client, peer, 0x4000 + i, b"again %d" % i)
+        both_ways(tls, udp, b"again")
+        assert eventually(lambda: metric(server, HANDSHAKES, result="ok") == handshakes)
     finally:
         for client, peer in callers:
             peer.close()
@@ -135,6 +153,8 @@ def test_tls_sessions_move_to_the_heir(tmp_path):
         for c in (cut, skey):
             if c is not None:
                 c.close()
+        if first is not None:
+            stop_pid(first)
         problems = stop_both(server, heir)
     assert not problems, problems
 
