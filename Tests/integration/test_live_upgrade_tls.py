@@ -4,9 +4,8 @@ and its allocation, as a plain TCP client's does. The clients notice nothing: no
 the same relayed address, the same nonce. A record the client had sent only in part when the
 upgrade came is completed after it, and a KeyUpdate after the upgrade is answered by the heir
 (RFC 8446 §4.6.3), so the secrets went over whole; a second upgrade hands them on again. A
-session OpenSSL keeps (`tls-openssl-records`)
-stays with the old process, which drains it. A session whose server name chose a tenant keeps that
-tenant in the heir.
+session OpenSSL keeps (`tls-openssl-records`) stays with the old process, which drains it. A
+session whose server name chose a tenant keeps that tenant in the heir.
 """
 
 from __future__ import annotations
@@ -111,12 +110,7 @@ def test_tls_sessions_move_to_the_heir(tmp_path):
         cut.sock.sendall(split[9:])
         assert answered(cut.read_frame(), request)
         # A KeyUpdate asking for the heir's (K): the heir updates both directions' secrets.
-        skey.send(b"K\n")
-        updated = skey.wait_for(b">>> TLS 1.3, Handshake [length 0005], KeyUpdate", done)
-        skey.wait_for(b"<<< TLS 1.3, Handshake [length 0005], KeyUpdate", done)
-        after = stunclient.binding_request()
-        skey.send(after.encode())
-        skey.wait_for(after.transaction_id, updated)
+        updated = skey.update_keys_then_bind(done)
         for i, (client, peer) in enumerate(callers):
             assert tuple(client.relayed) == relayed[i]
             round_trip(client, peer, 0x4000 + i, b"after %d" % i)

@@ -143,6 +143,18 @@ class SClient:
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 
+    def update_keys_then_bind(self, after: int) -> int:
+        """Sends a KeyUpdate asking the server to update too (`K`), waits for both KeyUpdates
+        past output offset `after`, then a Binding request and its answer; returns the offset
+        after the client's KeyUpdate."""
+        self.send(b"K\n")
+        updated = self.wait_for(b">>> TLS 1.3, Handshake [length 0005], KeyUpdate", after)
+        self.wait_for(b"<<< TLS 1.3, Handshake [length 0005], KeyUpdate", after)
+        request = stunclient.binding_request()
+        self.send(request.encode())
+        self.wait_for(request.transaction_id, updated)
+        return updated
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -194,12 +206,7 @@ def test_a_hello_retry_request_leaves_the_records_to_relayd(tmp_path):
                 handshake = client.output[:done]
             assert handshake.count(b"], ClientHello") == 2, handshake[-800:]
             assert b"Server Temp Key: ECDH, secp384r1" in handshake, handshake[-800:]
-            client.send(b"K\n")
-            updated = client.wait_for(b">>> TLS 1.3, Handshake [length 0005], KeyUpdate", done)
-            client.wait_for(b"<<< TLS 1.3, Handshake [length 0005], KeyUpdate", done)
-            request = stunclient.binding_request()
-            client.send(request.encode())
-            client.wait_for(request.transaction_id, updated)
+            client.update_keys_then_bind(done)
         finally:
             client.close()
         assert counts_after(s, before, 1) == (1, 1)
