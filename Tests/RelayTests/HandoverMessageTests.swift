@@ -228,6 +228,16 @@ import Testing
         #expect(try decode(HandoverMessage.stream(fits).encoded()) == .stream(fits))
     }
 
+    @Test("An heir says hello with the running relayd's version when that is older, 3 when it names none")
+    func helloVersion() {
+        #expect(HandoverMessage.helloVersion(predecessor: nil) == 3)
+        #expect(HandoverMessage.helloVersion(predecessor: "x") == 3)
+        #expect(HandoverMessage.helloVersion(predecessor: "0") == 3)
+        #expect(HandoverMessage.helloVersion(predecessor: "2") == 2)
+        #expect(HandoverMessage.helloVersion(predecessor: "\(HandoverMessage.version)") == HandoverMessage.version)
+        #expect(HandoverMessage.helloVersion(predecessor: "\(HandoverMessage.version + 5)") == HandoverMessage.version)
+    }
+
     @Test("A TLS connection's records count against the same bound, and are never empty")
     func tlsStreamBounds() throws {
         let v4 = TransportAddress(ip: IPAddress("192.0.2.7")!, port: 3478)

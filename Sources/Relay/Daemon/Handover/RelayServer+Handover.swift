@@ -167,6 +167,8 @@ extension RelayServer {
     private func spawnHeir(channel: Int32) -> pid_t {
         var environment = ProcessInfo.processInfo.environment
         environment[HandoverChannel.environmentKey] = "\(HandoverChannel.heirDescriptor)"
+        // A newer heir says hello with this version, and reads what this relayd sends.
+        environment[HandoverChannel.versionKey] = "\(HandoverMessage.version)"
         // The watchdog belongs to whichever process systemd calls main: the heir, once it serves.
         environment["WATCHDOG_PID"] = nil
         let argv = CommandLine.arguments.map { strdup($0) } + [nil]

@@ -11,6 +11,9 @@ final class HandoverChannel: Sendable {
     static let heirDescriptor: Int32 = 3
     /// The environment variable that tells a relayd it is an heir.
     static let environmentKey = "RELAYD_HANDOVER_FD"
+    /// The environment variable in which the running relayd names its protocol version
+    /// (`HandoverMessage.helloVersion`).
+    static let versionKey = "RELAYD_HANDOVER_VERSION"
 
     struct Failure: Error, CustomStringConvertible {
         let description: String

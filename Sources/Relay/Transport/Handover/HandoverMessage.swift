@@ -119,6 +119,20 @@ enum HandoverMessage: Sendable, Equatable {
     /// an heir of a later version than its own is refused.
     static let version: UInt32 = 4
     static let oldestVersion: UInt32 = 1
+    /// What a running relayd that does not name its version in the heir's environment
+    /// (`HandoverChannel.versionKey`, named since version 4) speaks at most: the version it
+    /// refuses every later one above.
+    static let unnamedPredecessorVersion: UInt32 = 3
+
+    /// The version an heir says hello with: its own, or the running relayd's when that is older
+    /// (named in the environment as `predecessor`; 3 when it is not), so an upgrade to a newer
+    /// protocol works, the running relayd sending what it knows and the heir reading it.
+    static func helloVersion(predecessor: String?) -> UInt32 {
+        guard let predecessor, let named = UInt32(predecessor), named >= oldestVersion else {
+            return min(version, unnamedPredecessorVersion)
+        }
+        return min(version, named)
+    }
     /// The most bytes of `counters` an heir takes.
     static let maxCounterPage = 1 << 20
     /// The largest message: a state piece of 60 KiB fits a default unix socket buffer.

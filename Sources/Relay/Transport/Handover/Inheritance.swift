@@ -100,7 +100,9 @@ public final class Inheritance: Sendable {
         on channel: HandoverChannel, bootID: BootID, clock: () -> Int64, bounds: JournalBounds, seconds: Int64 = 30
     ) throws(HandoverChannel.Failure) -> Inheritance {
         let deadline = HandoverChannel.monotonicMillis() + seconds * 1000
-        try channel.send(.hello(version: HandoverMessage.version, pid: getpid()))
+        let predecessor = getenv(HandoverChannel.versionKey).map { String(cString: $0) }
+        unsetenv(HandoverChannel.versionKey)
+        try channel.send(.hello(version: HandoverMessage.helloVersion(predecessor: predecessor), pid: getpid()))
         var sockets: [Key: Int32] = [:]
         var received = 0
         var snapshot: [UInt8] = []
