@@ -14,21 +14,30 @@ extension ConfigValidator {
             SSL_CTX_free(ctx)
             ERR_clear_error()
         }
-        if let list = config.cipherList, SSL_CTX_set_cipher_list(ctx, list) != 1 {
+        switch applyTLSNames(config, to: ctx) {
+        case nil: return
+        case "cipher-list"?:
             throw .invalidValue(
                 "cipher-list", at: sources.last("cipher-list") ?? .commandLine,
-                expected: "an OpenSSL cipher list (see 'openssl ciphers')", value: list)
+                expected: "an OpenSSL cipher list (see 'openssl ciphers')", value: config.cipherList)
+        case let key?:
+            throw .invalidValue(
+                key, at: sources.last(key) ?? .commandLine,
+                expected: "a group OpenSSL knows (prime256v1, secp384r1, X25519, ...) or a colon-separated list",
+                value: config.ecCurveName)
         }
-        if let groups = config.ecCurveName {
-            let set = groups.withCString {
-                SSL_CTX_ctrl(ctx, SSL_CTRL_SET_GROUPS_LIST, 0, UnsafeMutableRawPointer(mutating: $0))
-            }
-            guard set == 1 else {
-                throw .invalidValue(
-                    "ec-curve-name", at: sources.last("ec-curve-name") ?? .commandLine,
-                    expected: "a group OpenSSL knows (prime256v1, secp384r1, X25519, ...) or a colon-separated list",
-                    value: groups)
-            }
+    }
+
+    /// Sets `cipher-list` and `ec-curve-name` on `ctx` (the TLS and DTLS contexts, and the check
+    /// above): the key OpenSSL refused, or nil.
+    static func applyTLSNames(_ config: RelayConfiguration, to ctx: OpaquePointer) -> String? {
+        if let list = config.cipherList, SSL_CTX_set_cipher_list(ctx, list) != 1 { return "cipher-list" }
+        if let groups = config.ecCurveName,
+            groups.withCString({ SSL_CTX_ctrl(ctx, SSL_CTRL_SET_GROUPS_LIST, 0, UnsafeMutableRawPointer(mutating: $0)) })
+                != 1
+        {
+            return "ec-curve-name"
         }
+        return nil
     }
 }

@@ -147,14 +147,9 @@ final class TLSContext: @unchecked Sendable {
                 | RELAYD_SSL_OP_IGNORE_UNEXPECTED_EOF)
         // Idle connections give their read/write buffers back; libevent may retry a write from a moved buffer.
         SSL_CTX_ctrl(ctx, SSL_CTRL_MODE, Int(SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
-        if let list = c.cipherList, SSL_CTX_set_cipher_list(ctx, list) != 1 {
-            throw LoadError(description: "cipher-list '\(list)': \(drainErrors())")
-        }
-        if let groups = c.ecCurveName {
-            let set = groups.withCString {
-                SSL_CTX_ctrl(ctx, SSL_CTRL_SET_GROUPS_LIST, 0, UnsafeMutableRawPointer(mutating: $0))
-            }
-            guard set == 1 else { throw LoadError(description: "ec-curve-name '\(groups)': \(drainErrors())") }
+        if let key = ConfigValidator.applyTLSNames(c, to: ctx) {
+            let value = key == "cipher-list" ? c.cipherList : c.ecCurveName
+            throw LoadError(description: "\(key) '\(value ?? "")': \(drainErrors())")
         }
         SSL_CTX_set_alpn_select_cb(
             ctx,
