@@ -110,7 +110,9 @@ def direction(first: str, second: str, label: str, work: Path) -> list[str]:
         clients = []
         if not wait(lambda: old.poll() is not None, 10):
             problems.append(f"{label}: the old process still runs after its clients left")
+        # "and N TCP connections" (builds before the TLS count), or ", N TCP and M TLS connections".
         moved = sum(int(n) for n in re.findall(r"and (\d+) TCP connections from the live upgrade", text))
+        moved += sum(int(a) + int(b) for a, b in re.findall(r", (\d+) TCP and (\d+) TLS connections from the live upgrade", text))
         stayed = "stays" if moved < 2 else "moved"
         print(f"{label}: upgrade succeeded; {moved} of 2 stream connections moved (the TLS session {stayed})")
         return problems

@@ -9,9 +9,9 @@ struct Upgrade: ParsableCommand {
         abstract: "Start the relayd binary again and hand it the running node's sockets and allocations.",
         discussion: """
             The running relayd starts its binary from the same path with the same arguments, hands \
-            it the listeners, the UDP allocations, the plain TCP connections and the keys, and drains \
-            its TLS and DTLS clients, which cannot move. Exits 0 once the new process serves, 1 if the upgrade failed \
-            (the running relayd then serves on).
+            it the listeners, the UDP allocations, the TCP connections, the TLS 1.3 sessions whose records \
+            relayd keeps, and the keys, and drains the clients that cannot move (TLS 1.2, DTLS). Exits 0 once \
+            the new process serves, 1 if the upgrade failed (the running relayd then serves on).
             """)
 
     @OptionGroup var connection: AdminConnection

@@ -338,7 +338,7 @@ def test_tcp_clients_move_to_the_heir(tmp_path):
         heir = answer["pid"]
         # Nothing stayed: the old process has nothing to drain.
         assert server.proc.wait(timeout=10) == 0, server.log_tail()
-        restored = sum(int(n) for n in re.findall(r"and (\d+) TCP connections from the live upgrade", server.log_text()))
+        restored = sum(int(n) for n in re.findall(r", (\d+) TCP and \d+ TLS connections from the live upgrade", server.log_text()))
         assert restored == TCP_CLIENTS + 1, server.log_tail()
 
         split_client.send_raw(frame[9:])

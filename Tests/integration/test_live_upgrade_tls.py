@@ -103,7 +103,7 @@ def test_tls_sessions_move_to_the_heir(tmp_path):
         heir = answer["pid"]
         # Every session moved: the old process has nothing to drain.
         assert server.proc.wait(timeout=10) == 0, server.log_tail()
-        moved = sum(int(n) for n in re.findall(r"and (\d+) TCP connections from the live upgrade", server.log_text()))
+        moved = sum(int(n) for n in re.findall(r", \d+ TCP and (\d+) TLS connections from the live upgrade", server.log_text()))
         assert moved == CALLERS + 3, server.log_tail()
 
         # The rest of the cut record, opened by the heir.

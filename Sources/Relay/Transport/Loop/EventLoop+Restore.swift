@@ -19,13 +19,14 @@ extension EventLoop {
         // TCP and TLS clients a live upgrade handed over, each with its allocation, if it has one.
         var attempted = wiring.restore.count
         var connections = 0
+        var tlsConnections = 0
         for (handed, fd) in wiring.inheritance?.streams(loop: wiring.index.value) ?? [] {
             guard let origin = stream.adopt(handed, fd: fd, now: now) else {
                 failed["connection", default: 0] += 1
                 if handed.session != 0 { attempted += 1 }
                 continue
             }
-            connections += 1
+            if handed.tls != nil { tlsConnections += 1 } else { connections += 1 }
             guard handed.session != 0 else { continue }
             attempted += 1
             guard let allocation = wiring.inheritance?.state.allocations[handed.session],
@@ -56,15 +57,15 @@ extension EventLoop {
         // The journal first: it takes what the adoptions changed, so the flush writes nothing.
         journal?.compact(core, now: now)
         flush()
-        guard attempted > 0 || connections > 0 else { return }
+        guard attempted > 0 || connections > 0 || tlsConnections > 0 else { return }
         let source = wiring.inheritance == nil ? "the state journal" : "the live upgrade"
         var metadata: Logger.Metadata = [
             "event": "state_restored", "loop": "\(wiring.index.value)", "restored": "\(restored)",
-            "source": "\(wiring.inheritance == nil ? "journal" : "upgrade")", "tcp_connections": "\(connections)",
+            "source": "\(wiring.inheritance == nil ? "journal" : "upgrade")", "tcp_connections": "\(connections)", "tls_connections": "\(tlsConnections)",
         ]
         for (reason, count) in failed { metadata["not_restored_\(reason)"] = "\(count)" }
         logger.notice(
-            "restored \(restored) allocations and \(connections) TCP connections from \(source)", metadata: metadata)
+            "restored \(restored) allocations, \(connections) TCP and \(tlsConnections) TLS connections from \(source)", metadata: metadata)
     }
 
     /// The relay socket for `relay` of `allocation`: the one handed over, else bound anew.
