@@ -34,8 +34,9 @@ extension EventLoop {
 
     /// Reads relay socket `socket` on this loop from now on (`CoreCommand.watchRelaySocket`),
     /// with its full buffers and its error queue; `drain`: first drops what it queued, counted
-    /// as packets without a permission (RFC 8656 §9), which they were when they came.
-    func watchRelaySocket(_ socket: RelaySocket, drain: Bool) {
+    /// as packets without a permission (RFC 8656 §9), which they were when they came. `retry`:
+    /// a second try (`retryRelayWatches`), which logs no failure again.
+    func watchRelaySocket(_ socket: RelaySocket, drain: Bool, retry: Bool = false) {
         let fd = socket.descriptor
         guard relayEvents[fd] == nil else { return }
         if drain {
@@ -57,6 +58,7 @@ extension EventLoop {
         }, opaqueSelf) else {
             // Not left unread for good: the allocation's peers would never reach its client.
             relayWatchRetries.insert(fd)
+            guard !retry else { return }
             return logger.error(
                 "cannot watch a relay socket: out of memory; trying again every second",
                 metadata: ["event": "relay_watch_failed", "fd": "\(fd)"])
@@ -94,7 +96,7 @@ extension EventLoop {
     func retryRelayWatches() {
         let retries = relayWatchRetries
         relayWatchRetries.removeAll()
-        for fd in retries { watchRelaySocket(RelaySocket(descriptor: fd), drain: false) }
+        for fd in retries { watchRelaySocket(RelaySocket(descriptor: fd), drain: false, retry: true) }
     }
 
     func closePending() {

@@ -61,11 +61,13 @@ extension EventLoop {
         let source = wiring.inheritance == nil ? "the state journal" : "the live upgrade"
         var metadata: Logger.Metadata = [
             "event": "state_restored", "loop": "\(wiring.index.value)", "restored": "\(restored)",
-            "source": "\(wiring.inheritance == nil ? "journal" : "upgrade")", "tcp_connections": "\(connections)", "tls_connections": "\(tlsConnections)",
+            "source": "\(wiring.inheritance == nil ? "journal" : "upgrade")", "tcp_connections": "\(connections)",
+            "tls_connections": "\(tlsConnections)",
         ]
         for (reason, count) in failed { metadata["not_restored_\(reason)"] = "\(count)" }
         logger.notice(
-            "restored \(restored) allocations, \(connections) TCP and \(tlsConnections) TLS connections from \(source)", metadata: metadata)
+            "restored \(restored) allocations, \(connections) TCP and \(tlsConnections) TLS connections from \(source)",
+            metadata: metadata)
     }
 
     /// The relay socket for `relay` of `allocation`: the one handed over, else bound anew.
