@@ -79,6 +79,10 @@ extension RelayServer {
                 return abandon("the heir speaks handover version \(version), this relayd \(HandoverMessage.version)")
             }
             heirVersion = version
+            // An older version takes less over (the pause below): what stays drains here.
+            logger.notice(
+                "live upgrade: pid \(pid) speaks handover version \(version), this relayd \(HandoverMessage.version)",
+                metadata: ["event": "upgrade_heir_hello", "heir": "\(pid)", "version": "\(version)"])
             if fastPath != nil && version < 2 {
                 return abandon("the heir (handover version \(version)) cannot take the kernel fast path over")
             }
