@@ -22,13 +22,16 @@ from conftest import RelayServer, pid_alive, server_kind
 from lifecycle import allocate_with_channel, eventually, round_trip, wait_for_log
 from streamclient import StreamTurnClient
 from stunclient import udp_socket
+from tcprelay import TCPRelayClient, connection_id, recv_exactly
 from test_live_upgrade import ADMIN, stop_both, upgrade_through_api
+from test_live_upgrade_tcp_relay import echo_server
 
 pytestmark = pytest.mark.skipif(server_kind() != "relayd", reason="relayd's live upgrade")
 
 # What each version's heir takes, beyond the listeners and the UDP allocations: version 2 adds
 # plain TCP connections, 3 RFC 6062 allocations, 4 TLS 1.3 sessions.
 MOVES_TCP = {1: False, 2: True, 3: True}
+MOVES_RFC6062 = {1: False, 2: False, 3: True}
 
 
 def binary_in(directory) -> str:
@@ -56,10 +59,12 @@ def speak_version(path: str, version: int) -> None:
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_upgrade_to_an_heir_of_an_older_version(tmp_path, version):
-    """UDP, TCP and TLS clients, each with an allocation and a channel to a peer, through an
-    upgrade to an heir of `version`: the UDP allocation always moves, the TCP client from
-    version 2 on, the TLS session stays (version 4 moves it). Every call relays on, the old
-    process serves what stayed until it leaves, then exits."""
+    """UDP, TCP and TLS clients, each with an allocation and a channel to a peer, and a TCP
+    allocation (RFC 6062) with a pipe to an echo server, through an upgrade to an heir of
+    `version`: the UDP allocation always moves, the TCP client from version 2 on, the TCP
+    allocation with its control and data connections from version 3 on; the TLS session stays
+    (version 4 moves it). Every call and the pipe go on, the old process serves what stayed
+    until it leaves, then exits."""
     binary = binary_in(tmp_path / "bin")
     server = RelayServer(
         "relayd", tmp_path / "relayd", binary=binary, streams=True,
@@ -67,6 +72,8 @@ def test_upgrade_to_an_heir_of_an_older_version(tmp_path, version):
     server.start()
     heir = None
     calls = []
+    echo, _ = echo_server()
+    pipes = None
     try:
         udp, udp_peer = allocate_with_channel(server, server.secret, user="udp", channel=0x4000)
         calls.append((udp, udp_peer, 0x4000))
@@ -79,6 +86,17 @@ def test_upgrade_to_an_heir_of_an_older_version(tmp_path, version):
         for client, peer, channel in calls:
             round_trip(client, peer, channel, b"before")
         relayed = [tuple(client.relayed) for client, _, _ in calls]
+        control = TCPRelayClient(server.address, timeout=20)
+        pipes = [control]
+        control.allocate(*server.credentials(user="pipes"))
+        control.create_permission(("127.0.0.1", 9))
+        cid = connection_id(TCPRelayClient.check(control.connect_peer(echo.server_address), "Connect"))
+        data, response, rest = control.open_data_connection(cid)
+        TCPRelayClient.check(response, "ConnectionBind")
+        assert rest == b""
+        pipes.append(data)
+        data.sendall(b"before")
+        assert recv_exactly(data, 6, timeout=5) == b"before"
 
         speak_version(binary, version)
         resp = upgrade_through_api(server)
@@ -87,31 +105,45 @@ def test_upgrade_to_an_heir_of_an_older_version(tmp_path, version):
         heir = answer["pid"]
         text = wait_for_log(server, r"speaks handover version")
         assert re.search(rf"pid {heir} speaks handover version {version}, this relayd 4", text), server.log_tail()
-        moved_tcp = MOVES_TCP[version]
-        assert answer["allocations"] == 1 + int(moved_tcp), answer
+        moved_tcp, moved_pipe = MOVES_TCP[version], MOVES_RFC6062[version]
+        assert answer["allocations"] == 1 + int(moved_tcp) + int(moved_pipe), answer
         # Each loop that restored anything says so, before the heir told the old process it serves.
         text = wait_for_log(server, r"connections from the live upgrade")
         counts = re.findall(r", (\d+) TCP and (\d+) TLS connections from the live upgrade", text)
-        assert sum(int(tcp) for tcp, _ in counts) == int(moved_tcp), server.log_tail()
+        # The TCP client, and the RFC 6062 control connection with its data connection.
+        assert sum(int(tcp) for tcp, _ in counts) == int(moved_tcp) + 2 * int(moved_pipe), server.log_tail()
         assert sum(int(tls) for _, tls in counts) == 0, server.log_tail()
 
         for i, (client, peer, channel) in enumerate(calls):
             assert tuple(client.relayed) == relayed[i]
             round_trip(client, peer, channel, b"after")
             client.refresh(600)
+        data.sendall(b"after the upgrade")
+        assert recv_exactly(data, 17, timeout=5) == b"after the upgrade"
+        control.refresh(600)
         # The TLS session (and before version 2 the TCP client) stays: the old process serves it.
         assert server.proc.poll() is None, "the old process exited with a client still on it"
         for client, peer, _ in calls[1:]:
             client.close()
             peer.close()
         calls = calls[:1]
+        if not moved_pipe:
+            for sock in pipes:
+                sock.close()
         assert server.proc.wait(timeout=15) == 0, server.log_tail()
         assert pid_alive(heir)
         udp, udp_peer, channel = calls[0]
         round_trip(udp, udp_peer, channel, b"after the old process left")
+        if moved_pipe:
+            data.sendall(b"in the heir")
+            assert recv_exactly(data, 11, timeout=5) == b"in the heir"
     finally:
         for client, peer, _ in calls:
             peer.close()
             client.close()
+        for sock in pipes or []:
+            sock.close()
+        echo.shutdown()
+        echo.server_close()
         problems = stop_both(server, heir)
     assert not problems, problems
