@@ -247,13 +247,30 @@ import Testing
             tls: HandoverTLSSession(records: Array(repeating: 1, count: 201), tenant: "t"))
         #expect(stream.fiveTuple.transport == .tls)
         #expect(throws: HandoverMessage.DecodingError.self) { try decode(HandoverMessage.stream(stream).encoded()) }
-        stream.tls?.records.removeLast()
+        stream.tls?.records = SecretBytes(Array(repeating: 1, count: 200))
         #expect(try decode(HandoverMessage.stream(stream).encoded()) == .stream(stream))
-        stream.tls?.records = []
+        stream.tls?.records = SecretBytes([])
         #expect(throws: HandoverMessage.DecodingError.self) { try decode(HandoverMessage.stream(stream).encoded()) }
         // A TCP stream's message followed by bytes is refused, not read as a TLS one.
         var tcp = HandoverMessage.stream(HandoverStream(id: 1, loop: 0, client: v4, server: v4, session: 0, input: [], output: [])).encoded()
         tcp += [0, 0, 0, 0, 1, 9]
         #expect(throws: HandoverMessage.DecodingError.self) { try decode(tcp) }
+    }
+
+    @Test("TLS secrets are copied once, shared by copies of the value, and read back whole")
+    func secretBytes() {
+        let bytes: [UInt8] = (0..<48).map { UInt8($0) }
+        let secret = SecretBytes(bytes)
+        let session = HandoverTLSSession(records: secret, tenant: "")
+        let copy = session
+        #expect(copy.records === secret)
+        #expect(secret.withUnsafeBytes { Array($0) } == bytes)
+        let part = bytes.withUnsafeBytes { SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<16])) }
+        #expect(part.withUnsafeBytes { Array($0) } == Array(bytes[0..<16]))
+        #expect(SecretBytes([]).isEmpty)
+        #expect(SecretBytes(bytes) == secret && SecretBytes([1]) != secret)
+        var buffer = bytes
+        buffer.withUnsafeMutableBytes { SecretBytes.wipe($0) }
+        #expect(buffer.allSatisfy { $0 == 0 })
     }
 }

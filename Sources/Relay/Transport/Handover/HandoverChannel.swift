@@ -33,8 +33,10 @@ final class HandoverChannel: Sendable {
         return (HandoverChannel(fd: fds[0]), fds[1])
     }
 
+    /// The encoded bytes are wiped once sent: messages carry keys and TLS traffic secrets.
     func send(_ message: HandoverMessage, descriptors: [Int32] = []) throws(Failure) {
-        let bytes = message.encoded()
+        var bytes = message.encoded()
+        defer { bytes.withUnsafeMutableBytes { SecretBytes.wipe($0) } }
         let sent = bytes.withUnsafeBytes { raw in
             descriptors.withUnsafeBufferPointer {
                 relayd_handover_send(fd, raw.baseAddress, raw.count, $0.baseAddress, Int32($0.count))
@@ -61,6 +63,8 @@ final class HandoverChannel: Sendable {
         var buffer = [UInt8](repeating: 0, count: HandoverMessage.maxBytes)
         var descriptors = [Int32](repeating: -1, count: HandoverChannel.maxDescriptors)
         var count: Int32 = 0
+        // Wiped once decoded, as what was sent is (`send`).
+        defer { buffer.withUnsafeMutableBytes { SecretBytes.wipe($0) } }
         let got = relayd_handover_recv(fd, &buffer, buffer.count, &descriptors, Int32(descriptors.count), &count)
         guard got > 0 else {
             throw Failure(description: got == 0 ? "the other side closed" : "receive: \(String(cString: strerror(errno)))")

@@ -175,6 +175,9 @@ enum HandoverMessage: Sendable, Equatable {
             out.u8(Tag.counters.rawValue)
             out.bytes.append(contentsOf: bytes)
         case .stream(let stream):
+            // Room for the largest message at once: a TLS session's secrets are written into
+            // this buffer only, never into one it outgrew (HandoverChannel.send wipes it).
+            out.bytes.reserveCapacity(HandoverMessage.maxBytes)
             out.u8(stream.tls == nil ? Tag.stream.rawValue : Tag.tlsStream.rawValue)
             stream.encode(into: &out)
         case .tcpRelay(let snapshot):
@@ -345,6 +348,14 @@ struct HandoverInput {
         let count = Int(try u32())
         guard count <= max else { throw .init(description: "a field longer than \(max) bytes") }
         return try bytes(count)
+    }
+
+    /// A 32-bit length, at most `max`, then that many bytes of key material, copied once into
+    /// a buffer that is wiped when released.
+    mutating func countedSecret(max: Int) throws(HandoverMessage.DecodingError) -> SecretBytes {
+        let count = Int(try u32())
+        guard count <= max else { throw .init(description: "a field longer than \(max) bytes") }
+        return SecretBytes(copying: try take(count))
     }
 
     mutating func rest() -> [UInt8] {

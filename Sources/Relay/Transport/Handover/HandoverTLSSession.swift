@@ -6,7 +6,8 @@ import CStreamIO
 /// sequence number, RFC 8446 §5.3, §7.3, and a record cut off so far), and the tenant its server
 /// name chose (docs/tenants.md), by name: indexes are the process's own.
 struct HandoverTLSSession: Sendable, Equatable {
-    var records: [UInt8]
+    /// Holds the traffic secrets: wiped when the last copy of this value is gone.
+    var records: SecretBytes
     /// Empty when the server name chose no tenant.
     var tenant: String
 
@@ -20,19 +21,23 @@ struct HandoverTLSSession: Sendable, Equatable {
         out.u8(UInt8(name.count))
         out.bytes += name
         out.u32(UInt32(records.count))
-        out.bytes += records
+        records.withUnsafeBytes { out.bytes.append(contentsOf: $0) }
     }
 
     /// Reads one; `room` is what the stream's other bytes left of `HandoverStream.maxBytes`.
     init(decoding input: inout HandoverInput, room: Int) throws(HandoverMessage.DecodingError) {
         let length = Int(try input.u8())
         tenant = String(decoding: try input.bytes(length), as: UTF8.self)
-        records = try input.counted(max: min(Self.maxRecordBytes, room))
+        records = try input.countedSecret(max: min(Self.maxRecordBytes, room))
         guard !records.isEmpty else { throw .init(description: "a TLS stream without its records") }
     }
 
-    init(records: [UInt8], tenant: String) {
+    init(records: SecretBytes, tenant: String) {
         self.records = records
         self.tenant = tenant
+    }
+
+    init(records: [UInt8], tenant: String) {
+        self.init(records: SecretBytes(records), tenant: tenant)
     }
 }

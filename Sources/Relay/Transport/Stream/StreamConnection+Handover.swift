@@ -12,7 +12,7 @@ extension StreamConnection {
     /// when the connection is not open, holds more than `HandoverStream.maxBytes`, or is a TLS
     /// session relayd cannot move: OpenSSL's (TLS 1.2, `tls-openssl-records`), or one that has
     /// not yet said whether it speaks TURN or HTTP (a port the API shares, docs/tls.md).
-    func pauseForHandover() -> (input: [UInt8], output: [UInt8], records: [UInt8]?)? {
+    func pauseForHandover() -> (input: [UInt8], output: [UInt8], records: SecretBytes?)? {
         guard state == .open, pipe == nil else { return nil }
         guard !isTLS || (ssl == nil && records != nil && (sawValidStun || !opening.api)) else { return nil }
         writeNow(onOwner: false)
@@ -20,7 +20,7 @@ extension StreamConnection {
         defer { relayd_stream_io_unlock(io) }
         let pending = relayd_stream_io_pending(io)
         guard state == .open, refusal == nil, pending + partialCount <= HandoverStream.maxBytes else { return nil }
-        var recordState: [UInt8]?
+        var recordState: SecretBytes?
         if let records {
             // Under the lock: no other loop seals a record after the sequence numbers are read.
             var bytes = [UInt8](repeating: 0, count: HandoverTLSSession.maxRecordBytes)
@@ -31,7 +31,7 @@ extension StreamConnection {
                 bytes.withUnsafeMutableBytes { relayd_tls_records_wipe($0.baseAddress, $0.count) }
                 return nil
             }
-            recordState = Array(bytes[..<length])
+            recordState = bytes.withUnsafeBytes { SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[..<length])) }
             bytes.withUnsafeMutableBytes { relayd_tls_records_wipe($0.baseAddress, $0.count) }
         }
         handingOver = true
