@@ -43,6 +43,20 @@ def both_ways(tls: StreamTurnClient, udp, tag: bytes) -> None:
     assert frame is not None and frame.payload == b"udp->tls " + tag, frame
 
 
+def server_receive_queue(client) -> int | None:
+    """Bytes the kernel holds unread on relayd's side of the IPv4 loopback connection whose
+    client end is `client` (/proc/net/tcp: the server's socket has the client as its remote
+    address); None when not found."""
+    host, port = client.getsockname()
+    remote = "%08X:%04X" % (int.from_bytes(bytes(map(int, host.split("."))), "little"), port)
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if fields[2] == remote:
+                return int(fields[4].split(":")[1], 16)
+    return None
+
+
 def answered(frame: bytes, request: StunMessage) -> bool:
     response = StunMessage.decode(frame[:20 + int.from_bytes(frame[2:4], "big")])
     return response.transaction_id == request.transaction_id and \
@@ -86,6 +100,9 @@ def test_tls_sessions_move_to_the_heir(tmp_path):
         request = stunclient.binding_request()
         split = cut.seal(request.encode())
         cut.sock.sendall(split[:9])
+        # Read by the old process (its socket's receive queue empty), not left in the kernel for
+        # the heir: the cut record must travel in the handover message.
+        assert eventually(lambda: server_receive_queue(cut.sock) == 0), "relayd did not read the part record"
         # openssl s_client with ChaCha20-Poly1305, for a KeyUpdate after the upgrade.
         skey = records.SClient(server, "-tls1_3", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256")
         done = skey.wait_for(b"Verify return code")
