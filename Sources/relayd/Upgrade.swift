@@ -10,7 +10,7 @@ struct Upgrade: ParsableCommand {
         discussion: """
             The running relayd starts its binary from the same path with the same arguments, hands \
             it the listeners, the UDP allocations, the TCP connections, the TLS 1.3 sessions whose records \
-            relayd keeps, and the keys, and drains the clients that cannot move (TLS 1.2, DTLS). Exits 0 once \
+            relayd keeps, and the keys, and drains the clients that cannot move (TLS sessions OpenSSL keeps: TLS 1.2 or tls-openssl-records; DTLS). Exits 0 once \
             the new process serves, 1 if the upgrade failed (the running relayd then serves on).
             """)
 

@@ -257,14 +257,19 @@ import Testing
         #expect(throws: HandoverMessage.DecodingError.self) { try decode(tcp) }
     }
 
-    @Test("TLS secrets are copied once, shared by copies of the value, and read back whole")
+    @Test("TLS secrets are read back whole, and a stream message never outgrows its first buffer")
     func secretBytes() {
         let bytes: [UInt8] = (0..<48).map { UInt8($0) }
         let secret = SecretBytes(bytes)
-        let session = HandoverTLSSession(records: secret, tenant: "")
-        let copy = session
-        #expect(copy.records === secret)
         #expect(secret.withUnsafeBytes { Array($0) } == bytes)
+        // The largest TLS stream message is written into the buffer reserved at the start.
+        let v4 = TransportAddress(ip: IPAddress("192.0.2.7")!, port: 3478)
+        let largest = HandoverStream(
+            id: 1, loop: 0, client: v4, server: v4, session: 0, input: [],
+            output: Array(repeating: 2, count: HandoverStream.maxBytes - 200),
+            tls: HandoverTLSSession(records: Array(repeating: 1, count: 200), tenant: "t"))
+        let encoded = HandoverMessage.stream(largest).encoded()
+        #expect(encoded.count <= HandoverMessage.maxBytes && encoded.capacity >= HandoverMessage.maxBytes)
         let part = bytes.withUnsafeBytes { SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<16])) }
         #expect(part.withUnsafeBytes { Array($0) } == Array(bytes[0..<16]))
         #expect(SecretBytes([]).isEmpty)
@@ -272,5 +277,12 @@ import Testing
         var buffer = bytes
         buffer.withUnsafeMutableBytes { SecretBytes.wipe($0) }
         #expect(buffer.allSatisfy { $0 == 0 })
+    }
+}
+
+extension HandoverTLSSession {
+    /// Tests' shorthand: records from an array (production code exports into `SecretBytes`).
+    init(records: [UInt8], tenant: String) {
+        self.init(records: SecretBytes(records), tenant: tenant)
     }
 }

@@ -47,7 +47,8 @@ def server_receive_queue(client) -> int | None:
     """Bytes the kernel holds unread on relayd's side of the IPv4 loopback connection whose
     client end is `client` (/proc/net/tcp: the server's socket has the client as its remote
     address); None when not found."""
-    host, port = client.getsockname()
+    host, port = client.getsockname()[:2]
+    assert ":" not in host, "server_receive_queue reads /proc/net/tcp: IPv4 only"
     remote = "%08X:%04X" % (int.from_bytes(bytes(map(int, host.split("."))), "little"), port)
     with open("/proc/net/tcp") as table:
         for line in table.readlines()[1:]:

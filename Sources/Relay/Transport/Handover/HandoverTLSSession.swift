@@ -36,8 +36,4 @@ struct HandoverTLSSession: Sendable, Equatable {
         self.records = records
         self.tenant = tenant
     }
-
-    init(records: [UInt8], tenant: String) {
-        self.init(records: SecretBytes(records), tenant: tenant)
-    }
 }

@@ -39,10 +39,23 @@ extension EventLoop {
     func watchRelaySocket(_ socket: RelaySocket, drain: Bool, retry: Bool = false) {
         let fd = socket.descriptor
         guard relayEvents[fd] == nil else { return }
+        // What came before the permission goes even when the event cannot be made: a retry
+        // reads what comes after it.
         if drain {
             var dropped = 0
             while dropped < Self.drainLimit && recv(fd, nil, 0, Int32(MSG_DONTWAIT | MSG_TRUNC)) >= 0 { dropped += 1 }
             for _ in 0..<dropped { core.counters.drop(.noPermission) }
+        }
+        guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
+        }, opaqueSelf) else {
+            // Before the buffers grow: a socket that cannot be watched keeps its smallest one.
+            // Not left unread for good: the allocation's peers would never reach its client.
+            relayWatchRetries.insert(fd)
+            guard !retry else { return }
+            return logger.error(
+                "cannot watch a relay socket: out of memory; trying again every second",
+                metadata: ["event": "relay_watch_failed", "fd": "\(fd)"])
         }
         var size = Self.relayBufferBytes
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
@@ -52,16 +65,6 @@ extension EventLoop {
         var length = socklen_t(4)
         if getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 {
             UDPSocket.enableErrorQueue(fd, family: domain == AF_INET6 ? .ipv6 : .ipv4)
-        }
-        guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
-            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
-        }, opaqueSelf) else {
-            // Not left unread for good: the allocation's peers would never reach its client.
-            relayWatchRetries.insert(fd)
-            guard !retry else { return }
-            return logger.error(
-                "cannot watch a relay socket: out of memory; trying again every second",
-                metadata: ["event": "relay_watch_failed", "fd": "\(fd)"])
         }
         // Added even while a live upgrade pauses the loop: only an allocation that stays here
         // (a TCP or TLS client's) can get its first permission then.
