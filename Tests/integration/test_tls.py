@@ -126,6 +126,44 @@ def test_no_tlsv1_2_raises_the_floor_to_1_3(tmp_path):
             binding_over(sock)
 
 
+@relayd_only
+def test_one_session_ticket_a_handshake_and_it_resumes(tls_relay, tmp_path):
+    """One NewSessionTicket after a TLS 1.3 handshake (RFC 8446 §4.6.1), not OpenSSL's default
+    two, and the session resumes from it; the resumed handshake hands out one again."""
+    openssl = shutil.which("openssl")
+    assert openssl is not None, "openssl not found (run scripts/install-test-deps.sh)"
+    session, renewed = tmp_path / "session.pem", tmp_path / "renewed.pem"
+
+    def handshake(written: Path, *args: str) -> str:
+        # stdin stays open, so s_client keeps reading what the server sends after the handshake.
+        proc = subprocess.Popen(
+            [openssl, "s_client", "-connect", f"{tls_relay.host}:{tls_relay.tls_port}", "-tls1_3", "-msg",
+             "-sess_out", str(written), *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + WAIT
+            # Both of OpenSSL's default tickets leave in one flight; half a second after the
+            # first arrives, a second would have been printed too.
+            while time.monotonic() < deadline and not (written.exists() and written.stat().st_size > 0):
+                time.sleep(0.05)
+            time.sleep(0.5)
+        finally:
+            # End of input: s_client closes the session and exits, its output flushed.
+            try:
+                out, _ = proc.communicate(timeout=S_CLIENT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+        return out.decode(errors="replace")
+
+    first = handshake(session)
+    assert first.count(", NewSessionTicket") == 1, first
+    assert "New, TLSv1.3" in first, first
+    resumed = handshake(renewed, "-sess_in", str(session))
+    assert "Reused, TLSv1.3" in resumed, resumed
+    assert resumed.count(", NewSessionTicket") == 1, resumed
+
+
 # --- ALPN and SNI -----------------------------------------------------------------
 
 
