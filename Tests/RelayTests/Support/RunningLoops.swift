@@ -20,7 +20,8 @@ final class RunningLoops: @unchecked Sendable {
     private let finished: [DispatchSemaphore]
     private let ready = DispatchSemaphore(value: 0)
 
-    init(count: Int = 2) throws {
+    /// `configure` runs on each loop's thread once its loop started, before it runs.
+    init(count: Int = 2, configure: @escaping @Sendable (_ index: Int, EventLoop) -> Void = { _, _ in }) throws {
         evthread_use_pthreads()
         let relayBase = try DaemonIntegrationTests.freeRelayRange()
         var ports: [UInt16] = []
@@ -36,6 +37,8 @@ final class RunningLoops: @unchecked Sendable {
             var c = RelayConfiguration()
             c.noAuth = true
             c.noTLS = true
+            // Peers on 127.0.0.1 besides the relayed addresses (a test's UDP peer socket).
+            c.allowLoopbackPeers = true
             c.listeningIPs = [.ipv4Loopback]
             c.listeningPort = ports[index]
             c.relayIPs = [.ipv4Loopback]
@@ -52,6 +55,7 @@ final class RunningLoops: @unchecked Sendable {
                     wiring: LoopWiring(index: LoopIndex(index), mailboxes: mailboxes, streams: service))
                 let failure = loop.start(udp: [])
                 precondition(failure == nil, "loop \(index): \(failure ?? "")")
+                configure(index, loop)
                 self.bases.withLock { $0[index] = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(loop.base))) }
                 self.ready.signal()
                 loop.run()

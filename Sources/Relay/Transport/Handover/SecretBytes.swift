@@ -33,7 +33,7 @@ final class SecretBytes: @unchecked Sendable, Equatable {
     }
 
     deinit {
-        relayd_tls_records_wipe(buffer.baseAddress, buffer.count)
+        Self.wipe(buffer)
         buffer.deallocate()
     }
 

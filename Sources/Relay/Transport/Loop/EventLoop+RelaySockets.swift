@@ -46,9 +46,7 @@ extension EventLoop {
             while dropped < Self.drainLimit && recv(fd, nil, 0, Int32(MSG_DONTWAIT | MSG_TRUNC)) >= 0 { dropped += 1 }
             for _ in 0..<dropped { core.counters.drop(.noPermission) }
         }
-        guard let event = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
-            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
-        }, opaqueSelf) else {
+        guard let event = makeRelayEvent(fd) else {
             // Before the buffers grow: a socket that cannot be watched keeps its smallest one.
             // Not left unread for good: the allocation's peers would never reach its client.
             relayWatchRetries.insert(fd)
@@ -70,6 +68,15 @@ extension EventLoop {
         // (a TCP or TLS client's) can get its first permission then.
         event_add(event, nil)
         relayEvents[fd] = event
+    }
+
+    /// The relay socket's read event, nil when libevent cannot make it (or a test's
+    /// `relayWatchFault` says so).
+    private func makeRelayEvent(_ fd: Int32) -> OpaquePointer? {
+        if let fault = relayWatchFault, fault() { return nil }
+        return event_new(base, fd, Int16(EV_READ | EV_PERSIST), { fd, _, arg in
+            Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().relayReadable(fd)
+        }, opaqueSelf)
     }
 
     /// A watched relay socket's receive and send buffers (SO_RCVBUF, SO_SNDBUF).

@@ -27,6 +27,9 @@ final class EventLoop {
     /// Relay sockets the core asked to watch whose event could not be made (out of memory):
     /// tried again every second (`retryRelayWatches`) until watched or closed.
     var relayWatchRetries: Set<Int32> = []
+    /// Fault injection for tests: a relay-socket watch fails, as if libevent were out of memory,
+    /// when this says so (nil in the daemon).
+    var relayWatchFault: (() -> Bool)?
     var timer: LoopEvent?
     var pendingClose: [Int32] = []
     /// Relay sockets opened by this flush's `openRelaySocket` commands, answered to the core
