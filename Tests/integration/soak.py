@@ -113,6 +113,7 @@ class Session:
     to_peer: int = 0  # payload bytes the peer received
     to_client: int = 0  # payload bytes the client received
     outcome: str = "open"  # finished, ended_by_kill, lost: <why>
+    allocated: bool = False  # the Allocate succeeded: any later error answer is a loss
 
 
 @dataclass
@@ -121,6 +122,8 @@ class Report:
     faults: list[tuple[float, str, str]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     refused: int = 0
+    # Each refused Allocate: its error code and reason, the node, and the faults around it.
+    refusals: list[str] = field(default_factory=list)
     quota_max_held: int = 0
     quota_over: int = 0
     samples: dict = field(default_factory=dict)
@@ -179,12 +182,14 @@ class Soak:
                 self.run_session(node, session)
             except (TurnError, OSError) as e:
                 if session.outcome == "open":
-                    session.outcome = f"refused {e}" if isinstance(e, TurnError) and e.code in (300, 401, 486, 508) \
-                        else f"lost: {type(e).__name__} {e}"
+                    refused = not session.allocated and isinstance(e, TurnError) and e.code in (300, 401, 486, 508)
+                    session.outcome = f"refused {e}" if refused else f"lost: {type(e).__name__} {e}"
             session.ended = time.monotonic()
             if session.outcome.startswith("refused"):
                 with self.lock:
                     self.report.refused += 1
+                    self.report.refusals.append(
+                        f"{session.transport} on {node.name}: {session.outcome}; {self.faults_during(session)}")
                 time.sleep(0.2)
                 continue
             if session.outcome.startswith("lost") and self.killed_during(node, session):
@@ -207,6 +212,7 @@ class Soak:
         peer.setblocking(False)
         try:
             client.allocate(username, password)
+            session.allocated = True
             client.channel_bind(0x4000, peer.getsockname())
             length = random.uniform(2, 6)
             deadline = time.monotonic() + length
@@ -422,6 +428,7 @@ class Soak:
             outcomes[f"{s.transport} {key}"] = outcomes.get(f"{s.transport} {key}", 0) + 1
         return {
             "sessions": len(r.sessions), "outcomes": outcomes, "refused_allocates": r.refused,
+            "refusals": r.refusals,
             "faults": [f"{kind} {node}" for _, kind, node in r.faults],
             "quota_max_held": r.quota_max_held, "quota_samples_over_quota": r.quota_over,
             "relayed_bytes": sum(s.to_peer + s.to_client for s in r.sessions),
