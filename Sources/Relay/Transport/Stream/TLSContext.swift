@@ -147,9 +147,10 @@ final class TLSContext: @unchecked Sendable {
                 | RELAYD_SSL_OP_IGNORE_UNEXPECTED_EOF)
         // Idle connections give their read/write buffers back; libevent may retry a write from a moved buffer.
         SSL_CTX_ctrl(ctx, SSL_CTRL_MODE, Int(SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
-        // One TLS 1.3 ticket a handshake, not OpenSSL's two: a TURN client holds one connection
-        // to a server and a ticket is for one use (RFC 8446 §4.6.1, §C.4); the second costs a
-        // session copy, its encoding and sealing on every handshake (docs/tls.md, "Resumption").
+        // One TLS 1.3 ticket a full handshake, not OpenSSL's two: each connection's handshake
+        // gives it a ticket for its own reconnect, and a ticket is for one use (RFC 8446 §4.6.1,
+        // §C.4); the second costs a session copy, its encoding and sealing on every handshake
+        // (docs/tls.md, "Resumption").
         SSL_CTX_set_num_tickets(ctx, 1)
         if let key = ConfigValidator.applyTLSNames(c, to: ctx) {
             let value = key == "cipher-list" ? c.cipherList : c.ecCurveName
