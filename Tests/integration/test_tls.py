@@ -46,10 +46,15 @@ def tls_relay(tmp_path_factory):
         yield s
 
 
-def s_client(server: RelayServer, *args: str) -> tuple[int, str]:
+def openssl_binary() -> str:
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.fail("openssl not found (Debian package openssl; run scripts/install-test-deps.sh)")
+    return openssl
+
+
+def s_client(server: RelayServer, *args: str) -> tuple[int, str]:
+    openssl = openssl_binary()
     proc = subprocess.run(
         [openssl, "s_client", "-connect", f"{server.host}:{server.tls_port}", *args],
         input=b"", capture_output=True, timeout=S_CLIENT_TIMEOUT)
@@ -131,9 +136,7 @@ def test_one_session_ticket_a_handshake_and_it_resumes(tls_relay, tmp_path):
     """One NewSessionTicket after a TLS 1.3 handshake (RFC 8446 §4.6.1), not OpenSSL's default
     two, and the session resumes from it. The resumed handshake hands out one again (OpenSSL never
     sends more after a resumption): the next reconnect resumes too."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.fail("openssl not found (Debian package openssl; run scripts/install-test-deps.sh)")
+    openssl = openssl_binary()
     session, renewed = tmp_path / "session.pem", tmp_path / "renewed.pem"
 
     def handshake(written: Path, *args: str) -> str:
