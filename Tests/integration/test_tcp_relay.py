@@ -343,7 +343,19 @@ def rss_kib(pid: int) -> int:
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
 
 
-SLOW_PAYLOAD = 24 << 20
+def stream_path_capacity() -> int:
+    """The most the kernel can queue between a writer and a reader that reads nothing, through
+    one relayd pipe: the writer's send buffer and relayd's two sockets' buffers, each of which
+    the kernel may grow to the `tcp_wmem` / `tcp_rmem` maximum, and the reader's receive buffer
+    at its default. A machine's sysctls set it (about 10 MB with Linux's defaults, 40 MB where
+    `tcp_rmem` allows 32 MB), so a fixed payload can fit in it whole under load."""
+    rmem = [int(v) for v in open("/proc/sys/net/ipv4/tcp_rmem").read().split()]
+    wmem = [int(v) for v in open("/proc/sys/net/ipv4/tcp_wmem").read().split()]
+    return wmem[2] + rmem[2] + wmem[2] + rmem[1]
+
+
+STALL_MARGIN = 4 << 20  # what relayd itself may hold for a pipe, well above its buffers
+SLOW_PAYLOAD = stream_path_capacity() + 4 * STALL_MARGIN
 
 
 def stall(sender: socket.socket, payload: bytes, seconds: float) -> int:
@@ -356,17 +368,19 @@ def stall(sender: socket.socket, payload: bytes, seconds: float) -> int:
             sent += sender.send(payload[sent:sent + 65536])
         except BlockingIOError:
             time.sleep(0.01)
-    return sent  # the kernel's loopback buffers on the way hold about 10 MB
+    return sent  # at most stream_path_capacity() while the reader reads nothing
 
 
 def stall_then_drain(server: RelayServer, sender: socket.socket, receiver: socket.socket) -> None:
-    """`sender` writes SLOW_PAYLOAD for 3 s while `receiver` reads nothing: it must stall before
-    the end, with relayd's memory flat; then `receiver` reads and gets every byte in order."""
+    """`sender` writes SLOW_PAYLOAD for 3 s while `receiver` reads nothing: it must stall once
+    the kernel's buffers on the way are full, with relayd's memory flat; then `receiver` reads
+    and gets every byte in order."""
     payload = os.urandom(SLOW_PAYLOAD)
     before = rss_kib(server.proc.pid)
     sent = stall(sender, payload, 3)
     grown = rss_kib(server.proc.pid) - before
-    assert sent < len(payload), "24 MB could be written to a side that reads nothing"
+    limit = stream_path_capacity() + STALL_MARGIN
+    assert sent < limit, f"{sent >> 20} MB written to a side that reads nothing (the kernel holds {limit >> 20} MB)"
     assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
     send_rest_and_check(sender, receiver, payload, sent)
 

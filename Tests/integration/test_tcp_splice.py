@@ -32,8 +32,8 @@ from conftest import REPO_ROOT, RelayServer, free_port, running, server_kind
 from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
 from test_http_metrics import scrape, value
 from test_tcp_relay import (  # noqa: F401 (echo: a fixture)
-    UCLIENT_TIMEOUT, WAIT, connected_pipe, control, echo, echo_through, metric, rss_kib, send_rest_and_check, stall,
-    start)
+    STALL_MARGIN, UCLIENT_TIMEOUT, WAIT, connected_pipe, control, echo, echo_through, metric, rss_kib,
+    send_rest_and_check, stall, start, stream_path_capacity)
 from test_uclient import _tool, parse_report
 
 pytestmark = [
@@ -116,7 +116,8 @@ def test_bytes_sent_with_the_connection_bind_arrive_first(tmp_path):
                 assert recv_exactly(data, len(later), timeout=20) == later
 
 
-STALL_PAYLOAD = 64 << 20
+STALL_LIMIT = stream_path_capacity() + STALL_MARGIN
+STALL_PAYLOAD = STALL_LIMIT + 3 * STALL_MARGIN
 
 
 def cpu_seconds(pid: int) -> float:
@@ -142,9 +143,9 @@ def spliced_pipe(s, client: TCPRelayClient, listener: socket.socket,
 
 @pytest.mark.parametrize("slow", ["peer", "client"])
 def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
-    """One side reads nothing for 3 s while the other writes 64 MB: the writer stalls after the
-    socket buffers (a plain redirect would take it all into kernel memory), relayd does not
-    grow, and then every byte arrives in order."""
+    """One side reads nothing for 3 s while the other writes STALL_PAYLOAD: the writer stalls
+    after the socket buffers (a plain redirect would take it all into kernel memory), relayd
+    does not grow, and then every byte arrives in order."""
     listener = socket.create_server(("127.0.0.1", 0))
     with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
         peer, data = spliced_pipe(s, client, listener)
@@ -154,7 +155,7 @@ def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
             before = rss_kib(s.proc.pid)
             sent = stall(sender, payload, 3)
             grown = rss_kib(s.proc.pid) - before
-            assert sent < 32 << 20, f"{sent >> 20} MB taken from a sender whose reader reads nothing"
+            assert sent < STALL_LIMIT, f"{sent >> 20} MB taken from a sender whose reader reads nothing"
             assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
             send_rest_and_check(sender, receiver, payload, sent)
 
@@ -172,7 +173,7 @@ def test_both_sides_slow_stall_both_senders(tmp_path):
             from_client = os.urandom(STALL_PAYLOAD)
             sent_by_peer = stall(peer, from_peer, 2)
             sent_by_client = stall(data, from_client, 4)
-            assert sent_by_peer < 32 << 20 and sent_by_client < 32 << 20, (sent_by_peer, sent_by_client)
+            assert sent_by_peer < STALL_LIMIT and sent_by_client < STALL_LIMIT, (sent_by_peer, sent_by_client)
             received: list[bytes] = []
             reader = threading.Thread(target=lambda: received.append(recv_exactly(data, sent_by_peer, timeout=60)))
             reader.start()
