@@ -116,13 +116,16 @@ class Session:
     allocated: bool = False  # the Allocate succeeded: any later error answer is a loss
 
 
+REFUSALS_KEPT = 100  # `refused_allocates` counts them all; the list keeps a long run's report small
+
+
 @dataclass
 class Report:
     sessions: list[Session] = field(default_factory=list)
     faults: list[tuple[float, str, str]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     refused: int = 0
-    # Each refused Allocate: its error code and reason, the node, and the faults around it.
+    # The first REFUSALS_KEPT refused Allocates: error code and reason, node, faults around it.
     refusals: list[str] = field(default_factory=list)
     quota_max_held: int = 0
     quota_over: int = 0
@@ -188,8 +191,9 @@ class Soak:
             if session.outcome.startswith("refused"):
                 with self.lock:
                     self.report.refused += 1
-                    self.report.refusals.append(
-                        f"{session.transport} on {node.name}: {session.outcome}; {self.faults_during(session)}")
+                    if len(self.report.refusals) < REFUSALS_KEPT:
+                        self.report.refusals.append(
+                            f"{session.transport} on {node.name}: {session.outcome}; {self.faults_during(session)}")
                 time.sleep(0.2)
                 continue
             if session.outcome.startswith("lost") and self.killed_during(node, session):
