@@ -355,7 +355,9 @@ def stream_path_capacity() -> int:
 
 
 STALL_MARGIN = 4 << 20  # what relayd itself may hold for a pipe, well above its buffers
-SLOW_PAYLOAD = stream_path_capacity() + 4 * STALL_MARGIN
+# A sender whose reader reads nothing stalls before this; the payload is well past it.
+STALL_LIMIT = stream_path_capacity() + STALL_MARGIN
+SLOW_PAYLOAD = STALL_LIMIT + 3 * STALL_MARGIN
 
 
 def stall(sender: socket.socket, payload: bytes, seconds: float) -> int:
@@ -379,8 +381,8 @@ def stall_then_drain(server: RelayServer, sender: socket.socket, receiver: socke
     before = rss_kib(server.proc.pid)
     sent = stall(sender, payload, 3)
     grown = rss_kib(server.proc.pid) - before
-    limit = stream_path_capacity() + STALL_MARGIN
-    assert sent < limit, f"{sent >> 20} MB written to a side that reads nothing (the kernel holds {limit >> 20} MB)"
+    assert sent < STALL_LIMIT, \
+        f"{sent >> 20} MB written to a side that reads nothing (the kernel holds {STALL_LIMIT >> 20} MB)"
     assert grown < 4096, f"relayd grew by {grown} KiB while one side did not read"
     send_rest_and_check(sender, receiver, payload, sent)
 

@@ -32,8 +32,8 @@ from conftest import REPO_ROOT, RelayServer, free_port, running, server_kind
 from tcprelay import TCPRelayClient, connection_id, recv_exactly, wait_eof
 from test_http_metrics import scrape, value
 from test_tcp_relay import (  # noqa: F401 (echo: a fixture)
-    STALL_MARGIN, UCLIENT_TIMEOUT, WAIT, connected_pipe, control, echo, echo_through, metric, rss_kib,
-    send_rest_and_check, stall, start, stream_path_capacity)
+    SLOW_PAYLOAD, STALL_LIMIT, UCLIENT_TIMEOUT, WAIT, connected_pipe, control, echo, echo_through, metric,
+    rss_kib, send_rest_and_check, stall, start)
 from test_uclient import _tool, parse_report
 
 pytestmark = [
@@ -116,10 +116,6 @@ def test_bytes_sent_with_the_connection_bind_arrive_first(tmp_path):
                 assert recv_exactly(data, len(later), timeout=20) == later
 
 
-STALL_LIMIT = stream_path_capacity() + STALL_MARGIN
-STALL_PAYLOAD = STALL_LIMIT + 3 * STALL_MARGIN
-
-
 def cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -143,7 +139,7 @@ def spliced_pipe(s, client: TCPRelayClient, listener: socket.socket,
 
 @pytest.mark.parametrize("slow", ["peer", "client"])
 def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
-    """One side reads nothing for 3 s while the other writes STALL_PAYLOAD: the writer stalls
+    """One side reads nothing for 3 s while the other writes SLOW_PAYLOAD: the writer stalls
     after the socket buffers (a plain redirect would take it all into kernel memory), relayd
     does not grow, and then every byte arrives in order."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -151,7 +147,7 @@ def test_a_slow_reader_stalls_its_sender_through_the_kernel(tmp_path, slow):
         peer, data = spliced_pipe(s, client, listener)
         with peer, data:
             sender, receiver = (data, peer) if slow == "peer" else (peer, data)
-            payload = os.urandom(STALL_PAYLOAD)
+            payload = os.urandom(SLOW_PAYLOAD)
             before = rss_kib(s.proc.pid)
             sent = stall(sender, payload, 3)
             grown = rss_kib(s.proc.pid) - before
@@ -169,8 +165,8 @@ def test_both_sides_slow_stall_both_senders(tmp_path):
     with listener, running(start(tmp_path, *OFFLOAD)) as s, control(s, "tcp") as client:
         peer, data = spliced_pipe(s, client, listener)
         with peer, data:
-            from_peer = os.urandom(STALL_PAYLOAD)
-            from_client = os.urandom(STALL_PAYLOAD)
+            from_peer = os.urandom(SLOW_PAYLOAD)
+            from_client = os.urandom(SLOW_PAYLOAD)
             sent_by_peer = stall(peer, from_peer, 2)
             sent_by_client = stall(data, from_client, 4)
             assert sent_by_peer < STALL_LIMIT and sent_by_client < STALL_LIMIT, (sent_by_peer, sent_by_client)
