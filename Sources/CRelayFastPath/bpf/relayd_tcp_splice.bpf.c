@@ -18,14 +18,14 @@
 //     which the kernel puts behind it, uncharged (docs/tcp-relay.md);
 //   - `limit` is 0 (the allocation ended, or the pipe is being let go);
 //   - the segment carries no bytes (a FIN: relayd sees the end of the stream).
-// A segment that begins with bytes the socket had already received (a retransmission that
-// overlaps data before it, which the kernel queues whole and hands to the program whole) first
-// loses those bytes, 4095 at a time (the most `bpf_skb_adjust_room` takes from an sk_skb's head),
-// and is then redirected or passed as any other. If they cannot be taken out (the kernel lacks
-// memory, or more than TRIM_CALLS * TRIM_STEP bytes are old), or the segment is old entirely
-// (which TCP never queues, so the expected sequence number would be wrong), the segment passes
-// as it is and `broken` tells relayd, which closes the pipe rather than relay bytes twice
-// (docs/tcp-relay.md, "Retransmitted bytes").
+// A segment that begins with bytes the program already saw (a retransmission that overlaps data
+// before it, which the kernel queues whole; or a segment the kernel hands to the program a second
+// time, grown by later segments coalesced into it) first loses those bytes, 4095 at a time (the
+// most `bpf_skb_adjust_room` takes from an sk_skb's head), and is then redirected or passed as
+// any other. If they cannot be taken out (the kernel lacks memory, or more than TRIM_CALLS *
+// TRIM_STEP bytes are old), or the segment is old entirely (never seen: the expected sequence
+// number would be wrong), the segment passes as it is and `broken` tells relayd, which closes
+// the pipe rather than relay bytes twice (docs/tcp-relay.md, "Retransmitted bytes").
 // The counts are kept under the value's spin lock, so relayd reads exact totals, and one that
 // set `limit` to 0 and then reads them knows no later redirect will be counted.
 #include <linux/bpf.h>
@@ -96,10 +96,37 @@ struct {
     __type(value, struct splice_counters);
 } relayd_splice_counters SEC(".maps");
 
-// The most `bpf_skb_adjust_room` takes from an sk_skb's head in one call, and the calls a
-// segment of up to 64 KiB needs.
+// The most `bpf_skb_adjust_room` takes from an sk_skb's head in one call, and the most such
+// calls for one segment: 2 MiB of old bytes, more than the largest segment the kernel builds
+// (a 64 KiB segment with later ones coalesced into it holds a few hundred KiB).
 #define TRIM_STEP 4095
-#define TRIM_CALLS 17
+#define TRIM_CALLS 512
+
+// A segment whose head loses TRIM_STEP old bytes a `bpf_loop` round.
+struct trim {
+    struct __sk_buff *skb;
+    __u32 failed;
+};
+
+static long trim_step(__u32 index, void *context) {
+    struct trim *trim = context;
+    if (bpf_skb_adjust_room(trim->skb, -TRIM_STEP, 0, 0) == 0) return 0;
+    trim->failed = 1;
+    return 1;
+}
+
+// Takes `bytes` (fewer than the segment holds) from the segment's head: 0, or -1 if the kernel
+// could not (it lacks memory) or they are more than TRIM_CALLS calls' worth. The rounds run in a
+// `bpf_loop`, which the verifier checks once, however many there are.
+static int take_out(struct __sk_buff *skb, __u32 bytes) {
+    __u32 rounds = bytes / TRIM_STEP, rest = bytes % TRIM_STEP;
+    if (rounds > TRIM_CALLS) return -1;
+    struct trim trim = {.skb = skb, .failed = 0};
+    if (rounds > 0 && bpf_loop(rounds, trim_step, &trim, 0) < 0) return -1;
+    if (trim.failed) return -1;
+    if (rest > 0 && bpf_skb_adjust_room(skb, -(__s32)rest, 0, 0) != 0) return -1;
+    return 0;
+}
 
 SEC("sk_skb/stream_verdict")
 int relayd_tcp_splice(struct __sk_buff *skb) {
@@ -134,17 +161,7 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     if (old < 0) old = 0;
     if ((__u32)old < arrived) counters->next_seq = seq + arrived;
     bpf_spin_unlock(&counters->lock);
-    __u32 left = (__u32)old;
-    if (left >= arrived) {
-        *(volatile __u32 *)&control->broken = 1;
-        return SK_PASS;
-    }
-    for (int call = 0; call < TRIM_CALLS && left > 0; call++) {
-        __u32 step = left < TRIM_STEP ? left : TRIM_STEP;
-        if (bpf_skb_adjust_room(skb, -(__s32)step, 0, 0) != 0) break;
-        left -= step;
-    }
-    if (left > 0) {
+    if ((__u32)old >= arrived || take_out(skb, (__u32)old) != 0) {
         *(volatile __u32 *)&control->broken = 1;
         return SK_PASS;
     }

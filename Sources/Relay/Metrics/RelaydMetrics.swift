@@ -158,7 +158,7 @@ public enum RelaydMetrics {
         p.sample("relayd_tcp_spliced_bytes_total", [("direction", "to_client")], m.splicedBytesToClient)
         p.family(
             "relayd_tcp_spliced_retransmitted_bytes_total", .counter,
-            help: "Bytes of retransmitted segments a spliced socket had received before, taken out by the kernel program.")
+            help: "Bytes at the head of a spliced socket's segments that the kernel program had seen before (retransmitted, or handed over again), taken out.")
         p.sample("relayd_tcp_spliced_retransmitted_bytes_total", [], m.splicedOldBytes)
         p.family("relayd_stun_binding_requests_total", .counter, help: "STUN Binding requests answered.")
         p.sample("relayd_stun_binding_requests_total", [], c.bindingRequests)
