@@ -23,8 +23,8 @@
 // time, grown by later segments coalesced into it) first loses those bytes, 4095 at a time (the
 // most `bpf_skb_adjust_room` takes from an sk_skb's head), and is then redirected or passed as
 // any other. If they cannot be taken out (the kernel lacks memory, or more than TRIM_CALLS *
-// TRIM_STEP bytes are old), or the segment is old entirely (never seen: the expected sequence
-// number would be wrong), the segment passes as it is and `broken` tells relayd, which closes
+// TRIM_STEP bytes are old), or the segment is old entirely (which no run has shown: taking all
+// of it out is not tried), the segment passes as it is and `broken` tells relayd, which closes
 // the pipe rather than relay bytes twice (docs/tcp-relay.md, "Retransmitted bytes").
 // The counts are kept under the value's spin lock, so relayd reads exact totals, and one that
 // set `limit` to 0 and then reads them knows no later redirect will be counted.
@@ -97,8 +97,8 @@ struct {
 } relayd_splice_counters SEC(".maps");
 
 // The most `bpf_skb_adjust_room` takes from an sk_skb's head in one call, and the most such
-// calls for one segment: 2 MiB of old bytes, more than the largest segment the kernel builds
-// (a 64 KiB segment with later ones coalesced into it holds a few hundred KiB).
+// calls for one segment: 2 MiB of old bytes, where the largest segment seen (64 KiB with later
+// ones coalesced into it) held 325,800 bytes.
 #define TRIM_STEP 4095
 #define TRIM_CALLS 512
 
