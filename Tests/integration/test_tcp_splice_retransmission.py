@@ -144,7 +144,7 @@ def test_spliced_pipes_stay_exact_on_a_lossy_link(tmp_path):
     packets carry 24 MB each way: TCP retransmits, some retransmitted segments overlap bytes the
     spliced socket already has (docs/tcp-relay.md, "Retransmitted bytes"), and every byte still
     arrives once and in order, counted once. Without the program's trim, 3 runs of 3 failed;
-    with a trim of at most 69,615 bytes, about one run in 80 closed a pipe on a segment the
+    with a trim of at most 69,615 bytes, about one run in 90 closed a pipe on a segment the
     kernel handed over again, grown (same section), and the pipe closed with reason `error`."""
     with own_namespace(loss_percent=LOSS_PERCENT):
         server = EchoServer(("127.0.0.1", free_port()), EchoHandler)

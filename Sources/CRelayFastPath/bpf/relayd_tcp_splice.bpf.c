@@ -97,8 +97,8 @@ struct {
 } relayd_splice_counters SEC(".maps");
 
 // The most `bpf_skb_adjust_room` takes from an sk_skb's head in one call, and the most such
-// calls for one segment: 2 MiB of old bytes, where the largest segment seen (64 KiB with later
-// ones coalesced into it) held 325,800 bytes.
+// calls for one segment: 2,096,640 old bytes, where the largest segment seen held 325,800
+// (docs/tcp-relay.md, "Retransmitted bytes").
 #define TRIM_STEP 4095
 #define TRIM_CALLS 512
 
@@ -116,11 +116,12 @@ static long trim_step(__u32 index, void *context) {
 }
 
 // Takes `bytes` (fewer than the segment holds) from the segment's head: 0, or -1 if the kernel
-// could not (it lacks memory) or they are more than TRIM_CALLS calls' worth. The rounds run in a
-// `bpf_loop`, which the verifier checks once, however many there are.
+// could not (it lacks memory) or they are more than TRIM_CALLS * TRIM_STEP. The rounds run in a
+// `bpf_loop`, which the verifier checks once, however many there are (a failed round stops it
+// and says so in `failed`: its return value counts the rounds run).
 static int take_out(struct __sk_buff *skb, __u32 bytes) {
+    if (bytes > TRIM_CALLS * TRIM_STEP) return -1;
     __u32 rounds = bytes / TRIM_STEP, rest = bytes % TRIM_STEP;
-    if (rounds > TRIM_CALLS) return -1;
     struct trim trim = {.skb = skb, .failed = 0};
     if (rounds > 0 && bpf_loop(rounds, trim_step, &trim, 0) < 0) return -1;
     if (trim.failed) return -1;
