@@ -80,8 +80,9 @@ def start(tmp_path, *extra) -> RelayServer:
                        if server_kind() == "relayd" else list(extra))
 
 
-def control(server: RelayServer, transport: str, user: str = "alice") -> TCPRelayClient:
-    client = TCPRelayClient(server.tls_address if transport == "tls" else server.address, tls=transport == "tls")
+def control(server: RelayServer, transport: str, user: str = "alice", timeout: float = 5.0) -> TCPRelayClient:
+    client = TCPRelayClient(server.tls_address if transport == "tls" else server.address, tls=transport == "tls",
+                            timeout=timeout)
     client.allocate(*server.credentials(user=user))
     return client
 

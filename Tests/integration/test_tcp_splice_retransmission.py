@@ -27,7 +27,7 @@ import time
 import pytest
 
 from conftest import free_port, running, server_kind
-from tcprelay import TCPRelayClient, recv_exactly
+from tcprelay import recv_exactly
 from test_http_metrics import scrape, value
 from test_tcp_relay import WAIT, EchoHandler, EchoServer, connected_pipe, control, start
 from test_tcp_splice import OFFLOAD, counted, spliced_pipe, wait_spliced
@@ -126,17 +126,10 @@ def remove_namespace(name: str) -> None:
 
 
 LOSSY_PIPES = 4
-# How long a control transaction on the lossy link may take: TCP resends a lost segment after
-# 0.2 s, then 0.4 s, 0.8 s, ..., and a lost SYN after 1 s.
+# How long a control transaction on the lossy link (an Allocate, or a data connection's
+# ConnectionBind) may wait for an answer TCP may have to resend: after 0.2 s, then 0.4 s,
+# 0.8 s, ..., and a lost SYN after 1 s.
 LOSSY_TIMEOUT = 15.0
-
-
-def lossy_control(server) -> TCPRelayClient:
-    """An RFC 6062 control connection with an allocation, whose transactions (and its data
-    connections' ConnectionBind) wait LOSSY_TIMEOUT for an answer that TCP may have to resend."""
-    client = TCPRelayClient(server.address, timeout=LOSSY_TIMEOUT)
-    client.allocate(*server.credentials(user="alice"))
-    return client
 
 
 def test_spliced_pipes_stay_exact_on_a_lossy_link(tmp_path):
@@ -154,7 +147,7 @@ def test_spliced_pipes_stay_exact_on_a_lossy_link(tmp_path):
             with running(start(tmp_path, *OFFLOAD)) as s:
                 size = 24 << 20
                 for pipe in range(1, LOSSY_PIPES + 1):
-                    with lossy_control(s) as client:
+                    with control(s, "tcp", timeout=LOSSY_TIMEOUT) as client:
                         data, _ = connected_pipe(client, server.server_address)
                         with data:
                             wait_spliced(s, pipe)

@@ -162,7 +162,7 @@ int relayd_tcp_splice(struct __sk_buff *skb) {
     if (old < 0) old = 0;
     if ((__u32)old < arrived) counters->next_seq = seq + arrived;
     bpf_spin_unlock(&counters->lock);
-    if ((__u32)old >= arrived || take_out(skb, (__u32)old) != 0) {
+    if (old > 0 && ((__u32)old >= arrived || take_out(skb, (__u32)old) != 0)) {
         *(volatile __u32 *)&control->broken = 1;
         return SK_PASS;
     }
